@@ -1,0 +1,69 @@
+package bmc
+
+import (
+	"context"
+	"time"
+)
+
+// Controller is the port every BMC implementation provides. One Controller
+// serves one machine. Implementations must be safe for concurrent use and
+// must bound every call by the context and their target's timeout.
+//
+// PowerOff means a hard off (Redfish ForceOff, IPMI `chassis power off`),
+// never a cycle or reset, which can leave the machine on. A nil error from
+// PowerOff or PowerOn only means the BMC accepted the command: BMCs lie, and
+// only a later PowerStatus reading proves anything.
+type Controller interface {
+	PowerStatus(ctx context.Context) (PowerStatus, error)
+	PowerOff(ctx context.Context) (Result, error)
+	PowerOn(ctx context.Context) (Result, error)
+	Identity(ctx context.Context) (Identity, error)
+}
+
+// Result records how an operation was carried out.
+type Result struct {
+	// Provider is the library path that answered ("gofish", "ipmitool").
+	Provider string `json:"provider"`
+	// Attempts counts requests to the BMC for this operation, retries included.
+	Attempts int `json:"attempts"`
+	// Latency is the wall time of the whole operation.
+	Latency time.Duration `json:"latency"`
+}
+
+// PowerStatus is one power reading.
+type PowerStatus struct {
+	State PowerState `json:"powerState"`
+	// Raw is exactly what the BMC said, for evidence and debugging.
+	Raw string `json:"raw"`
+	// BootProgress is Redfish BootProgress.LastState ("OSRunning", ...), empty
+	// when the BMC does not report it (IPMI, older Redfish).
+	BootProgress string `json:"bootProgress,omitempty"`
+	Result
+}
+
+// OSRunning reports whether BootProgress says an operating system is up or
+// starting. A BMC that reads Off while claiming the OS runs contradicts
+// itself, and a contradiction is never proof of Off.
+func (s PowerStatus) OSRunning() bool {
+	switch s.BootProgress {
+	case "OSRunning", "OSBootStarted":
+		return true
+	default:
+		return false
+	}
+}
+
+// Identity describes the machine behind a BMC, to check that inventory points
+// at the node it claims to (Node systemUUID vs Redfish UUID).
+type Identity struct {
+	SystemID     string `json:"systemId,omitempty"`
+	SystemName   string `json:"systemName,omitempty"`
+	UUID         string `json:"uuid,omitempty"`
+	SerialNumber string `json:"serialNumber,omitempty"`
+	Manufacturer string `json:"manufacturer,omitempty"`
+	Model        string `json:"model,omitempty"`
+	// AllowedResets lists Redfish ResetType@Redfish.AllowableValues; empty
+	// when the BMC does not advertise them.
+	AllowedResets []string `json:"allowedResets,omitempty"`
+	Result
+}

@@ -1,0 +1,211 @@
+package bmc
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Protocol is how a BMC is reached.
+type Protocol string
+
+const (
+	Redfish Protocol = "redfish"
+	IPMI    Protocol = "ipmi"
+)
+
+// Endpoint is a parsed BMC address. It never carries credentials.
+type Endpoint struct {
+	Protocol Protocol
+	// Scheme is "https" or "http" for Redfish and "ipmi" for IPMI-over-LAN.
+	Scheme string
+	Host   string
+	Port   int
+}
+
+// ParseAddress parses the address forms an operator writes:
+//
+//	https://HOST[:PORT]  Redfish over TLS (port 443)
+//	http://HOST[:PORT]   Redfish in clear text (port 80), for labs and mocks
+//	ipmi://HOST[:PORT]   IPMI 2.0 lanplus (UDP port 623)
+//
+// A path, query or user info is refused rather than ignored: a path usually
+// means the operator meant to pick a system (use the system setting), and
+// credentials in a URL end up in logs.
+func ParseAddress(s string) (Endpoint, error) {
+	const want = "want https://HOST[:PORT], http://HOST[:PORT] or ipmi://HOST[:PORT]"
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return Endpoint{}, fmt.Errorf("%w: address %q: %s", ErrInvalidTarget, redactURL(s), want)
+	}
+	if u.User != nil {
+		return Endpoint{}, fmt.Errorf("%w: address %q carries credentials: remove them and use a password file, env var or Secret", ErrInvalidTarget, redactURL(s))
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return Endpoint{}, fmt.Errorf("%w: address %q has a path or query: give only scheme, host and port (choose a Redfish system with the system setting)", ErrInvalidTarget, s)
+	}
+	ep := Endpoint{Scheme: strings.ToLower(u.Scheme), Host: u.Hostname()}
+	var defaultPort int
+	switch ep.Scheme {
+	case "https":
+		ep.Protocol, defaultPort = Redfish, 443
+	case "http":
+		ep.Protocol, defaultPort = Redfish, 80
+	case "ipmi":
+		ep.Protocol, defaultPort = IPMI, 623
+	default:
+		return Endpoint{}, fmt.Errorf("%w: address %q: unknown scheme %q: %s", ErrInvalidTarget, s, u.Scheme, want)
+	}
+	ep.Port = defaultPort
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return Endpoint{}, fmt.Errorf("%w: address %q: port %q must be 1-65535", ErrInvalidTarget, s, p)
+		}
+		ep.Port = n
+	}
+	if ep.Host == "" {
+		return Endpoint{}, fmt.Errorf("%w: address %q has no host: %s", ErrInvalidTarget, s, want)
+	}
+	return ep, nil
+}
+
+// HostPort returns "host:port" (IPv6 hosts bracketed).
+func (e Endpoint) HostPort() string { return net.JoinHostPort(e.Host, strconv.Itoa(e.Port)) }
+
+// String returns the canonical address, e.g. "https://10.0.0.5:443".
+func (e Endpoint) String() string {
+	if e.Scheme == "" {
+		return ""
+	}
+	return e.Scheme + "://" + e.HostPort()
+}
+
+// redactURL drops user info from an unparseable or credential-carrying
+// address before it is echoed in an error.
+func redactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		return scheme + "://[redacted]@" + rest[at+1:]
+	}
+	return s
+}
+
+// Secret is a password. Every way fmt, JSON or YAML can print it prints
+// "[redacted]"; the value is reachable only through Reveal, which adapters call
+// at the last moment (an HTTP header, an environment variable for ipmitool).
+type Secret string
+
+const redacted = "[redacted]"
+
+func (Secret) String() string               { return redacted }
+func (Secret) GoString() string             { return `"` + redacted + `"` }
+func (Secret) Format(f fmt.State, _ rune)   { _, _ = io.WriteString(f, redacted) }
+func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+func (s Secret) Reveal() string             { return string(s) }
+func (s Secret) IsEmpty() bool              { return s == "" }
+
+// Credentials authenticate to a BMC.
+type Credentials struct {
+	Username string
+	Password Secret
+}
+
+// AuthMode selects Redfish authentication. Basic is the default: many BMCs and
+// emulators only implement it, and with one client per operation a session
+// costs two extra requests and can leak a slot on the BMC when the logout is
+// lost.
+type AuthMode string
+
+const (
+	AuthBasic   AuthMode = "basic"
+	AuthSession AuthMode = "session"
+)
+
+// Defaults for a Target.
+const (
+	// DefaultTimeout bounds one operation, all requests included. A healthy
+	// BMC answers a power read in well under a second; ten seconds tolerates a
+	// loaded one without letting an unreachable address (ipmitool retries for
+	// ~52 s on its own) stall a fence.
+	DefaultTimeout = 10 * time.Second
+	// DefaultIPMICipherSuite is suite 3 (RAKP-HMAC-SHA1, AES-CBC-128), the one
+	// every IPMI 2.0 BMC implements; left unset, bmclib retries with suite 17
+	// and masks the real error.
+	DefaultIPMICipherSuite = 3
+)
+
+// Target is everything needed to reach one machine's BMC.
+type Target struct {
+	Address Endpoint
+	// System selects a Redfish ComputerSystem by Id or Name. Empty means "the
+	// only one": a BMC with several systems and no selection is refused.
+	System      string
+	Credentials Credentials
+	Auth        AuthMode
+	// CACertificates is a PEM bundle that verifies the BMC's certificate.
+	// Empty means the system roots.
+	CACertificates []byte
+	// InsecureSkipVerify disables TLS verification. Only an explicit operator
+	// choice sets it.
+	InsecureSkipVerify bool
+	// Timeout bounds each operation. Zero means DefaultTimeout.
+	Timeout         time.Duration
+	IPMICipherSuite int
+}
+
+// WithDefaults fills unset optional fields.
+func (t Target) WithDefaults() Target {
+	if t.Timeout == 0 {
+		t.Timeout = DefaultTimeout
+	}
+	if t.Auth == "" {
+		t.Auth = AuthBasic
+	}
+	if t.IPMICipherSuite == 0 {
+		t.IPMICipherSuite = DefaultIPMICipherSuite
+	}
+	return t
+}
+
+// Validate reports the first field that cannot work, naming it.
+func (t Target) Validate() error {
+	switch t.Address.Protocol {
+	case Redfish, IPMI:
+	case "":
+		return fmt.Errorf("%w: address is empty", ErrInvalidTarget)
+	default:
+		return fmt.Errorf("%w: address protocol %q: want redfish or ipmi", ErrInvalidTarget, t.Address.Protocol)
+	}
+	if t.Credentials.Username == "" {
+		return fmt.Errorf("%w: %s: username is empty", ErrInvalidTarget, t.Address)
+	}
+	if t.Credentials.Password.IsEmpty() {
+		return fmt.Errorf("%w: %s: password is empty", ErrInvalidTarget, t.Address)
+	}
+	switch t.Auth {
+	case "", AuthBasic, AuthSession:
+	default:
+		return fmt.Errorf("%w: %s: auth %q: want basic or session", ErrInvalidTarget, t.Address, t.Auth)
+	}
+	if t.Timeout < 0 {
+		return fmt.Errorf("%w: %s: timeout %s must not be negative", ErrInvalidTarget, t.Address, t.Timeout)
+	}
+	if t.IPMICipherSuite < 0 || t.IPMICipherSuite > 17 {
+		return fmt.Errorf("%w: %s: IPMI cipher suite %d: want 0-17", ErrInvalidTarget, t.Address, t.IPMICipherSuite)
+	}
+	if t.Address.Protocol == IPMI && t.System != "" {
+		return fmt.Errorf("%w: %s: system %q: IPMI has no system selection; remove it", ErrInvalidTarget, t.Address, t.System)
+	}
+	if t.Address.Scheme == "http" && (t.InsecureSkipVerify || len(t.CACertificates) > 0) {
+		return fmt.Errorf("%w: %s: TLS settings given for a plain http address; use https:// or drop them", ErrInvalidTarget, t.Address)
+	}
+	return nil
+}
