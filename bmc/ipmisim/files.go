@@ -1,0 +1,207 @@
+package ipmisim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// File names inside the sim's directory.
+const (
+	lanConfFile   = "lan.conf"
+	emuFile       = "bmc.emu"
+	controlFile   = "chassis-control.sh"
+	powerFile     = "power"
+	behaviorFile  = "behavior"
+	bootFile      = "boot"
+	requestsFile  = "requests.log"
+	fallbackFile  = "fallback" // present while a PowerOnFails power-on awaits its one on-read
+	logFile       = "ipmi_sim.log"
+	stateDir      = "state"
+	bmcIPMBAddr   = "0x20"
+	simName       = "bmcfence-ipmisim"
+	maxUserLen    = 16 // IPMI user name field
+	maxPasswdLen  = 20 // IPMI 2.0 password field
+	tempFilePrefx = ".tmp-"
+)
+
+// lanConf is ipmi_sim's configuration (man ipmi_lan). The user line's trailing auth list and the
+// allowed_auths_* lines only matter for IPMI 1.5 (-I lan); lanplus (RMCP+) authenticates with
+// RAKP and takes the password from the user line. The guid is needed by RAKP.
+func lanConf(port int, user, password, control string) string {
+	return fmt.Sprintf(`# Written by github.com/bmcfence/bmcfence/bmc/ipmisim.
+name "%s"
+set_working_mc %s
+  startlan 1
+    addr 127.0.0.1 %d
+    priv_limit admin
+    allowed_auths_callback md5
+    allowed_auths_user md5
+    allowed_auths_operator md5
+    allowed_auths_admin md5
+    guid a123456789abcdefa123456789abcdef
+  endlan
+  chassis_control "%s %s"
+  user 2 true "%s" "%s" admin 10 md5
+`, simName, bmcIPMBAddr, port, shellQuote(control), bmcIPMBAddr, user, password)
+}
+
+// emu is the ipmi_sim command file (man ipmi_sim_cmd): a single MC that is the BMC.
+const emu = `# Written by github.com/bmcfence/bmcfence/bmc/ipmisim.
+mc_setbmc 0x20
+mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02
+mc_enable 0x20
+`
+
+// controlScript is the chassis-control program. See the package documentation for the protocol.
+// It runs to completion before ipmi_sim handles the next request, so it never races itself; it can
+// race the Go side, which only ever replaces whole files.
+const controlScript = `#!/bin/sh
+# Chassis control program for ipmi_sim, written by github.com/bmcfence/bmcfence/bmc/ipmisim.
+# ipmi_sim runs: PROG 0x20 get power|boot, or PROG 0x20 set NAME VALUE [NAME VALUE ...].
+# "get" prints NAME:VALUE lines; a non-zero exit makes the BMC answer completion code 0xFF.
+d=@DIR@
+stuck=0 failing=0 status_fails=0 poweron_fails=0 delay=0
+[ -r "$d/behavior" ] && . "$d/behavior"
+shift
+op=$1
+[ $# -gt 0 ] && shift
+printf '%s\n' "$op $*" >>"$d/requests.log"
+[ "$delay" = 0 ] || sleep "$delay"
+put() { printf '%s\n' "$2" >"$d/.tmp-$1.$$" && mv -f "$d/.tmp-$1.$$" "$d/$1"; }
+power=$(cat "$d/power") || exit 1
+case $op in
+get)
+	if [ "$status_fails" = 1 ]; then echo "ipmisim: status reads fail"; exit 1; fi
+	for p in "$@"; do
+		case $p in
+		power)
+			echo "power:$power"
+			# PowerOnFails: the machine read on once after the power-on; now it falls back.
+			if [ -e "$d/fallback" ]; then rm -f "$d/fallback"; put power 0; fi
+			;;
+		boot) echo "boot:$(cat "$d/boot")" ;;
+		*) echo "ipmisim: cannot get $p"; exit 1 ;;
+		esac
+	done
+	;;
+set)
+	if [ "$failing" = 1 ]; then echo "ipmisim: chassis control fails"; exit 1; fi
+	if [ "$stuck" = 1 ]; then exit 0; fi
+	while [ $# -ge 2 ]; do
+		p=$1 v=$2
+		shift 2
+		case $p in
+		power)
+			case $v in
+			0) rm -f "$d/fallback"; put power 0 ;;
+			1)
+				if [ "$poweron_fails" = 1 ] && [ "$power" = 0 ]; then : >"$d/fallback"; fi
+				put power 1
+				;;
+			*) echo "ipmisim: bad power value $v"; exit 1 ;;
+			esac
+			;;
+		shutdown) rm -f "$d/fallback"; put power 0 ;;
+		reset) ;; # a reset pulse leaves the power as it is
+		boot) put boot "$v" ;;
+		identify) ;;
+		*) echo "ipmisim: cannot set $p"; exit 1 ;;
+		esac
+	done
+	;;
+*)
+	echo "ipmisim: unknown operation $op"
+	exit 1
+	;;
+esac
+exit 0
+`
+
+// behaviorVars renders b as the shell assignments the control script sources.
+func behaviorVars(b Behavior) string {
+	delay := "0"
+	if b.Delay > 0 {
+		// sleep(1) takes fractional seconds; millisecond resolution is plenty.
+		delay = strconv.FormatFloat(b.Delay.Round(time.Millisecond).Seconds(), 'f', 3, 64)
+	}
+	return fmt.Sprintf("stuck=%d\nfailing=%d\nstatus_fails=%d\npoweron_fails=%d\ndelay=%s\n",
+		b2i(b.Stuck), b2i(b.Failing), b2i(b.StatusFails), b2i(b.PowerOnFails), delay)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func powerString(on bool) string {
+	if on {
+		return "1\n"
+	}
+	return "0\n"
+}
+
+// shellQuote quotes s for /bin/sh. Callers have rejected quotes and backslashes already (see
+// checkPath), which ipmi_sim's config tokenizer would not pass through unharmed.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// checkPath rejects directory names that cannot be written into lan.conf's quoted
+// chassis_control string. t.TempDir() names never contain these characters.
+func checkPath(dir string) error {
+	if i := strings.IndexAny(dir, "'\"\\\n\r\t"); i >= 0 {
+		return fmt.Errorf("directory %q contains %q, which cannot be quoted in lan.conf", dir, dir[i])
+	}
+	return nil
+}
+
+// checkCredential rejects what lan.conf cannot carry inside a quoted token, and what IPMI cannot hold.
+func checkCredential(what, v string, maxLen int) error {
+	if v == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	if len(v) > maxLen {
+		return fmt.Errorf("%s is longer than %d bytes (IPMI limit)", what, maxLen)
+	}
+	for _, r := range v {
+		if r <= ' ' || r >= 0x7f || r == '"' || r == '\\' || r == '#' {
+			return fmt.Errorf("%s may only hold printable ASCII without space, '\"', '\\' and '#'", what)
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic replaces dir/name by writing a temp file in dir and renaming it over the old one.
+func writeFileAtomic(dir, name, content string, perm os.FileMode) error {
+	f, err := os.CreateTemp(dir, tempFilePrefx+name+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, werr := f.WriteString(content)
+	cerr := f.Close()
+	if err := firstErr(werr, cerr, os.Chmod(tmp, perm)); err != nil {
+		_ = os.Remove(tmp) // best effort: the write already failed
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		_ = os.Remove(tmp) // best effort: the rename already failed
+		return err
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
