@@ -1,0 +1,137 @@
+package fence
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestExhaustiveInvariants enumerates every phase × state variant × input
+// kind × power reading × readiness × taint × node flags × fleet, and checks
+// the invariants of DESIGN.md §2 (1, 2, 4, 6) and determinism (7) on each
+// Step. Under -short it checks every 7th combination.
+func TestExhaustiveInvariants(t *testing.T) {
+	p := DefaultPolicy()
+	now := at(400 * time.Second) // past FenceAfter for a node silent since t0
+
+	states := exhaustiveStates(now)
+	inputs := exhaustiveInputs(now)
+	nodes := exhaustiveNodes(now)
+	// The guard's refusals all take the same path in Step; one refusal
+	// reason stands for the others (TestStormGuard covers each).
+	fleets := []FleetView{
+		{Nodes: 5, Unhealthy: 1, APIFreshAt: now}, // calm
+		{Nodes: 5, Unhealthy: 4, APIFreshAt: now}, // storm
+	}
+	stride := 1
+	if testing.Short() || raceEnabled {
+		stride = 7
+	}
+	var checked, i int
+	for _, s := range states {
+		for _, in := range inputs {
+			for _, n := range nodes {
+				for _, f := range fleets {
+					i++
+					if i%stride != 0 {
+						continue
+					}
+					in.Node, in.Fleet = n, f
+					out := Step(p, s, in, now)
+					if err := checkInvariants(p, s, in, now, out); err != nil {
+						t.Fatalf("phase %v (manual %v attested %v run %+v power-off %v taint owned %v stuck %v)\ninput %v reading %+v result %+v command %v\nnode %+v\nfleet %+v\n→ %v, actions %v\nviolation: %v",
+							s.Phase, s.Manual, s.Attested, s.OffRun, s.PowerOffAt, s.TaintOwned, s.Stuck,
+							in.Kind, in.Reading, in.Result, in.Command.Kind, n, f, out.State.Phase, kinds(out), err)
+					}
+					if i%5 != 0 {
+						continue
+					}
+					if again := Step(p, s, in, now); !reflect.DeepEqual(out, again) {
+						t.Fatalf("Step is not deterministic for phase %v input %v", s.Phase, in.Kind)
+					}
+					checked++
+				}
+			}
+		}
+	}
+	t.Logf("checked %d combinations (%d states × %d inputs × %d nodes × %d fleets, stride %d)",
+		checked, len(states), len(inputs), len(nodes), len(fleets), stride)
+}
+
+// exhaustiveStates gives, for every phase, the variants that change the
+// engine's branches: with or without a power-off behind it, a run in
+// progress or settled, a taint owned or not, a human's request.
+func exhaustiveStates(now time.Time) []State {
+	variants := []func(*State){
+		func(*State) {},
+		func(s *State) { s.OffRun = OffRun{First: now.Add(-sec(7)), Last: now.Add(-sec(1)), Count: 3} },
+		func(s *State) { s.OffRun = OffRun{First: now.Add(-sec(1)), Last: now.Add(-sec(1)), Count: 1} },
+		func(s *State) { s.PowerOffAt, s.PowerOffs = now.Add(-sec(30)), 1 },
+		func(s *State) { s.PowerOffAt, s.PowerOffs = now.Add(-sec(90)), 3 },
+		func(s *State) { s.TaintOwned, s.TaintedAt = true, now.Add(-sec(60)) },
+		func(s *State) { s.Manual, s.By = true, "alice" },
+		func(s *State) { s.Attested, s.By = true, "alice" },
+		func(s *State) { s.Stuck = StuckAborted },
+		func(s *State) { s.Stuck = StuckPowerOffIgnored; s.PowerOffAt = now.Add(-sec(90)) },
+		func(s *State) { s.NextReadAt = now.Add(sec(3)); s.ReadFailures = 3 },
+	}
+	var out []State
+	for _, ph := range Phases() {
+		for _, v := range variants {
+			s := State{Phase: ph, Since: now.Add(-sec(10)), FailureStart: t0}
+			v(&s)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func exhaustiveInputs(now time.Time) []Input {
+	ins := []Input{{Kind: InputTick}}
+	for pw := PowerUnknown; pw < numPowers; pw++ {
+		for _, os := range []bool{false, true} {
+			for _, when := range []time.Time{now, t0.Add(-sec(1))} {
+				ins = append(ins, Input{Kind: InputReading, Reading: Reading{At: when, Power: pw, OSRunning: os}})
+			}
+		}
+	}
+	ins = append(ins, Input{Kind: InputReading, Reading: Reading{At: now, Failure: "unreachable"}})
+	for k := ActPersist; k < numActionKinds; k++ {
+		ins = append(ins, Input{Kind: InputResult, Result: Result{Action: k}}, Input{Kind: InputResult, Result: Result{Action: k, Err: "boom"}})
+	}
+	for c := CmdNone; c < numCommandKinds; c++ {
+		ins = append(ins, Input{Kind: InputCommand, Command: Command{Kind: c, User: "alice", Reason: "test"}})
+	}
+	ins = append(ins, Input{Kind: InputCommand, Command: Command{Kind: CmdUnfence, User: "bob", PowerOn: true}})
+	return ins
+}
+
+func exhaustiveNodes(now time.Time) []NodeView {
+	readiness := []func(*NodeView){
+		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyTrue, now.Add(-sec(1)) },                        // healthy
+		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyTrue, t0 },                                      // stale Ready (controller has not noticed)
+		func(n *NodeView) { n.Ready, n.HeartbeatAt, n.NotReadySince = ReadyUnknown, t0, t0.Add(sec(40)) }, // dead
+		func(n *NodeView) { n.Ready, n.HeartbeatAt, n.NotReadySince = ReadyFalse, now.Add(-sec(1)), t0 },  // alive, NotReady
+		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyUnknown, time.Time{} },                          // never observed
+	}
+	flags := []func(*NodeView){
+		func(*NodeView) {},
+		func(n *NodeView) { n.Maintenance = true },
+		func(n *NodeView) { n.Excluded = true },
+		func(n *NodeView) { n.HasBMC = false },
+	}
+	var out []NodeView
+	for _, r := range readiness {
+		for _, f := range flags {
+			for _, taint := range []TaintState{TaintAbsent, TaintOurs, TaintForeign} {
+				for _, p := range []int{0, 2} {
+					n := NodeView{HasBMC: true, Taint: taint, Pods: p, VolumeAttachments: p / 2}
+					r(&n)
+					f(&n)
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
+}

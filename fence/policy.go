@@ -1,0 +1,180 @@
+package fence
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policy holds every threshold the engine uses. DefaultPolicy derives each
+// value; Validate names the first bad field and its allowed range.
+type Policy struct {
+	// SuspectAfter is how long a node must be unhealthy (heartbeat silence,
+	// or Ready not True, as observed by us) before we read its BMC.
+	SuspectAfter time.Duration
+	// FenceAfter is how long a node must be unhealthy before we may power off
+	// a node whose BMC still reads On. A node that already reads Off needs no
+	// wait beyond SuspectAfter and the settle window.
+	FenceAfter time.Duration
+	// SettleWindow and SettleReads define "off and staying off": SettleReads
+	// consecutive exact-Off reads whose first and last are at least
+	// SettleWindow apart.
+	SettleWindow time.Duration
+	SettleReads  int
+	// MaxReadGap: two Off reads further apart than this are not
+	// consecutive, and the run starts over.
+	MaxReadGap time.Duration
+	// ReadInterval is the BMC read cadence while a node is Suspect and its
+	// BMC reads anything but Off.
+	ReadInterval time.Duration
+	// ReadBackoffMax caps the exponential backoff after failed reads.
+	ReadBackoffMax time.Duration
+	// PowerPollInterval is the read-back cadence after a power command.
+	PowerPollInterval time.Duration
+	// PowerTimeout is how long one ForceOff may take to read back Off before
+	// it is sent again; PowerOffAttempts bounds the sends before the BMC is
+	// declared a liar and the node Stuck.
+	PowerTimeout     time.Duration
+	PowerOffAttempts int
+	// PowerOnTimeout bounds a power-on's read-back.
+	PowerOnTimeout time.Duration
+	// DetachTimeout is how long after the taint we wait for pods and
+	// VolumeAttachments before warning, by name, about what blocks.
+	DetachTimeout time.Duration
+	// DetachPoll is the cadence of force-deleting terminating pods and
+	// re-checking blockers while detaching.
+	DetachPoll time.Duration
+	// ForceDeletePods force-deletes terminating pods of a confirmed-off,
+	// tainted node instead of waiting for the pod GC loop.
+	ForceDeletePods bool
+	// PowerOnAfterDetach powers the node back on once it is fenced.
+	PowerOnAfterDetach bool
+	// Storm guard (Admit).
+	MaxConcurrentFences  int
+	MaxUnhealthyFraction float64
+	StormMinUnhealthy    int
+	Cooldown             time.Duration
+	MaxAPIStaleness      time.Duration
+	// StuckReadInterval is the slow BMC read cadence of a Stuck node, so a
+	// node that a human powers off by hand is still fenced.
+	StuckReadInterval time.Duration
+}
+
+// DefaultPolicy returns the defaults, each derived below.
+func DefaultPolicy() Policy {
+	return Policy{
+		// The kubelet renews its Lease every 10 s (a quarter of the 40 s
+		// lease). Two missed renewals rarely happen to a live node, and
+		// suspicion only costs a BMC read.
+		SuspectAfter: 20 * time.Second,
+		// Until the pods' default not-ready/unreachable tolerations (300 s,
+		// added by the DefaultTolerationSeconds admission plugin) run out,
+		// Kubernetes itself keeps the pods, and a kubelet that comes back
+		// loses nothing (seed timeline: kubelet stopped < 5 min → no
+		// restarts). After that the pods are evicted anyway, so powering off
+		// costs no more than Kubernetes already decided.
+		FenceAfter: 300 * time.Second,
+		// A BMC-driven restart (ForceRestart, IPMI power cycle) reads Off
+		// for one to a few seconds before PoweringOn. Three Off reads 3 s
+		// apart outlast that, and keep failover within 10 s of detection.
+		// Raise both for BMCs with a longer off-dwell.
+		SettleWindow: 6 * time.Second,
+		SettleReads:  3,
+		// A hole this long (an agent restart, a stretch of slow reads)
+		// means we did not watch the machine; it covers a BMC timing out
+		// twice (2 × 10 s) plus the settle cadence.
+		MaxReadGap: 30 * time.Second,
+		// Half a lease renewal: a node that shuts down while Suspect is
+		// seen within 5 s, at one cheap request per node.
+		ReadInterval: 5 * time.Second,
+		// One read a minute is enough to notice a BMC that comes back, and
+		// little enough never to load one that struggles.
+		ReadBackoffMax: 60 * time.Second,
+		// ForceOff removes power within a second or two on real BMCs.
+		PowerPollInterval: 2 * time.Second,
+		// Thirty polls: a ForceOff that has not read back Off by then was
+		// ignored (a lying BMC, or one busy with another command).
+		PowerTimeout:     60 * time.Second,
+		PowerOffAttempts: 3,
+		// A power-on can take 45 s and more before the BMC reads On.
+		PowerOnTimeout: 180 * time.Second,
+		// The controllers act within seconds of the taint (podgc every
+		// 20 s, force detach at once); five minutes means something
+		// tolerates the taint or a volume will not detach.
+		DetachTimeout: 5 * time.Minute,
+		DetachPoll:    2 * time.Second,
+		// Confirmed off and tainted: nothing can run there, so waiting for
+		// the 20 s pod GC loop only delays failover.
+		ForceDeletePods:    true,
+		PowerOnAfterDetach: false,
+		// One fence at a time: simultaneous failures usually share a cause
+		// (switch, PDU, partition) that the fraction guard should see, and
+		// serialising costs the second node one settle window.
+		MaxConcurrentFences: 1,
+		// The node lifecycle controller stops evicting from a zone at the
+		// same point (--unhealthy-zone-threshold=0.55 with more than two
+		// nodes not ready); we stop fencing there too, so the two agree.
+		MaxUnhealthyFraction: 0.55,
+		StormMinUnhealthy:    3,
+		// Spacing fences lets one node's pods land before the next moves
+		// and caps fencing at two a minute whatever marks nodes unhealthy.
+		Cooldown: 30 * time.Second,
+		// A view older than SuspectAfter could make a live node look dead;
+		// other kubelets' lease renewals refresh it every few seconds.
+		MaxAPIStaleness:   15 * time.Second,
+		StuckReadInterval: 60 * time.Second,
+	}
+}
+
+// Validate returns an error naming the first field outside its range.
+func (p Policy) Validate() error {
+	type bound struct {
+		name     string
+		v        time.Duration
+		min, max time.Duration
+	}
+	durations := []bound{
+		{"suspectAfter", p.SuspectAfter, 5 * time.Second, time.Hour},
+		{"fenceAfter", p.FenceAfter, p.SuspectAfter, 24 * time.Hour},
+		{"settleWindow", p.SettleWindow, time.Second, 10 * time.Minute},
+		{"maxReadGap", p.MaxReadGap, p.SettleWindow / time.Duration(max(p.SettleReads-1, 1)), time.Hour},
+		{"readInterval", p.ReadInterval, 100 * time.Millisecond, 10 * time.Minute},
+		{"readBackoffMax", p.ReadBackoffMax, p.ReadInterval, time.Hour},
+		{"powerPollInterval", p.PowerPollInterval, 100 * time.Millisecond, time.Minute},
+		{"powerTimeout", p.PowerTimeout, p.PowerPollInterval, time.Hour},
+		{"powerOnTimeout", p.PowerOnTimeout, p.PowerPollInterval, time.Hour},
+		{"detachTimeout", p.DetachTimeout, time.Second, 24 * time.Hour},
+		{"detachPoll", p.DetachPoll, 100 * time.Millisecond, time.Minute},
+		{"cooldown", p.Cooldown, 0, time.Hour},
+		{"maxAPIStaleness", p.MaxAPIStaleness, time.Second, p.SuspectAfter},
+		{"stuckReadInterval", p.StuckReadInterval, time.Second, time.Hour},
+	}
+	for _, b := range durations {
+		if b.v < b.min || b.v > b.max {
+			return fmt.Errorf("policy.%s = %s: must be between %s and %s", b.name, b.v, b.min, b.max)
+		}
+	}
+	ints := []struct {
+		name     string
+		v        int
+		min, max int
+	}{
+		{"settleReads", p.SettleReads, 2, 100},
+		{"powerOffAttempts", p.PowerOffAttempts, 1, 20},
+		{"maxConcurrentFences", p.MaxConcurrentFences, 1, 1000},
+		{"stormMinUnhealthy", p.StormMinUnhealthy, 1, 100000},
+	}
+	for _, b := range ints {
+		if b.v < b.min || b.v > b.max {
+			return fmt.Errorf("policy.%s = %d: must be between %d and %d", b.name, b.v, b.min, b.max)
+		}
+	}
+	if !(p.MaxUnhealthyFraction > 0 && p.MaxUnhealthyFraction <= 1) {
+		return fmt.Errorf("policy.maxUnhealthyFraction = %g: must be greater than 0 and at most 1", p.MaxUnhealthyFraction)
+	}
+	return nil
+}
+
+// settleInterval spaces the settle reads evenly across the window.
+func (p Policy) settleInterval() time.Duration {
+	return p.SettleWindow / time.Duration(p.SettleReads-1)
+}

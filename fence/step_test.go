@@ -1,0 +1,638 @@
+package fence
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// stepper drives one node through a sequence of inputs, checking the
+// invariants after every step.
+type driver struct {
+	t *testing.T
+	p Policy
+	s State
+}
+
+func newDriver(t *testing.T) *driver { return &driver{t: t, p: DefaultPolicy()} }
+
+func (d *driver) step(in Input, now time.Time) Output {
+	d.t.Helper()
+	out := Step(d.p, d.s, in, now)
+	if err := checkInvariants(d.p, d.s, in, now, out); err != nil {
+		d.t.Fatalf("at %s, %v in %v: invariant violated: %v", now.Sub(t0), in.Kind, d.s.Phase, err)
+	}
+	d.s = out.State
+	return out
+}
+
+func (d *driver) wantPhase(want Phase) {
+	d.t.Helper()
+	if d.s.Phase != want {
+		d.t.Fatalf("phase = %v, want %v", d.s.Phase, want)
+	}
+}
+
+// suspect brings the node to Suspect: heartbeat at t0, silence until 20 s.
+func (d *driver) suspect(n NodeView) Output {
+	d.t.Helper()
+	out := d.step(tick(n, at(sec(20))), at(sec(20)))
+	d.wantPhase(Suspect)
+	return out
+}
+
+func TestHealthyNodeWithFreshHeartbeatStaysHealthy(t *testing.T) {
+	d := newDriver(t)
+	out := d.step(tick(view(heartbeat(sec(10))), at(sec(15))), at(sec(15)))
+	d.wantPhase(Healthy)
+	if len(out.Actions) != 0 {
+		t.Errorf("actions = %v, want none", kinds(out))
+	}
+	if want := 15 * time.Second; out.RecheckAfter != want {
+		t.Errorf("RecheckAfter = %s, want %s (until SuspectAfter elapses)", out.RecheckAfter, want)
+	}
+}
+
+func TestSilenceOfSuspectAfterTriggersABMCRead(t *testing.T) {
+	d := newDriver(t)
+	d.step(tick(view(), at(sec(19.9))), at(sec(19.9)))
+	d.wantPhase(Healthy)
+	out := d.suspect(view())
+	if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActReadPower}, kinds(out)); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	if !d.s.FailureStart.Equal(t0) {
+		t.Errorf("FailureStart = %v, want the last heartbeat %v", d.s.FailureStart, t0)
+	}
+}
+
+func TestNotReadyWithLiveHeartbeatIsSuspectedToo(t *testing.T) {
+	d := newDriver(t)
+	n := view(heartbeat(sec(28)), readyFalse(sec(5)))
+	d.step(tick(n, at(sec(30))), at(sec(30)))
+	d.wantPhase(Suspect)
+}
+
+// Seed timeline §5: the node shuts down; the BMC reads Off; we confirm it
+// stays off, taint, and the pods go.
+func TestShutdownNodeIsConfirmedOffAndTainted(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+	d.wantPhase(ConfirmingOff)
+	d.step(reading(n, at(sec(23.1)), PowerOff), at(sec(23.2)))
+	d.wantPhase(ConfirmingOff)
+	out := d.step(reading(n, at(sec(26.1)), PowerOff), at(sec(26.2)))
+	d.wantPhase(Tainting)
+	if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActApplyTaint}, kinds(out)); diff != "" {
+		t.Fatalf("actions (-want +got):\n%s", diff)
+	}
+	tainted := view(withTaint(TaintOurs), pods(2, 1))
+	out = d.step(result(tainted, at(sec(26.3)), ActApplyTaint, ""), at(sec(26.3)))
+	d.wantPhase(Detaching)
+	if !has(out, ActDeletePods) {
+		t.Errorf("actions = %v, want DeletePods (force-delete terminating pods)", kinds(out))
+	}
+	out = d.step(tick(view(withTaint(TaintOurs), pods(0, 0)), at(sec(30))), at(sec(30)))
+	d.wantPhase(Fenced)
+	if !slices.Contains(eventReasons(out), "FenceDetached") {
+		t.Errorf("events = %v, want FenceDetached", eventReasons(out))
+	}
+}
+
+func TestOffReadingsThatDoNotCount(t *testing.T) {
+	tests := []struct {
+		name string
+		rd   Reading
+	}{
+		{"before the failure began", Reading{At: t0.Add(-time.Second), Power: PowerOff}},
+		{"at the failure start", Reading{At: t0, Power: PowerOff}},
+		{"with BootProgress saying the OS runs", Reading{At: at(sec(21)), Power: PowerOff, OSRunning: true}},
+		{"PoweringOff", Reading{At: at(sec(21)), Power: PowerPoweringOff}},
+		{"Unknown (Paused, garbage)", Reading{At: at(sec(21)), Power: PowerUnknown}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDriver(t)
+			n := view()
+			d.suspect(n)
+			in := reading(n, at(sec(22)), 0)
+			in.Reading = tt.rd
+			d.step(in, at(sec(22)))
+			d.wantPhase(Suspect)
+		})
+	}
+}
+
+// Seed timeline §4: a ~10 s reboot reads Off briefly, then PoweringOn. The
+// run breaks and the node is never tainted; it comes back Healthy.
+func TestRebootIsNeverTainted(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+	d.wantPhase(ConfirmingOff)
+	out := d.step(reading(n, at(sec(23.1)), PowerPoweringOn), at(sec(23.2)))
+	d.wantPhase(Suspect)
+	if !slices.Contains(eventReasons(out), "FenceOffRunBroken") {
+		t.Errorf("events = %v, want FenceOffRunBroken", eventReasons(out))
+	}
+	d.step(reading(n, at(sec(28.1)), PowerOn), at(sec(28.2)))
+	d.wantPhase(Suspect)
+	out = d.step(tick(view(heartbeat(sec(31))), at(sec(31))), at(sec(31)))
+	d.wantPhase(Healthy)
+	if !slices.Contains(eventReasons(out), "FenceRecovered") {
+		t.Errorf("events = %v, want FenceRecovered", eventReasons(out))
+	}
+}
+
+// Seed timeline §3: the kubelet stops, the machine stays On. Nothing before
+// FenceAfter (a kubelet back within 5 min loses nothing); after it, ForceOff,
+// and only reads later than our request count.
+func TestKubeletStoppedNodeIsPoweredOffOnlyAfterFenceAfter(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	for s := 20.0; s < 300; s += 5 {
+		out := d.step(reading(n, at(sec(s)), PowerOn), at(sec(s)))
+		if has(out, ActPowerOff) {
+			t.Fatalf("PowerOff at %ss, before FenceAfter", fmtSec(s))
+		}
+	}
+	d.wantPhase(Suspect)
+	out := d.step(reading(n, at(sec(300)), PowerOn), at(sec(300)))
+	d.wantPhase(PoweringOff)
+	if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActPowerOff}, kinds(out)); diff != "" {
+		t.Fatalf("actions (-want +got):\n%s", diff)
+	}
+	d.step(result(n, at(sec(300.5)), ActPowerOff, ""), at(sec(300.5)))
+	d.step(reading(n, at(sec(302)), PowerPoweringOff), at(sec(302)))
+	d.wantPhase(PoweringOff)
+	d.step(reading(n, at(sec(304)), PowerOff), at(sec(304)))
+	d.wantPhase(ConfirmingOff)
+	d.step(reading(n, at(sec(307)), PowerOff), at(sec(307)))
+	d.step(reading(n, at(sec(310)), PowerOff), at(sec(310)))
+	d.wantPhase(Tainting)
+}
+
+func fmtSec(s float64) string { return time.Duration(s * float64(time.Second)).String() }
+
+func TestUnreachableBMCBacksOffAndSaysSoOnce(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	var waits []time.Duration
+	var events []string
+	now := at(sec(20))
+	for i := 0; i < 7; i++ {
+		out := d.step(failedReading(n, now, "unreachable"), now)
+		waits = append(waits, d.s.NextReadAt.Sub(now))
+		events = append(events, eventReasons(out)...)
+		now = d.s.NextReadAt
+	}
+	d.wantPhase(Suspect)
+	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 60 * time.Second, 60 * time.Second, 60 * time.Second}
+	if diff := cmp.Diff(want, waits); diff != "" {
+		t.Errorf("backoff (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"FenceCannotVerify"}, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// A lying BMC accepts ForceOff and keeps reading On. After PowerOffAttempts
+// the node is Stuck and never tainted.
+func TestLyingBMCEndsStuckWithoutTaint(t *testing.T) {
+	d := newDriver(t)
+	d.p.FenceAfter = d.p.SuspectAfter
+	n := view()
+	d.suspect(n)
+	now := at(sec(20))
+	sent := 0
+	for i := 0; i < 200 && d.s.Phase != Stuck; i++ {
+		out := d.step(reading(n, now, PowerOn), now)
+		if has(out, ActPowerOff) {
+			sent++
+			d.step(result(n, now, ActPowerOff, ""), now)
+		}
+		if has(out, ActApplyTaint) {
+			t.Fatal("tainted a node whose BMC reads On")
+		}
+		now = now.Add(2 * time.Second)
+	}
+	d.wantPhase(Stuck)
+	if sent != d.p.PowerOffAttempts {
+		t.Errorf("sent %d power-offs, want %d", sent, d.p.PowerOffAttempts)
+	}
+	if d.s.Stuck != StuckPowerOffIgnored {
+		t.Errorf("stuck reason = %v", d.s.Stuck)
+	}
+}
+
+// PoweringOn falling back to Off after a power-off: the Off reads after our
+// request still settle and the node is fenced.
+func TestOffAfterPowerOffRequestIsConfirmed(t *testing.T) {
+	d := newDriver(t)
+	d.p.FenceAfter = d.p.SuspectAfter
+	n := view()
+	d.suspect(n)
+	d.step(reading(n, at(sec(20)), PowerOn), at(sec(20)))
+	d.wantPhase(PoweringOff)
+	// An Off read that started before our request does not count.
+	d.step(reading(n, at(sec(19.9)), PowerOff), at(sec(21)))
+	d.wantPhase(PoweringOff)
+	d.step(reading(n, at(sec(22)), PowerOff), at(sec(22)))
+	d.wantPhase(ConfirmingOff)
+}
+
+func TestStormGuard(t *testing.T) {
+	tests := []struct {
+		name   string
+		fleet  func(now time.Time) FleetView
+		reason string
+	}{
+		{"60% of nodes unhealthy", func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 3, APIFreshAt: now} }, "ClusterUnhealthy"},
+		{"a zone mostly unhealthy", func(now time.Time) FleetView {
+			return FleetView{Nodes: 10, Unhealthy: 3, APIFreshAt: now, Zones: []ZoneHealth{{"a", 4, 3}, {"b", 6, 0}}}
+		}, "ZoneUnhealthy"},
+		{"another fence in flight", func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 2, InFlight: 1, APIFreshAt: now} }, "TooManyInFlight"},
+		{"cooldown", func(now time.Time) FleetView {
+			return FleetView{Nodes: 5, Unhealthy: 2, LastFenceAt: now.Add(-10 * time.Second), APIFreshAt: now}
+		}, "cooldown ends in 20s"},
+		{"stale API view", func(now time.Time) FleetView {
+			return FleetView{Nodes: 5, Unhealthy: 1, APIFreshAt: now.Add(-time.Minute)}
+		}, "view of the API server is 1m0s old"},
+		{"API view never fresh", func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 1} }, "view of the API server"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDriver(t)
+			n := view()
+			d.suspect(n)
+			var msgs []string
+			for s := 20.0; s < 60; s += 5 {
+				in := reading(n, at(sec(s)), PowerOff)
+				in.Fleet = tt.fleet(at(sec(s)))
+				out := d.step(in, at(sec(s)))
+				for _, a := range out.Actions {
+					if a.Kind == ActEvent {
+						msgs = append(msgs, a.Event.Message)
+					}
+				}
+			}
+			d.wantPhase(Suspect)
+			if len(msgs) != 1 || !strings.Contains(msgs[0], tt.reason) && !strings.Contains(d.s.Refusal.String(), tt.reason) {
+				t.Errorf("events %q: want exactly one refusal mentioning %q", msgs, tt.reason)
+			}
+		})
+	}
+}
+
+func TestStormGuardAllowsOneDeadNodeInASmallCluster(t *testing.T) {
+	now := at(0)
+	if r := Admit(DefaultPolicy(), FleetView{Nodes: 2, Unhealthy: 1, APIFreshAt: now, Zones: []ZoneHealth{{"a", 1, 1}}}, now); !r.Admitted() {
+		t.Errorf("Admit = %v; one dead node of two is a failure to fence, not a storm", r)
+	}
+}
+
+func TestMaintenanceIsNeverFenced(t *testing.T) {
+	d := newDriver(t)
+	out := d.step(tick(view(maintenance()), at(sec(100))), at(sec(100)))
+	d.wantPhase(Maintenance)
+	if has(out, ActReadPower) {
+		t.Errorf("read the BMC of a node in maintenance")
+	}
+	// Maintenance set while a fence is under way abandons it before the taint.
+	d = newDriver(t)
+	n := view()
+	d.suspect(n)
+	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+	d.step(reading(view(maintenance()), at(sec(23.1)), PowerOff), at(sec(23.2)))
+	d.wantPhase(Maintenance)
+	// And it ends when maintenance ends.
+	d.step(tick(view(heartbeat(sec(30))), at(sec(31))), at(sec(31)))
+	d.wantPhase(Healthy)
+}
+
+func TestUnfenceableNodesAreWatchedNotFenced(t *testing.T) {
+	for name, opt := range map[string]nodeOpt{"excluded": excluded(), "no BMC": noBMC()} {
+		t.Run(name, func(t *testing.T) {
+			d := newDriver(t)
+			out := d.step(tick(view(opt), at(sec(60))), at(sec(60)))
+			d.wantPhase(Healthy)
+			if diff := cmp.Diff([]string{"FenceNotFenceable"}, eventReasons(out)); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			out = d.step(tick(view(opt), at(sec(90))), at(sec(90)))
+			if len(out.Actions) != 0 {
+				t.Errorf("second tick actions = %v, want none (warned once)", kinds(out))
+			}
+		})
+	}
+}
+
+func TestHeartbeatWhileConfirmingBreaksTheRun(t *testing.T) {
+	d := newDriver(t)
+	n := view(notReady(sec(-30)))
+	d.suspect(n)
+	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+	d.wantPhase(ConfirmingOff)
+	// The node's lease renews (it is alive, still NotReady): the BMC's Off
+	// is contradicted (wrong machine in the inventory?).
+	alive := view(notReady(sec(-30)), heartbeat(sec(21)))
+	out := d.step(reading(alive, at(sec(23.1)), PowerOff), at(sec(23.2)))
+	d.wantPhase(Suspect)
+	if d.s.OffRun.Count != 0 || !d.s.FailureStart.Equal(at(sec(21))) {
+		t.Errorf("after heartbeat: run %+v, failure start %v", d.s.OffRun, d.s.FailureStart)
+	}
+	if !slices.Contains(eventReasons(out), "FenceOffRunBroken") {
+		t.Errorf("events = %v", eventReasons(out))
+	}
+}
+
+// Seed timeline, node returns after fencing: its kubelet deletes the stale
+// pods; we remove our taint, only once Ready with a heartbeat after the taint.
+func TestReturningNodeIsUntaintedOnlyWhenReadyWithFreshHeartbeat(t *testing.T) {
+	d := newDriver(t)
+	d.s = State{Phase: Fenced, TaintOwned: true, TaintedAt: at(sec(30)), FailureStart: t0}
+	staleReady := view(withTaint(TaintOurs), heartbeat(sec(10)))
+	out := d.step(tick(staleReady, at(sec(100))), at(sec(100)))
+	d.wantPhase(Fenced)
+	if has(out, ActRemoveTaint) {
+		t.Fatal("removed the taint on a stale Ready")
+	}
+	notReadyYet := view(withTaint(TaintOurs), heartbeat(sec(100)), notReady(sec(50)))
+	d.step(tick(notReadyYet, at(sec(101))), at(sec(101)))
+	d.wantPhase(Fenced)
+	back := view(withTaint(TaintOurs), heartbeat(sec(110)))
+	out = d.step(tick(back, at(sec(110))), at(sec(110)))
+	d.wantPhase(Untainting)
+	if !has(out, ActRemoveTaint) {
+		t.Fatalf("actions = %v, want RemoveTaint", kinds(out))
+	}
+	out = d.step(result(back, at(sec(110.1)), ActRemoveTaint, ""), at(sec(110.1)))
+	d.wantPhase(Healthy)
+	if !slices.Contains(eventReasons(out), "FenceUntainted") {
+		t.Errorf("events = %v", eventReasons(out))
+	}
+}
+
+func TestForeignTaintIsNeverRemoved(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	for _, s := range []float64{20.1, 23.1} {
+		d.step(reading(n, at(sec(s)), PowerOff), at(sec(s)))
+	}
+	foreign := view(withTaint(TaintForeign), pods(1, 0))
+	out := d.step(reading(foreign, at(sec(26.1)), PowerOff), at(sec(26.1)))
+	if has(out, ActApplyTaint) {
+		t.Fatal("applied a taint that is already there")
+	}
+	d.wantPhase(Detaching)
+	back := view(withTaint(TaintForeign), heartbeat(sec(200)))
+	out = d.step(tick(back, at(sec(200))), at(sec(200)))
+	d.wantPhase(Healthy)
+	if has(out, ActRemoveTaint) {
+		t.Fatal("removed someone else's taint")
+	}
+}
+
+func TestTaintFailureReReadsBeforeRetrying(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	for _, s := range []float64{20.1, 23.1, 26.1} {
+		d.step(reading(n, at(sec(s)), PowerOff), at(sec(s)))
+	}
+	d.wantPhase(Tainting)
+	d.step(result(n, at(sec(26.2)), ActApplyTaint, "conflict"), at(sec(26.2)))
+	out := d.step(tick(n, at(sec(30))), at(sec(30)))
+	if diff := cmp.Diff([]ActionKind{ActReadPower}, kinds(out)); diff != "" {
+		t.Fatalf("after a failed taint (-want +got):\n%s", diff)
+	}
+	out = d.step(reading(n, at(sec(30.1)), PowerOff), at(sec(30.1)))
+	if !has(out, ActApplyTaint) {
+		t.Fatalf("actions = %v, want ApplyTaint on a fresh Off", kinds(out))
+	}
+	// A non-Off answer at that point cancels the taint.
+	d.step(result(n, at(sec(30.2)), ActApplyTaint, "conflict"), at(sec(30.2)))
+	d.step(tick(n, at(sec(34))), at(sec(34)))
+	d.step(reading(n, at(sec(34.1)), PowerPoweringOn), at(sec(34.1)))
+	d.wantPhase(Suspect)
+}
+
+// An agent that resumes from the annotation long after its last read must
+// not taint on old evidence: it confirms again.
+func TestResumeAfterLongGapConfirmsAgain(t *testing.T) {
+	d := newDriver(t)
+	d.s = State{Phase: Tainting, FailureStart: t0, OffRun: OffRun{First: at(sec(20)), Last: at(sec(26)), Count: 3}}
+	n := view()
+	now := at(sec(600))
+	out := d.step(tick(n, now), now)
+	if diff := cmp.Diff([]ActionKind{ActReadPower}, kinds(out)); diff != "" {
+		t.Fatalf("on resume (-want +got):\n%s", diff)
+	}
+	out = d.step(reading(n, now, PowerOff), now)
+	if has(out, ActApplyTaint) {
+		t.Fatal("tainted on a run with a 10-minute hole")
+	}
+	d.wantPhase(ConfirmingOff)
+}
+
+func TestAdoptsOurTaintAfterACrashBetweenPatchAndPersist(t *testing.T) {
+	d := newDriver(t)
+	d.s = State{Phase: Tainting, FailureStart: t0, OffRun: OffRun{First: at(sec(20)), Last: at(sec(26)), Count: 3}}
+	d.step(tick(view(withTaint(TaintOurs), pods(1, 1)), at(sec(40))), at(sec(40)))
+	d.wantPhase(Detaching)
+	if !d.s.TaintOwned {
+		t.Error("adopted taint not marked ours")
+	}
+}
+
+func TestDetachBlockersAreNamed(t *testing.T) {
+	d := newDriver(t)
+	d.s = State{Phase: Detaching, TaintOwned: true, TaintedAt: at(0)}
+	n := view(withTaint(TaintOurs), heartbeat(-time.Minute), pods(1, 1), blockers("pod default/db-0 (tolerates everything)", "VolumeAttachment csi-123"))
+	out := d.step(tick(n, at(5*time.Minute)), at(5*time.Minute))
+	var msg string
+	for _, a := range out.Actions {
+		if a.Event.Reason == "FenceDetachBlocked" {
+			msg = a.Event.Message
+		}
+	}
+	if !strings.Contains(msg, "db-0") || !strings.Contains(msg, "csi-123") {
+		t.Errorf("detach-blocked message %q does not name the blockers", msg)
+	}
+	d.wantPhase(Detaching)
+}
+
+func TestPowerOnAfterDetach(t *testing.T) {
+	d := newDriver(t)
+	d.p.PowerOnAfterDetach = true
+	d.s = State{Phase: Detaching, TaintOwned: true, TaintedAt: at(0)}
+	n := view(withTaint(TaintOurs), heartbeat(-time.Minute))
+	out := d.step(tick(n, at(sec(10))), at(sec(10)))
+	d.wantPhase(PoweringOn)
+	if !has(out, ActPowerOn) {
+		t.Fatalf("actions = %v", kinds(out))
+	}
+	d.step(result(n, at(sec(10.1)), ActPowerOn, ""), at(sec(10.1)))
+	d.step(reading(n, at(sec(12)), PowerPoweringOn), at(sec(12)))
+	d.wantPhase(PoweringOn)
+	d.step(reading(n, at(sec(60)), PowerOn), at(sec(60)))
+	d.wantPhase(Recovering)
+	back := view(withTaint(TaintOurs), heartbeat(sec(90)))
+	out = d.step(tick(back, at(sec(90))), at(sec(90)))
+	d.wantPhase(Untainting)
+	if !has(out, ActRemoveTaint) {
+		t.Fatalf("actions = %v", kinds(out))
+	}
+}
+
+func TestCommands(t *testing.T) {
+	alice := func(k CommandKind) Command { return Command{Kind: k, User: "alice", Reason: "rack 4 PDU failed"} }
+	t.Run("manual fence skips the thresholds but not the proof", func(t *testing.T) {
+		d := newDriver(t)
+		n := view(notReady(sec(1)))
+		out := d.step(command(n, at(sec(5)), alice(CmdFence)), at(sec(5)))
+		d.wantPhase(Suspect)
+		if !has(out, ActReadPower) {
+			t.Fatalf("actions = %v", kinds(out))
+		}
+		out = d.step(reading(n, at(sec(5.1)), PowerOn), at(sec(5.1)))
+		d.wantPhase(PoweringOff)
+		if !has(out, ActPowerOff) {
+			t.Fatalf("manual fence of an On node: actions = %v, want PowerOff", kinds(out))
+		}
+	})
+	t.Run("manual fence of a Ready node is refused", func(t *testing.T) {
+		d := newDriver(t)
+		out := d.step(command(view(heartbeat(sec(4))), at(sec(5)), alice(CmdFence)), at(sec(5)))
+		d.wantPhase(Healthy)
+		if diff := cmp.Diff([]string{"FenceCommandRefused"}, eventReasons(out)); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("confirm taints without a BMC", func(t *testing.T) {
+		d := newDriver(t)
+		n := view(noBMC(), notReady(sec(40)))
+		out := d.step(command(n, at(sec(60)), alice(CmdConfirm)), at(sec(60)))
+		d.wantPhase(Tainting)
+		if !has(out, ActApplyTaint) || !d.s.Attested || d.s.By != "alice" {
+			t.Fatalf("actions = %v, state %+v", kinds(out), d.s)
+		}
+	})
+	t.Run("confirm on maintenance is refused", func(t *testing.T) {
+		d := newDriver(t)
+		out := d.step(command(view(maintenance(), notReady(sec(40))), at(sec(60)), alice(CmdConfirm)), at(sec(60)))
+		if has(out, ActApplyTaint) {
+			t.Fatal("tainted a node in maintenance")
+		}
+	})
+	t.Run("abort before the taint leaves nothing", func(t *testing.T) {
+		d := newDriver(t)
+		n := view()
+		d.suspect(n)
+		d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+		d.step(command(n, at(sec(21)), alice(CmdAbort)), at(sec(21)))
+		d.wantPhase(Stuck)
+		for s := 22.0; s < 200; s += 3 {
+			if out := d.step(reading(n, at(sec(s)), PowerOff), at(sec(s))); has(out, ActApplyTaint) || has(out, ActReadPower) {
+				t.Fatalf("an aborted fence acted: %v", kinds(out))
+			}
+		}
+		// It is released when the node comes back.
+		d.step(tick(view(heartbeat(sec(201))), at(sec(201))), at(sec(201)))
+		d.wantPhase(Healthy)
+	})
+	t.Run("unfence with power-on", func(t *testing.T) {
+		d := newDriver(t)
+		d.s = State{Phase: Fenced, TaintOwned: true, TaintedAt: at(sec(30))}
+		n := view(withTaint(TaintOurs))
+		out := d.step(command(n, at(sec(100)), Command{Kind: CmdUnfence, User: "bob", PowerOn: true}), at(sec(100)))
+		d.wantPhase(PoweringOn)
+		if !has(out, ActPowerOn) {
+			t.Fatalf("actions = %v", kinds(out))
+		}
+	})
+	t.Run("unfence without our taint is refused", func(t *testing.T) {
+		d := newDriver(t)
+		out := d.step(command(view(withTaint(TaintForeign)), at(sec(5)), alice(CmdUnfence)), at(sec(5)))
+		if has(out, ActRemoveTaint) {
+			t.Fatal("removed a foreign taint")
+		}
+	})
+}
+
+func TestTaintRemovedBySomeoneElseStartsOver(t *testing.T) {
+	d := newDriver(t)
+	d.s = State{Phase: Detaching, TaintOwned: true, TaintedAt: at(0)}
+	out := d.step(tick(view(pods(1, 0)), at(sec(10))), at(sec(10)))
+	d.wantPhase(Healthy)
+	if !slices.Contains(eventReasons(out), "FenceTaintLost") {
+		t.Errorf("events = %v", eventReasons(out))
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	if err := DefaultPolicy().Validate(); err != nil {
+		t.Fatalf("DefaultPolicy().Validate() = %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Policy)
+		want   string
+	}{
+		{"suspectAfter too short", func(p *Policy) { p.SuspectAfter = time.Second }, "policy.suspectAfter = 1s: must be between 5s and 1h0m0s"},
+		{"fenceAfter below suspectAfter", func(p *Policy) { p.FenceAfter = 10 * time.Second }, "policy.fenceAfter = 10s: must be between 20s"},
+		{"one settle read", func(p *Policy) { p.SettleReads = 1 }, "policy.settleReads = 1: must be between 2 and 100"},
+		{"fraction zero", func(p *Policy) { p.MaxUnhealthyFraction = 0 }, "policy.maxUnhealthyFraction = 0"},
+		{"fraction above one", func(p *Policy) { p.MaxUnhealthyFraction = 1.5 }, "policy.maxUnhealthyFraction = 1.5"},
+		{"staleness above suspectAfter", func(p *Policy) { p.MaxAPIStaleness = time.Minute }, "policy.maxAPIStaleness = 1m0s"},
+		{"no concurrent fences", func(p *Policy) { p.MaxConcurrentFences = 0 }, "policy.maxConcurrentFences = 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := DefaultPolicy()
+			tt.mutate(&p)
+			err := p.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate() = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestOffRunSettles(t *testing.T) {
+	p := DefaultPolicy()
+	off := func(s float64) Reading { return Reading{At: at(sec(s)), Power: PowerOff} }
+	var r OffRun
+	for _, s := range []float64{1, 4} {
+		r = r.Observe(off(s), t0, p.MaxReadGap)
+	}
+	if r.Settled(p) {
+		t.Fatal("two reads settled")
+	}
+	r = r.Observe(off(6.9), t0, p.MaxReadGap)
+	if r.Settled(p) {
+		t.Fatal("three reads over 5.9 s settled a 6 s window")
+	}
+	r = r.Observe(off(9), t0, p.MaxReadGap)
+	if !r.Settled(p) {
+		t.Fatalf("four reads over 8 s did not settle: %+v", r)
+	}
+	if r.Observe(Reading{At: at(sec(10)), Power: PowerPoweringOn}, t0, p.MaxReadGap).Count != 0 {
+		t.Error("a PoweringOn reading did not reset the run")
+	}
+	if got := r.Observe(off(9), t0, p.MaxReadGap); got.Count != 0 {
+		t.Error("a reading not later than the last extended the run")
+	}
+	if got := r.Observe(off(100), t0, p.MaxReadGap); got.Count != 1 {
+		t.Errorf("a reading after a long gap: run %+v, want a new run of one", got)
+	}
+}
