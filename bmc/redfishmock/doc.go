@@ -1,0 +1,96 @@
+// Package redfishmock is bmcfence's Redfish test peer: an http.Handler that
+// serves a small, exact subset of Redfish for N computer systems, each with
+// a realistic power state machine and injectable faults. It is what the
+// BMC adapter's unit tests, the end-to-end harness (one process, one system
+// per Kubernetes node) and `make demo` talk to, and it is checked against
+// independent clients: gofish v0.20.0, bmclib v2.3.5, fence_redfish,
+// redfishtool and sushy.
+//
+// # Redfish surface
+//
+//	GET  /redfish                                     {"v1":"/redfish/v1/"}         (no auth)
+//	GET  /redfish/v1  /redfish/v1/                    ServiceRoot, RedfishVersion 1.15.0 (no auth)
+//	GET  /redfish/v1/Systems[/{id}]                   ComputerSystem: PowerState, BootProgress, UUID, ...
+//	POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset   {"ResetType":"ForceOff"} → 204
+//	GET  /redfish/v1/Chassis[/{id}]  /redfish/v1/Managers[/{id}]   one each per system, same id
+//	GET  /redfish/v1/SessionService
+//	GET  /redfish/v1/SessionService/Sessions
+//	POST /redfish/v1/SessionService/Sessions          {"UserName","Password"} → 201, X-Auth-Token, Location (no auth)
+//	GET|DELETE /redfish/v1/SessionService/Sessions/{id}
+//
+// Everything else needs HTTP Basic credentials or an X-Auth-Token; without
+// them the answer is 401 with WWW-Authenticate: Basic realm="redfish-mock".
+// Every error has the Redfish shape
+// {"error":{"code":"Base.1.8.…","message":…,"@Message.ExtendedInfo":[…]}}:
+// 400 for a bad or missing ResetType (ActionParameterValueNotInList,
+// ActionParameterMissing), 404 for an unknown URI, 405 for a wrong method
+// (with Allow), 409 for a Reset the state rules out, 503 when the session
+// table is full (SessionLimitExceeded).
+//
+// # Power state machine
+//
+// A system is On, Off, PoweringOn or PoweringOff. Nothing runs in the
+// background: the state is computed from timestamps against an injected
+// clock on each access (see package bmc/machine), with durations from Timing.
+//
+//	On                     Off → PoweringOn (PowerOn) → On; On or PoweringOn: no-op 204;
+//	                       PoweringOff: 409.
+//	ForceOff               On/PoweringOn → PoweringOff (PowerOff) → Off; Off: 204, or 409
+//	                       with ConflictWhenOff; in a restart's Off dwell: stays Off.
+//	GracefulShutdown       On → PoweringOff (GracefulShutdown) → Off, but only if the OS
+//	                       is running and not hung; otherwise accepted and ignored.
+//	ForceRestart,          Off for RestartOff, PoweringOn (PowerOn), On. When it reads
+//	PowerCycle             Off: 409, as bmclib expects of real BMCs.
+//	GracefulRestart        like ForceRestart, but ignored while the OS is hung.
+//	Nmi                    accepted; no power change.
+//
+// BootProgress.LastState reads None while Off, SystemHardwareInitializationComplete
+// while PoweringOn and OSRunning once On, also while the OS is hung: a hung
+// kernel still reads On.
+//
+// # Faults and events
+//
+// Faults (per system; see Faults) make the BMC slow (Latency), flaky
+// (ErrorRate), wedged (Hang), pedantic (ConflictWhenOff), lying
+// (IgnoreCommands, IgnoreDuringTransition), the host unbootable
+// (PowerOnFails), the session table full (SessionLimit, SessionsExhausted),
+// the identity wrong (WrongUUID) or the password stale (AuthFailure).
+// Events (see Event) happen to the machine itself: power-loss,
+// power-restore, os-hang, os-recover, os-reboot.
+//
+// A request's faults are those of the system it concerns: the system its
+// URI names, else the system its credentials are scoped to
+// (SystemConfig.Username), else the only system. With several systems, give
+// each its own credentials to make each look like a separate BMC; that
+// matters for clients such as bmclib that read every system in the
+// collection.
+//
+// # Control API
+//
+// Under /mock/, without authentication, JSON in and out. The same
+// operations exist as methods on Mock.
+//
+//	GET    /mock/systems                 [SystemStatus, …] in configured order
+//	GET    /mock/systems/{id}            SystemStatus: id, name, uuid, reportedUUID, powerState,
+//	                                     bootProgress, osHung, faults, timing, counters
+//	                                     {requests, resets{ResetType: n}, lastResetType, lastResetTime}
+//	POST   /mock/systems/{id}/events     {"event":"power-loss"|"power-restore"|"os-hang"|"os-recover"|"os-reboot"}
+//	GET    /mock/systems/{id}/faults     the current faults
+//	PUT    /mock/systems/{id}/faults     replace: {"latency":"2s","errorRate":0.1,"hang":true,
+//	                                     "conflictWhenOff":true,"ignoreCommands":true,
+//	                                     "ignoreDuringTransition":true,"powerOnFails":true,
+//	                                     "sessionLimit":2,"sessionsExhausted":true,
+//	                                     "wrongUUID":true,"authFailure":true}
+//	PATCH  /mock/systems/{id}/faults     merge the fields given into the current faults
+//	DELETE /mock/systems/{id}/faults     clear every fault
+//	PUT    /mock/systems/{id}/power      {"state":"On"|"Off"}: set directly, no transition
+//	POST   /mock/reset                   every system back to its configured state; sessions end
+//
+// Successful changes answer 200 with the system's SystemStatus (POST
+// /mock/reset answers 204). Bad input is 400 with a message saying what to
+// fix (unknown fields are errors), an unknown system 404, an event the
+// system's state rules out (os-hang on a system that is Off) 409.
+//
+// Durations are Go duration strings ("250ms", "45s") everywhere: in the
+// control API, in LoadConfig's YAML and in SystemStatus.
+package redfishmock

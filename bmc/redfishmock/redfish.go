@@ -1,0 +1,724 @@
+package redfishmock
+
+import (
+	"github.com/bmcfence/bmcfence/bmc/machine"
+
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// RedfishVersion is the protocol version the service root reports. bmclib
+// trusts BootProgress only from 1.13 on.
+const RedfishVersion = "1.15.0"
+
+// maxBodyBytes bounds request bodies; Redfish requests here are tiny.
+const maxBodyBytes = 64 << 10
+
+// resource is a kind of Redfish resource the mock serves.
+type resource int
+
+const (
+	resVersions resource = iota // /redfish
+	resServiceRoot
+	resSystems
+	resSystem
+	resSystemReset
+	resChassisCollection
+	resChassis
+	resManagers
+	resManager
+	resSessionService
+	resSessions
+	resSession
+)
+
+// route is a parsed Redfish URI.
+type route struct {
+	res       resource
+	systemID  string // for a system, its chassis, its manager, its Reset
+	sessionID string
+}
+
+// parseRoute maps a path without trailing slash to a route.
+func parseRoute(path string) (route, bool) {
+	rest, ok := strings.CutPrefix(path, "/redfish")
+	if !ok {
+		return route{}, false
+	}
+	if rest == "" {
+		return route{res: resVersions}, true
+	}
+	seg := strings.Split(strings.TrimPrefix(rest, "/"), "/")
+	if seg[0] != "v1" {
+		return route{}, false
+	}
+	seg = seg[1:]
+	switch len(seg) {
+	case 0:
+		return route{res: resServiceRoot}, true
+	case 1:
+		switch seg[0] {
+		case "Systems":
+			return route{res: resSystems}, true
+		case "Chassis":
+			return route{res: resChassisCollection}, true
+		case "Managers":
+			return route{res: resManagers}, true
+		case "SessionService":
+			return route{res: resSessionService}, true
+		}
+	case 2:
+		switch {
+		case seg[0] == "Systems":
+			return route{res: resSystem, systemID: seg[1]}, true
+		case seg[0] == "Chassis":
+			return route{res: resChassis, systemID: seg[1]}, true
+		case seg[0] == "Managers":
+			return route{res: resManager, systemID: seg[1]}, true
+		case seg[0] == "SessionService" && seg[1] == "Sessions":
+			return route{res: resSessions}, true
+		}
+	case 3:
+		if seg[0] == "SessionService" && seg[1] == "Sessions" {
+			return route{res: resSession, sessionID: seg[2]}, true
+		}
+	case 4:
+		if seg[0] == "Systems" && seg[2] == "Actions" && seg[3] == "ComputerSystem.Reset" {
+			return route{res: resSystemReset, systemID: seg[1]}, true
+		}
+	}
+	return route{}, false
+}
+
+// methods lists the HTTP methods a resource answers (HEAD goes with GET).
+func (rt route) methods() []string {
+	switch rt.res {
+	case resSystemReset:
+		return []string{http.MethodPost}
+	case resSessions:
+		return []string{http.MethodGet, http.MethodHead, http.MethodPost}
+	case resSession:
+		return []string{http.MethodGet, http.MethodHead, http.MethodDelete}
+	case resVersions, resServiceRoot, resSystems, resSystem, resChassisCollection, resChassis,
+		resManagers, resManager, resSessionService:
+	}
+	return []string{http.MethodGet, http.MethodHead}
+}
+
+// public reports whether the request needs no authentication. The Redfish
+// specification leaves /redfish and the service root open so clients can
+// discover the service, and a login cannot need a login.
+func (rt route) public(method string) bool {
+	switch rt.res {
+	case resVersions, resServiceRoot:
+		return true
+	case resSessions:
+		return method == http.MethodPost
+	case resSystems, resSystem, resSystemReset, resChassisCollection, resChassis,
+		resManagers, resManager, resSessionService, resSession:
+	}
+	return false
+}
+
+// serveRedfish answers one Redfish request: authenticate, find the
+// resource, apply the faults of the system it concerns, then serve it.
+func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string) {
+	now := m.clock.Now()
+	rt, found := parseRoute(path)
+
+	// Authenticate before admitting whether a resource exists, as BMCs do.
+	public := found && rt.public(r.Method)
+	var who principal
+	if !public {
+		p, ok := m.authenticate(r, now)
+		if !ok {
+			writeUnauthorized(w)
+			return
+		}
+		who = p
+	}
+	if !found {
+		writeNotFound(w, path)
+		return
+	}
+	var target *system
+	if rt.systemID != "" {
+		s, ok := m.byID[rt.systemID]
+		if !ok || !who.sees(s) {
+			writeNotFound(w, path)
+			return
+		}
+		target = s
+	}
+	if allowed := rt.methods(); !contains(allowed, r.Method) {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, http.StatusMethodNotAllowed, msgActionNotSupported,
+			fmt.Sprintf("The method %s is not allowed on %s; allowed: %s.", truncate(r.Method, 20), path, strings.Join(allowed, ", ")), "")
+		return
+	}
+	if rt.res == resSessions && r.Method == http.MethodPost {
+		m.login(w, r)
+		return
+	}
+	if s := m.attribute(target, who); s != nil {
+		if _, ok := m.applyFaults(w, r, s, !public); !ok {
+			return
+		}
+	}
+
+	switch rt.res {
+	case resVersions:
+		writeJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
+	case resServiceRoot:
+		writeJSON(w, http.StatusOK, m.serviceRoot())
+	case resSystems:
+		m.writeCollection(w, who, "/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection")
+	case resSystem:
+		writeJSON(w, http.StatusOK, systemDocument(target, m.clock.Now()))
+	case resSystemReset:
+		m.reset(w, r, target)
+	case resChassisCollection:
+		m.writeCollection(w, who, "/redfish/v1/Chassis", "ChassisCollection", "Chassis Collection")
+	case resChassis:
+		writeJSON(w, http.StatusOK, chassisDocument(target, m.clock.Now()))
+	case resManagers:
+		m.writeCollection(w, who, "/redfish/v1/Managers", "ManagerCollection", "Manager Collection")
+	case resManager:
+		writeJSON(w, http.StatusOK, managerDocument(target))
+	case resSessionService:
+		writeJSON(w, http.StatusOK, m.sessionService())
+	case resSessions:
+		m.writeSessions(w, who)
+	case resSession:
+		m.serveSession(w, r, who, rt.sessionID)
+	}
+}
+
+// attribute picks the system whose faults and counters a request belongs
+// to: the one its URI names, else the one its credentials are scoped to,
+// else the only one there is. With several systems and administrator
+// credentials, the service root and collections belong to none.
+func (m *Mock) attribute(target *system, who principal) *system {
+	switch {
+	case target != nil:
+		return target
+	case who.scope != nil:
+		return who.scope
+	case len(m.systems) == 1:
+		return m.systems[0]
+	}
+	return nil
+}
+
+// applyFaults counts the request against s and plays s's request-level
+// faults. It reports false when it has answered the request itself.
+func (m *Mock) applyFaults(w http.ResponseWriter, r *http.Request, s *system, authenticated bool) (Faults, bool) {
+	s.mu.Lock()
+	f := s.faults
+	s.counters.Requests++
+	s.mu.Unlock()
+
+	if f.Hang {
+		_ = m.block(r.Context()) // the client has given up; whatever we write is for the log
+		writeUnavailable(w, "The service did not respond (hang fault).")
+		return f, false
+	}
+	if err := m.wait(r.Context(), f.Latency); err != nil {
+		writeUnavailable(w, "The request was abandoned during the latency fault: "+err.Error()+".")
+		return f, false
+	}
+	if f.AuthFailure && authenticated {
+		writeUnauthorized(w)
+		return f, false
+	}
+	if f.ErrorRate > 0 {
+		s.mu.Lock()
+		draw := s.rng.Uint64()
+		s.mu.Unlock()
+		// The top 53 bits give a uniform float in [0,1); the lowest bit picks
+		// which of the two error statuses to answer.
+		if float64(draw>>11)/(1<<53) < f.ErrorRate {
+			if draw&1 == 0 {
+				writeError(w, http.StatusInternalServerError, msgInternalError,
+					"The request failed due to an internal service error (errorRate fault).", "Resubmit the request.")
+			} else {
+				writeUnavailable(w, "The service is temporarily unavailable (errorRate fault).")
+			}
+			return f, false
+		}
+	}
+	return f, true
+}
+
+func writeUnavailable(w http.ResponseWriter, message string) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, msgServiceTemporarilyUnavailable, message, "Wait and resubmit the request.")
+}
+
+func writeNotFound(w http.ResponseWriter, path string) {
+	writeError(w, http.StatusNotFound, msgResourceMissingAtURI,
+		fmt.Sprintf("The resource at the URI %s was not found.", truncate(path, 200)),
+		"Place a valid resource at the URI or correct the URI and resubmit the request.")
+}
+
+// reset serves POST .../Actions/ComputerSystem.Reset.
+func (m *Mock) reset(w http.ResponseWriter, r *http.Request, s *system) {
+	var body struct {
+		ResetType *string
+	}
+	if err := readJSON(w, r, &body, false); err != nil {
+		writeError(w, http.StatusBadRequest, msgMalformedJSON, "The request body is not valid JSON: "+err.Error()+".", "")
+		return
+	}
+	if body.ResetType == nil {
+		writeError(w, http.StatusBadRequest, msgActionParameterMissing,
+			"The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.",
+			fmt.Sprintf("Supply ResetType, one of %v.", AllowedResetTypes()))
+		return
+	}
+	rt := ResetType(*body.ResetType)
+	if !rt.Valid() {
+		writeError(w, http.StatusBadRequest, msgActionParameterValueNotInList,
+			fmt.Sprintf("The value %q for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values %v.", truncate(string(rt), 40), AllowedResetTypes()),
+			"Choose a value from the enumeration list and resubmit the request.")
+		return
+	}
+
+	now := m.clock.Now()
+	s.mu.Lock()
+	if s.counters.Resets == nil {
+		s.counters.Resets = map[ResetType]int64{}
+	}
+	s.counters.Resets[rt]++
+	s.counters.LastResetType = rt
+	s.counters.LastResetTime = &now
+	err := s.hw.Reset(now, rt)
+	s.mu.Unlock()
+
+	switch {
+	case errors.Is(err, machine.ErrAlreadyOff):
+		writeError(w, http.StatusConflict, msgResourceInStandby, "The request could not be performed: "+err.Error()+".", "")
+	case errors.Is(err, machine.ErrInTransition):
+		writeError(w, http.StatusConflict, msgResourceInUse, "The change to the requested resource failed because the resource is in transition: "+err.Error()+".", "Wait and resubmit the request.")
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, msgInternalError, err.Error(), "")
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+	if m.log != nil {
+		m.log.Info("reset received", "system", s.spec.id, "resetType", string(rt), "result", resultText(err))
+	}
+}
+
+func resultText(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "accepted"
+}
+
+// login serves POST /redfish/v1/SessionService/Sessions.
+func (m *Mock) login(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		UserName *string
+		Password *string
+	}
+	if err := readJSON(w, r, &body, false); err != nil {
+		writeError(w, http.StatusBadRequest, msgMalformedJSON, "The request body is not valid JSON: "+err.Error()+".", "")
+		return
+	}
+	if body.UserName == nil || body.Password == nil {
+		writeError(w, http.StatusBadRequest, msgCreateFailedMissingReqProperty,
+			"The create operation failed because the required properties UserName and Password were missing from the request.", "")
+		return
+	}
+	who, ok := m.checkPassword(*body.UserName, *body.Password)
+	if !ok {
+		writeUnauthorized(w)
+		return
+	}
+	owner := m.attribute(nil, who)
+	var faults Faults
+	if owner != nil {
+		if faults, ok = m.applyFaults(w, r, owner, true); !ok {
+			return
+		}
+	}
+	if faults.SessionsExhausted {
+		writeSessionLimit(w)
+		return
+	}
+	s, token, err := m.sessions.create(m.clock.Now(), who, owner, faults.SessionLimit)
+	switch {
+	case errors.Is(err, errSessionLimit):
+		writeSessionLimit(w)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, msgInternalError, "Cannot create a session token.", "")
+		return
+	}
+	location := "/redfish/v1/SessionService/Sessions/" + s.id
+	w.Header().Set("X-Auth-Token", token)
+	w.Header().Set("Location", location)
+	writeJSON(w, http.StatusCreated, sessionDocument(s))
+}
+
+func writeSessionLimit(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "30")
+	writeError(w, http.StatusServiceUnavailable, msgSessionLimitExceeded,
+		"The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.",
+		"Reduce the number of other sessions before trying to establish the session or increase the limit of simultaneous sessions (if supported).")
+}
+
+func (m *Mock) serveSession(w http.ResponseWriter, r *http.Request, who principal, id string) {
+	now := m.clock.Now()
+	if r.Method == http.MethodDelete {
+		if !m.sessions.remove(now, who, id) {
+			writeNotFound(w, "/redfish/v1/SessionService/Sessions/"+id)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	s, ok := m.sessions.get(now, who, id)
+	if !ok {
+		writeNotFound(w, "/redfish/v1/SessionService/Sessions/"+id)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionDocument(&s))
+}
+
+// readJSON decodes a bounded request body into v. Redfish services ignore
+// nothing they do not understand, but clients send OEM extras, so the
+// Redfish surface is lenient (strict=false); the control API is strict.
+func readJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) error {
+	data, err := readAllLimited(w, r)
+	if err != nil {
+		return fmt.Errorf("cannot read the body: %w", err)
+	}
+	if strict {
+		return decodeStrict(data, v)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return err
+	}
+	return nil
+}
+
+func readAllLimited(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Redfish documents. Only what clients read is here; each carries the
+// @odata annotations gofish, sushy and redfishtool rely on.
+
+type link struct {
+	ODataID string `json:"@odata.id"`
+}
+
+type statusDoc struct {
+	State  string `json:"State"`
+	Health string `json:"Health"`
+}
+
+var statusOK = statusDoc{State: "Enabled", Health: "OK"}
+
+type serviceRootDoc struct {
+	ODataContext   string `json:"@odata.context"`
+	ODataID        string `json:"@odata.id"`
+	ODataType      string `json:"@odata.type"`
+	ID             string `json:"Id"`
+	Name           string `json:"Name"`
+	RedfishVersion string `json:"RedfishVersion"`
+	UUID           string `json:"UUID"`
+	Product        string `json:"Product"`
+	Vendor         string `json:"Vendor"`
+	Systems        link   `json:"Systems"`
+	Chassis        link   `json:"Chassis"`
+	Managers       link   `json:"Managers"`
+	SessionService link   `json:"SessionService"`
+	Links          struct {
+		Sessions link `json:"Sessions"`
+	} `json:"Links"`
+}
+
+func (m *Mock) serviceRoot() serviceRootDoc {
+	doc := serviceRootDoc{
+		ODataContext:   "/redfish/v1/$metadata#ServiceRoot.ServiceRoot",
+		ODataID:        "/redfish/v1/",
+		ODataType:      "#ServiceRoot.v1_15_0.ServiceRoot",
+		ID:             "RootService",
+		Name:           "Root Service",
+		RedfishVersion: RedfishVersion,
+		UUID:           nameUUID("service"),
+		Product:        "bmcfence redfish-mock",
+		Vendor:         "bmcfence",
+		Systems:        link{"/redfish/v1/Systems"},
+		Chassis:        link{"/redfish/v1/Chassis"},
+		Managers:       link{"/redfish/v1/Managers"},
+		SessionService: link{"/redfish/v1/SessionService"},
+	}
+	doc.Links.Sessions = link{"/redfish/v1/SessionService/Sessions"}
+	return doc
+}
+
+type collectionDoc struct {
+	ODataContext string `json:"@odata.context"`
+	ODataID      string `json:"@odata.id"`
+	ODataType    string `json:"@odata.type"`
+	Name         string `json:"Name"`
+	Count        int    `json:"Members@odata.count"`
+	Members      []link `json:"Members"`
+}
+
+func (m *Mock) writeCollection(w http.ResponseWriter, who principal, base, typ, name string) {
+	doc := collectionDoc{
+		ODataContext: "/redfish/v1/$metadata#" + typ + "." + typ,
+		ODataID:      base,
+		ODataType:    "#" + typ + "." + typ,
+		Name:         name,
+		Members:      []link{},
+	}
+	for _, s := range m.systems {
+		if who.sees(s) {
+			doc.Members = append(doc.Members, link{base + "/" + s.spec.id})
+		}
+	}
+	doc.Count = len(doc.Members)
+	writeJSON(w, http.StatusOK, doc)
+}
+
+type systemDoc struct {
+	ODataContext string `json:"@odata.context"`
+	ODataID      string `json:"@odata.id"`
+	ODataType    string `json:"@odata.type"`
+	ID           string `json:"Id"`
+	Name         string `json:"Name"`
+	SystemType   string `json:"SystemType"`
+	UUID         string `json:"UUID"`
+	Manufacturer string `json:"Manufacturer"`
+	Model        string `json:"Model"`
+	SerialNumber string `json:"SerialNumber"`
+	PowerState   string `json:"PowerState"`
+	BootProgress struct {
+		LastState     string `json:"LastState"`
+		LastStateTime string `json:"LastStateTime"`
+	} `json:"BootProgress"`
+	// Boot is read-only here; sushy refuses a system without it.
+	Boot struct {
+		Enabled string   `json:"BootSourceOverrideEnabled"`
+		Target  string   `json:"BootSourceOverrideTarget"`
+		Allowed []string `json:"BootSourceOverrideTarget@Redfish.AllowableValues"`
+		Mode    string   `json:"BootSourceOverrideMode"`
+	} `json:"Boot"`
+	Status  statusDoc `json:"Status"`
+	Actions struct {
+		Reset struct {
+			Target  string      `json:"target"`
+			Allowed []ResetType `json:"ResetType@Redfish.AllowableValues"`
+		} `json:"#ComputerSystem.Reset"`
+	} `json:"Actions"`
+	Links struct {
+		Chassis   []link `json:"Chassis"`
+		ManagedBy []link `json:"ManagedBy"`
+	} `json:"Links"`
+}
+
+var bootTargets = []string{"None", "Pxe", "Hdd", "Cd", "BiosSetup"}
+
+const (
+	manufacturer = "bmcfence"
+	model        = "redfish-mock"
+)
+
+func systemDocument(s *system, now time.Time) systemDoc {
+	s.mu.Lock()
+	snap := s.hw.Read(now)
+	uuid := s.reportedUUID
+	s.mu.Unlock()
+
+	id := s.spec.id
+	doc := systemDoc{
+		ODataContext: "/redfish/v1/$metadata#ComputerSystem.ComputerSystem",
+		ODataID:      "/redfish/v1/Systems/" + id,
+		ODataType:    "#ComputerSystem.v1_20_0.ComputerSystem",
+		ID:           id,
+		Name:         s.spec.name,
+		SystemType:   "Physical",
+		UUID:         uuid,
+		Manufacturer: manufacturer,
+		Model:        model,
+		SerialNumber: s.spec.serial,
+		PowerState:   string(snap.Power),
+		Status:       statusOK,
+	}
+	doc.Boot.Enabled = "Disabled"
+	doc.Boot.Target = "None"
+	doc.Boot.Allowed = bootTargets
+	doc.Boot.Mode = "UEFI"
+	doc.BootProgress.LastState = snap.BootState
+	doc.BootProgress.LastStateTime = snap.BootSince.UTC().Format(time.RFC3339)
+	doc.Actions.Reset.Target = "/redfish/v1/Systems/" + id + "/Actions/ComputerSystem.Reset"
+	doc.Actions.Reset.Allowed = AllowedResetTypes()
+	doc.Links.Chassis = []link{{"/redfish/v1/Chassis/" + id}}
+	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
+	return doc
+}
+
+type chassisDoc struct {
+	ODataContext string    `json:"@odata.context"`
+	ODataID      string    `json:"@odata.id"`
+	ODataType    string    `json:"@odata.type"`
+	ID           string    `json:"Id"`
+	Name         string    `json:"Name"`
+	ChassisType  string    `json:"ChassisType"`
+	Manufacturer string    `json:"Manufacturer"`
+	Model        string    `json:"Model"`
+	SerialNumber string    `json:"SerialNumber"`
+	PowerState   string    `json:"PowerState"`
+	Status       statusDoc `json:"Status"`
+	Links        struct {
+		ComputerSystems []link `json:"ComputerSystems"`
+		ManagedBy       []link `json:"ManagedBy"`
+	} `json:"Links"`
+}
+
+func chassisDocument(s *system, now time.Time) chassisDoc {
+	s.mu.Lock()
+	snap := s.hw.Read(now)
+	s.mu.Unlock()
+
+	id := s.spec.id
+	doc := chassisDoc{
+		ODataContext: "/redfish/v1/$metadata#Chassis.Chassis",
+		ODataID:      "/redfish/v1/Chassis/" + id,
+		ODataType:    "#Chassis.v1_21_0.Chassis",
+		ID:           id,
+		Name:         "Chassis-" + id,
+		ChassisType:  "RackMount",
+		Manufacturer: manufacturer,
+		Model:        model,
+		SerialNumber: s.spec.serial,
+		PowerState:   string(snap.Power),
+		Status:       statusOK,
+	}
+	doc.Links.ComputerSystems = []link{{"/redfish/v1/Systems/" + id}}
+	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
+	return doc
+}
+
+type managerDoc struct {
+	ODataContext    string    `json:"@odata.context"`
+	ODataID         string    `json:"@odata.id"`
+	ODataType       string    `json:"@odata.type"`
+	ID              string    `json:"Id"`
+	Name            string    `json:"Name"`
+	ManagerType     string    `json:"ManagerType"`
+	UUID            string    `json:"UUID"`
+	Model           string    `json:"Model"`
+	FirmwareVersion string    `json:"FirmwareVersion"`
+	PowerState      string    `json:"PowerState"`
+	Status          statusDoc `json:"Status"`
+	Links           struct {
+		ManagerForServers []link `json:"ManagerForServers"`
+		ManagerForChassis []link `json:"ManagerForChassis"`
+	} `json:"Links"`
+}
+
+func managerDocument(s *system) managerDoc {
+	id := s.spec.id
+	doc := managerDoc{
+		ODataContext:    "/redfish/v1/$metadata#Manager.Manager",
+		ODataID:         "/redfish/v1/Managers/" + id,
+		ODataType:       "#Manager.v1_19_0.Manager",
+		ID:              id,
+		Name:            "Manager-" + id,
+		ManagerType:     "BMC",
+		UUID:            nameUUID("manager/" + s.spec.uuid),
+		Model:           model,
+		FirmwareVersion: "1.0.0",
+		PowerState:      string(PowerOn), // the BMC itself is always on: it has standby power
+		Status:          statusOK,
+	}
+	doc.Links.ManagerForServers = []link{{"/redfish/v1/Systems/" + id}}
+	doc.Links.ManagerForChassis = []link{{"/redfish/v1/Chassis/" + id}}
+	return doc
+}
+
+type sessionServiceDoc struct {
+	ODataContext   string    `json:"@odata.context"`
+	ODataID        string    `json:"@odata.id"`
+	ODataType      string    `json:"@odata.type"`
+	ID             string    `json:"Id"`
+	Name           string    `json:"Name"`
+	ServiceEnabled bool      `json:"ServiceEnabled"`
+	SessionTimeout int64     `json:"SessionTimeout"`
+	Status         statusDoc `json:"Status"`
+	Sessions       link      `json:"Sessions"`
+}
+
+func (m *Mock) sessionService() sessionServiceDoc {
+	return sessionServiceDoc{
+		ODataContext:   "/redfish/v1/$metadata#SessionService.SessionService",
+		ODataID:        "/redfish/v1/SessionService",
+		ODataType:      "#SessionService.v1_1_8.SessionService",
+		ID:             "SessionService",
+		Name:           "Session Service",
+		ServiceEnabled: true,
+		SessionTimeout: int64(m.cfg.sessionTimeout / time.Second),
+		Status:         statusOK,
+		Sessions:       link{"/redfish/v1/SessionService/Sessions"},
+	}
+}
+
+func (m *Mock) writeSessions(w http.ResponseWriter, who principal) {
+	const base = "/redfish/v1/SessionService/Sessions"
+	doc := collectionDoc{
+		ODataContext: "/redfish/v1/$metadata#SessionCollection.SessionCollection",
+		ODataID:      base,
+		ODataType:    "#SessionCollection.SessionCollection",
+		Name:         "Session Collection",
+		Members:      []link{},
+	}
+	for _, s := range m.sessions.visible(m.clock.Now(), who) {
+		doc.Members = append(doc.Members, link{base + "/" + s.id})
+	}
+	doc.Count = len(doc.Members)
+	writeJSON(w, http.StatusOK, doc)
+}
+
+type sessionDoc struct {
+	ODataContext string `json:"@odata.context"`
+	ODataID      string `json:"@odata.id"`
+	ODataType    string `json:"@odata.type"`
+	ID           string `json:"Id"`
+	Name         string `json:"Name"`
+	UserName     string `json:"UserName"`
+	CreatedTime  string `json:"CreatedTime"`
+}
+
+func sessionDocument(s *session) sessionDoc {
+	return sessionDoc{
+		ODataContext: "/redfish/v1/$metadata#Session.Session",
+		ODataID:      "/redfish/v1/SessionService/Sessions/" + s.id,
+		ODataType:    "#Session.v1_7_0.Session",
+		ID:           s.id,
+		Name:         "User Session " + s.id,
+		UserName:     s.principal.username,
+		CreatedTime:  s.created.UTC().Format(time.RFC3339),
+	}
+}
