@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -200,7 +201,7 @@ func (a *Adapter) redfishSetPower(ctx context.Context, bmclibState, resetType st
 	if err != nil {
 		return err
 	}
-	return a.bmclibSetPower(ctx, a.newRedfishClient(name), bmclibState)
+	return a.bmclibSetPower(ctx, a.newRedfishClient(ctx, name), bmclibState)
 }
 
 func (a *Adapter) bmclibSetPower(ctx context.Context, cl *bmclibv2.Client, state string) error {
@@ -230,12 +231,14 @@ func (a *Adapter) ipmiPowerStatus(ctx context.Context) (string, error) {
 // newRedfishClient builds a one-operation bmclib client restricted to gofish.
 // The HTTP client goes in through WithHTTPClient: bmclib v2.3.5 builds the
 // gofish provider from its top-level client and ignores
-// WithRedfishHTTPClient, so that is the only way our TLS settings take effect.
-func (a *Adapter) newRedfishClient(systemName string) *bmclibv2.Client {
+// WithRedfishHTTPClient, so that is the only way our TLS settings (and the
+// operation's deadline, see newHTTPClient) take effect.
+func (a *Adapter) newRedfishClient(ctx context.Context, systemName string) *bmclibv2.Client {
 	ep := a.target.Address
+	deadline, _ := ctx.Deadline()
 	cl := bmclibv2.NewClient(ep.Scheme+"://"+bracketHost(ep.Host), a.target.Credentials.Username, a.target.Credentials.Password.Reveal(),
 		bmclibv2.WithLogger(logr.Discard()),
-		bmclibv2.WithHTTPClient(a.newHTTPClient()),
+		bmclibv2.WithHTTPClient(a.newHTTPClient(deadline)),
 		bmclibv2.WithRedfishPort(strconv.Itoa(ep.Port)),
 		bmclibv2.WithRedfishUseBasicAuth(a.target.Auth == bmc.AuthBasic),
 		bmclibv2.WithRedfishSystemName(systemName),
@@ -263,13 +266,42 @@ func (a *Adapter) newIPMIClient() *bmclibv2.Client {
 
 // newHTTPClient returns a fresh client per operation: bmclib overwrites the
 // client's Timeout from the context, so sharing one would race.
-func (a *Adapter) newHTTPClient() *http.Client {
+//
+// The client enforces the operation's deadline (zero: none) by itself,
+// because bmclib's gofish client sends its requests without our context: each
+// is bounded only by an http.Client timeout bmclib sets per request, so a BMC
+// slow on every answer stretched one power command to several timeouts.
+// Every connection expires at the deadline (gofish opens one per request).
+// Once the deadline has passed, only a DELETE may still go out: the logout
+// that frees the BMC's session slot, on a connection that lives
+// logoutTimeout. bmclib requires an *http.Transport (it clones it), so the
+// transport's own hooks carry this rather than a wrapping RoundTripper.
+func (a *Adapter) newHTTPClient(deadline time.Time) *http.Client {
 	dialer := &net.Dialer{Timeout: a.target.Timeout}
 	tr := &http.Transport{
-		// BMCs sit on a management network; an egress proxy from the
-		// environment would be the wrong path to them.
-		Proxy:               nil,
-		DialContext:         dialer.DialContext,
+		Proxy: func(req *http.Request) (*url.URL, error) {
+			if !deadline.IsZero() && req.Method != http.MethodDelete && !time.Now().Before(deadline) {
+				return nil, fmt.Errorf("%s %s after the operation's deadline: %w", req.Method, req.URL.Path, context.DeadlineExceeded)
+			}
+			// BMCs sit on a management network; an egress proxy from the
+			// environment would be the wrong path to them.
+			return nil, nil
+		},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil || deadline.IsZero() {
+				return conn, err
+			}
+			expires := deadline
+			if now := time.Now(); !now.Before(deadline) {
+				expires = now.Add(logoutTimeout)
+			}
+			if err := conn.SetDeadline(expires); err != nil {
+				_ = conn.Close()
+				return nil, err
+			}
+			return conn, nil
+		},
 		TLSClientConfig:     a.tls.Clone(),
 		TLSHandshakeTimeout: a.target.Timeout,
 		MaxIdleConnsPerHost: 1,
@@ -320,24 +352,57 @@ func (a *Adapter) opError(op bmc.Op, err error) error {
 // withRedfish opens one gofish connection for the duration of fn.
 func (a *Adapter) withRedfish(ctx context.Context, fn func(*redfishSession) error) error {
 	ep := a.target.Address
+	deadline, _ := ctx.Deadline()
 	client, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint:   ep.Scheme + "://" + ep.HostPort(),
 		Username:   a.target.Credentials.Username,
 		Password:   a.target.Credentials.Password.Reveal(),
 		BasicAuth:  a.target.Auth == bmc.AuthBasic,
-		HTTPClient: a.newHTTPClient(),
+		HTTPClient: a.newHTTPClient(deadline),
 	})
 	if err != nil {
 		return err
 	}
-	defer client.Logout()
+	defer a.logout(ctx, client)
 	return fn(&redfishSession{client: client})
+}
+
+// logoutTimeout bounds ending a session after the operation: a BMC that
+// answered the login answers a DELETE in well under a second, and an
+// operation that timed out should not wait much longer than its timeout.
+const logoutTimeout = 2 * time.Second
+
+// logout ends client's session, if it has one (Basic auth has none). gofish's
+// own Logout sends the DELETE with the context the client was connected with,
+// which has expired when the operation timed out: the session would stay open
+// until the BMC expires it (often 30 minutes), and a BMC whose small session
+// table fills up refuses every later login, fencing included. So the DELETE
+// gets a short context of its own.
+func (a *Adapter) logout(ctx context.Context, client *gofish.APIClient) {
+	defer client.HTTPClient.CloseIdleConnections()
+	session, err := client.GetSession()
+	if err != nil {
+		return // no session: Basic auth
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logoutTimeout)
+	defer cancel()
+	ep := a.target.Address
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, ep.Scheme+"://"+ep.HostPort()+session.ID, http.NoBody)
+	if err != nil {
+		return
+	}
+	req.Header.Set("X-Auth-Token", session.Token)
+	resp, err := client.HTTPClient.Do(req)
+	if err != nil {
+		return
+	}
+	_ = resp.Body.Close()
 }
 
 func closeQuietly(cl *bmclibv2.Client) {
 	// Close gets its own short context: the operation's may have expired,
 	// and a session left open costs the BMC a slot.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), logoutTimeout)
 	defer cancel()
 	_ = cl.Close(ctx)
 }

@@ -48,7 +48,7 @@ func (a *Adapter) classify(ctx context.Context, err error, elapsed time.Duration
 	switch {
 	case errors.Is(err, context.Canceled) && !errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("cancelled: %w", context.Canceled)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
+	case errors.Is(err, context.DeadlineExceeded) || expired(ctx) ||
 		(errors.As(err, &netErr) && netErr.Timeout()):
 		return fmt.Errorf("%w: no answer within %s", bmc.ErrTimeout, a.target.Timeout)
 	case errors.As(err, &rfErr):
@@ -76,6 +76,19 @@ func (a *Adapter) classify(ctx context.Context, err error, elapsed time.Duration
 		return fmt.Errorf("%w: the BMC does not speak TLS on this port (use http:// if it serves plain HTTP)", bmc.ErrTLS)
 	}
 	return fmt.Errorf("%w: %s", bmc.ErrBMC, msg)
+}
+
+// expired reports whether ctx's deadline has passed. ctx.Err() alone is not
+// enough: connections expire at the same instant (see newHTTPClient), and
+// gofish flattens some errors to text (Service.Systems does), so an error
+// caused by the deadline can arrive, unrecognisable, just before the
+// context's own timer has fired.
+func expired(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 // classifyHTTP maps a Redfish error response. The BMC's own message (never an

@@ -132,7 +132,10 @@ func (s *redfishSession) requireUniqueName(sys *redfish.ComputerSystem) error {
 			n++
 		}
 	}
-	if sys.Name == "" || n != 1 {
+	if sys.Name == "" {
+		return fmt.Errorf("%w: system %q has no Name; bmclib selects by Name, so no command is sent rather than risk the wrong machine", bmc.ErrSystem, sys.ID)
+	}
+	if n != 1 {
 		return fmt.Errorf("%w: system %q has a Name (%q) shared by %d systems; bmclib selects by Name, so no command is sent rather than risk the wrong machine", bmc.ErrSystem, sys.ID, sys.Name, n)
 	}
 	return nil
