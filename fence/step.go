@@ -805,10 +805,6 @@ func (st *stepper) removeTaint() {
 
 func (st *stepper) untainting() {
 	n := st.node()
-	if n.Taint != TaintOurs || !st.s.TaintOwned {
-		st.reset("untainted")
-		return
-	}
 	if st.in.Kind == InputResult && st.in.Result.Action == ActRemoveTaint {
 		if st.in.Result.Err == "" {
 			st.event(false, "FenceUntainted", "node is Ready with a heartbeat at %s, after our taint at %s; removed our taint",
@@ -819,6 +815,10 @@ func (st *stepper) untainting() {
 		st.s.ReadFailures++
 		st.event(true, "FenceUntaintFailed", "removing our taint failed: %s; retrying", st.in.Result.Err)
 		st.scheduleRead(st.backoff(st.p.PowerPollInterval))
+		return
+	}
+	if n.Taint != TaintOurs || !st.s.TaintOwned {
+		st.reset("untainted")
 		return
 	}
 	if !st.recoveredAfterTaint() {

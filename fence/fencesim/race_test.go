@@ -1,0 +1,5 @@
+//go:build race
+
+package fencesim
+
+const raceEnabled = true

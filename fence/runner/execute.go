@@ -1,0 +1,245 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/fence"
+)
+
+// execute performs out.Actions in order. Step puts Persist first and at most
+// one action with a result last; execute returns that result as the next
+// input. A failed or conflicting persist stops everything after it: no side
+// effect runs unless the intent is on the Node first. retry > 0 means "stop
+// this sync and come back then".
+func (r *Runner) execute(ctx context.Context, name string, rec *record, out fence.Output, ackID string) (next *fence.Input, retry time.Duration) {
+	prev := rec.state
+	for _, a := range out.Actions {
+		if ctx.Err() != nil {
+			return nil, retryAfterError
+		}
+		switch a.Kind {
+		case fence.ActPersist:
+			if err := r.persist(ctx, name, rec, out.State, ackID); err != nil {
+				if errors.Is(err, ErrConflict) {
+					// Another writer won the node's lock. Reload what it
+					// wrote, from the server, and decide again.
+					r.log.Info("fence state changed under us; reloading", zap.String("node", name))
+					if cur, err := r.opts.Cluster.CurrentState(ctx, name); err == nil {
+						rec.load(cur)
+					}
+					return nil, minRetry
+				}
+				r.log.Warn("cannot persist fence state; no side effect taken", zap.String("node", name), zap.Error(err))
+				return nil, retryAfterError
+			}
+		case fence.ActEvent:
+			r.event(name, a.Event)
+		case fence.ActReadPower:
+			r.commit(rec, out.State)
+			rd := r.readPower(ctx, name, rec)
+			return &fence.Input{Kind: fence.InputReading, Reading: rd}, 0
+		case fence.ActPowerOff, fence.ActPowerOn, fence.ActApplyTaint, fence.ActRemoveTaint:
+			r.commit(rec, out.State)
+			if r.opts.DryRun {
+				r.would(name, rec, a.Kind, out.State)
+				return nil, 0
+			}
+			err := r.sideEffect(ctx, name, a.Kind)
+			r.noteOutcome(name, prev, out.State, a.Kind, err)
+			return &fence.Input{Kind: fence.InputResult, Result: fence.Result{Action: a.Kind, Err: errString(err)}}, 0
+		case fence.ActDeletePods:
+			if r.opts.DryRun {
+				r.would(name, rec, a.Kind, out.State)
+				continue
+			}
+			if n, err := r.opts.Cluster.DeleteTerminatingPods(ctx, name); err != nil {
+				r.log.Warn("force-deleting terminating pods failed", zap.String("node", name), zap.Error(err))
+			} else if n > 0 {
+				r.log.Info("force-deleted terminating pods of a confirmed-off, tainted node", zap.String("node", name), zap.Int("pods", n))
+			}
+		}
+	}
+	r.commit(rec, out.State)
+	return nil, 0
+}
+
+// minRetry re-syncs at once (after a reload) without spinning.
+const minRetry = 10 * time.Millisecond
+
+// commit adopts s as the node's state and records phase-change metrics.
+func (r *Runner) commit(rec *record, s fence.State) {
+	if rec.state.Phase == fence.Detaching && s.Phase != fence.Detaching && !s.FencedAt.IsZero() {
+		r.opts.Recorder.Detached(s.FencedAt.Sub(s.TaintedAt))
+	}
+	rec.state = s
+	rec.publish()
+}
+
+func (r *Runner) persist(ctx context.Context, name string, rec *record, s fence.State, ackID string) error {
+	raw, err := fence.Encode(s)
+	if err != nil {
+		return err
+	}
+	if r.opts.DryRun {
+		return nil // shadow mode writes nothing; the state lives in memory
+	}
+	if err := r.opts.Cluster.SaveState(ctx, name, rec.raw, raw, ackID); err != nil {
+		return err
+	}
+	rec.wrote(raw)
+	return nil
+}
+
+// readPower reads the BMC, stamping the reading with the time the request
+// was sent: a reading counts as "later than" an event only if all of it is.
+func (r *Runner) readPower(ctx context.Context, name string, rec *record) fence.Reading {
+	ctrl, ok := r.opts.Inventory.Controller(name)
+	if !ok {
+		return fence.Reading{At: r.opts.Clock.Now(), Failure: "no BMC entry"}
+	}
+	if err := r.acquire(ctx); err != nil {
+		return fence.Reading{At: r.opts.Clock.Now(), Failure: "cancelled"}
+	}
+	defer r.release()
+	sent := r.opts.Clock.Now()
+	if v, ok := ctrl.(Verifier); ok && sent.Sub(rec.verifiedAt) >= r.opts.VerifyInterval {
+		if err := v.Verify(ctx); err != nil {
+			r.opts.Recorder.BMC(bmc.OpIdentity, r.opts.Clock.Since(sent), err)
+			return fence.Reading{At: sent, Failure: "identity check failed: " + err.Error()}
+		}
+		rec.verifiedAt = sent
+		sent = r.opts.Clock.Now()
+	}
+	st, err := ctrl.PowerStatus(ctx)
+	r.opts.Recorder.BMC(bmc.OpPowerStatus, r.opts.Clock.Since(sent), err)
+	if err != nil {
+		return fence.Reading{At: sent, Failure: bmc.Reason(err) + ": " + err.Error()}
+	}
+	return fence.Reading{At: sent, Power: powerOf(st.State), OSRunning: st.OSRunning()}
+}
+
+func powerOf(s bmc.PowerState) fence.Power {
+	switch s {
+	case bmc.PowerOn:
+		return fence.PowerOn
+	case bmc.PowerOff:
+		return fence.PowerOff
+	case bmc.PoweringOn:
+		return fence.PowerPoweringOn
+	case bmc.PoweringOff:
+		return fence.PowerPoweringOff
+	case bmc.PowerUnknown:
+		return fence.PowerUnknown
+	}
+	return fence.PowerUnknown
+}
+
+func (r *Runner) sideEffect(ctx context.Context, name string, k fence.ActionKind) error {
+	if k == fence.ActPowerOff || k == fence.ActApplyTaint {
+		// These decisions rested on a cached view. Before an irreversible
+		// step, ask the server itself.
+		c, err := r.opts.Cluster.Recheck(ctx, name)
+		if err != nil {
+			return fmt.Errorf("not acting: cannot read the node from the API server: %w", err)
+		}
+		if why := c.blocks(k); why != "" {
+			return errors.New("not acting: " + why)
+		}
+	}
+	switch k {
+	case fence.ActPowerOff, fence.ActPowerOn:
+		ctrl, ok := r.opts.Inventory.Controller(name)
+		if !ok {
+			return errors.New("no BMC entry")
+		}
+		if err := r.acquire(ctx); err != nil {
+			return err
+		}
+		defer r.release()
+		start := r.opts.Clock.Now()
+		op, call := bmc.OpPowerOff, ctrl.PowerOff
+		if k == fence.ActPowerOn {
+			op, call = bmc.OpPowerOn, ctrl.PowerOn
+		}
+		_, err := call(ctx)
+		r.opts.Recorder.BMC(op, r.opts.Clock.Since(start), err)
+		return err
+	case fence.ActApplyTaint:
+		return r.opts.Cluster.ApplyTaint(ctx, name)
+	case fence.ActRemoveTaint:
+		return r.opts.Cluster.RemoveTaint(ctx, name)
+	default:
+		return fmt.Errorf("not a side effect: %v", k)
+	}
+}
+
+// noteOutcome records metrics for a completed side effect.
+func (r *Runner) noteOutcome(name string, prev, s fence.State, k fence.ActionKind, err error) {
+	if err != nil {
+		r.log.Warn("fence action failed", zap.String("node", name), zap.Stringer("action", k), zap.Error(err))
+		return
+	}
+	r.log.Info("fence action done", zap.String("node", name), zap.Stringer("action", k), zap.Stringer("phase", s.Phase))
+	if k == fence.ActApplyTaint {
+		reason := "off"
+		switch {
+		case s.Attested:
+			reason = "attested"
+		case !s.PowerOffAt.IsZero():
+			reason = "powered-off"
+		}
+		r.opts.Recorder.Fence("tainted", reason, r.opts.Clock.Since(s.FailureStart))
+	}
+}
+
+func (r *Runner) event(name string, ev fence.Event) {
+	if r.opts.DryRun {
+		ev.Reason = "DryRun" + ev.Reason
+		ev.Message = "[dry-run] " + ev.Message
+	}
+	if ev.Reason == "FenceRefused" {
+		r.opts.Recorder.Refused(ev.Message)
+	}
+	r.opts.Cluster.Event(name, ev)
+	level := r.log.Info
+	if ev.Warning {
+		level = r.log.Warn
+	}
+	level(ev.Message, zap.String("node", name), zap.String("reason", ev.Reason))
+}
+
+// would announces, once per phase entry, a side effect dry-run skips.
+func (r *Runner) would(name string, rec *record, k fence.ActionKind, s fence.State) {
+	if rec.would[k].Equal(s.Since) {
+		return
+	}
+	rec.would[k] = s.Since
+	ev := fence.Event{Warning: true, Reason: "Would" + k.String(),
+		Message: fmt.Sprintf("would %s now (phase %s, failure began %s); dry-run changes nothing", k, s.Phase, s.FailureStart.UTC().Format(time.RFC3339))}
+	r.opts.Cluster.Event(name, ev)
+	r.log.Warn(ev.Message, zap.String("node", name), zap.Bool("dryRun", true))
+}
+
+func (r *Runner) acquire(ctx context.Context) error {
+	select {
+	case r.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Runner) release() { <-r.sem }
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,322 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/bmc/bmctest"
+	"github.com/bmcfence/bmcfence/bmc/machine"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/fencesim"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// cluster wraps the simulated world so a test can break one method.
+type cluster struct {
+	fencesim.Cluster
+	saveErr    error
+	recheck    *runner.Recheck
+	saves      atomic.Int64
+	taints     atomic.Int64
+	deletePods atomic.Int64
+}
+
+func (c *cluster) SaveState(ctx context.Context, node, old, new, ack string) error {
+	if c.saveErr != nil {
+		return c.saveErr
+	}
+	c.saves.Add(1)
+	return c.Cluster.SaveState(ctx, node, old, new, ack)
+}
+
+func (c *cluster) ApplyTaint(ctx context.Context, node string) error {
+	c.taints.Add(1)
+	return c.Cluster.ApplyTaint(ctx, node)
+}
+
+func (c *cluster) DeleteTerminatingPods(ctx context.Context, node string) (int, error) {
+	c.deletePods.Add(1)
+	return c.Cluster.DeleteTerminatingPods(ctx, node)
+}
+
+func (c *cluster) Recheck(ctx context.Context, node string) (runner.Recheck, error) {
+	if c.recheck != nil {
+		return *c.recheck, nil
+	}
+	return c.Cluster.Recheck(ctx, node)
+}
+
+// world returns three healthy nodes; n1 lost power 30 s ago and has not
+// renewed its lease since.
+func world(t *testing.T) (*fencesim.World, *cluster) {
+	t.Helper()
+	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		w.AddNode(n, "a", machine.Timing{})
+	}
+	if err := w.Node("n1").BMC.Event(machine.EventPowerLoss); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+	}
+	return w, &cluster{Cluster: fencesim.Cluster{W: w}}
+}
+
+func newRunner(t *testing.T, w *fencesim.World, c runner.Cluster, opts ...func(*runner.Options)) *runner.Runner {
+	t.Helper()
+	o := runner.Options{Policy: w.Policy, Clock: w.Clock, Cluster: c, Inventory: fencesim.Cluster{W: w}}
+	for _, f := range opts {
+		f(&o)
+	}
+	r, err := runner.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// syncFor syncs n1 once a second for d of simulated time.
+func syncFor(w *fencesim.World, r *runner.Runner, d time.Duration) {
+	for end := w.Clock.Now().Add(d); w.Clock.Now().Before(end); {
+		w.Clock.Step(time.Second)
+		w.Advance()
+		for _, n := range w.Nodes {
+			r.Sync(context.Background(), n.Name)
+		}
+	}
+}
+
+func events(w *fencesim.World, node string) []string {
+	var out []string
+	for _, r := range w.Records {
+		if r.Node == node && r.Kind == "event" {
+			out = append(out, r.Detail)
+		}
+	}
+	return out
+}
+
+func TestSyncFencesAPoweredOffNode(t *testing.T) {
+	w, c := world(t)
+	r := newRunner(t, w, c)
+	syncFor(w, r, 20*time.Second)
+	if w.Node("n1").Taint() != fence.TaintOurs {
+		t.Fatalf("n1 not tainted; events %v", events(w, "n1"))
+	}
+	if got := w.Node("n1").Phase(); got != "Fenced" {
+		t.Errorf("phase = %s, want Fenced", got)
+	}
+	if c.deletePods.Load() == 0 {
+		t.Error("terminating pods were not force-deleted")
+	}
+	if len(w.Violations) > 0 {
+		t.Fatal(w.Violations)
+	}
+}
+
+// No side effect runs unless its intent is on the Node first.
+func TestSyncTakesNoSideEffectWithoutPersisting(t *testing.T) {
+	w, c := world(t)
+	c.saveErr = errors.New("apiserver unavailable")
+	r := newRunner(t, w, c)
+	syncFor(w, r, time.Minute)
+	if c.taints.Load() != 0 {
+		t.Fatalf("tainted %d times without persisting the decision", c.taints.Load())
+	}
+}
+
+func TestSyncHoldsANodeWhoseStateItCannotRead(t *testing.T) {
+	w, c := world(t)
+	garbage := `{"v":7,"ph":"Tainting"}`
+	if err := c.Cluster.SaveState(context.Background(), "n1", "", garbage, ""); err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, w, c)
+	syncFor(w, r, time.Minute)
+	if c.taints.Load() != 0 || c.saves.Load() != 0 {
+		t.Fatalf("acted on an unreadable state: %d taints, %d saves", c.taints.Load(), c.saves.Load())
+	}
+	if !slices.Contains(events(w, "n1"), "FenceStateUnreadable") {
+		t.Errorf("events = %v, want FenceStateUnreadable", events(w, "n1"))
+	}
+}
+
+// Two runners acting at once: the compare-and-swap on the annotation lets
+// exactly one win each step; the node is tainted once.
+func TestPerNodeLockLetsOneOfTwoAgentsAct(t *testing.T) {
+	w, c := world(t)
+	a, b := newRunner(t, w, c), newRunner(t, w, c)
+	for end := w.Clock.Now().Add(30 * time.Second); w.Clock.Now().Before(end); {
+		w.Clock.Step(time.Second)
+		w.Advance()
+		for _, n := range w.Nodes {
+			a.Sync(context.Background(), n.Name)
+			b.Sync(context.Background(), n.Name)
+		}
+	}
+	if c.taints.Load() != 1 {
+		t.Errorf("taint applied %d times, want exactly once", c.taints.Load())
+	}
+	if w.Node("n1").Phase() != "Fenced" {
+		t.Errorf("phase = %s", w.Node("n1").Phase())
+	}
+}
+
+// The cached view says the node may be fenced; the server says it went into
+// maintenance. The server wins.
+func TestFreshRecheckBlocksTheTaint(t *testing.T) {
+	w, c := world(t)
+	c.recheck = &runner.Recheck{Maintenance: true}
+	r := newRunner(t, w, c)
+	syncFor(w, r, time.Minute)
+	if w.Node("n1").Taint() != fence.TaintAbsent || c.taints.Load() != 0 {
+		t.Fatal("tainted a node the server says is in maintenance")
+	}
+	if !slices.Contains(events(w, "n1"), "FenceTaintFailed") {
+		t.Errorf("events = %v, want FenceTaintFailed naming the recheck", events(w, "n1"))
+	}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	w, c := world(t)
+	r := newRunner(t, w, c, func(o *runner.Options) { o.DryRun = true })
+	syncFor(w, r, time.Minute)
+	if c.saves.Load() != 0 || c.taints.Load() != 0 || c.deletePods.Load() != 0 || w.Node("n1").Taint() != fence.TaintAbsent {
+		t.Fatalf("dry run wrote: %d saves, %d taints, %d pod deletions", c.saves.Load(), c.taints.Load(), c.deletePods.Load())
+	}
+	would := 0
+	for _, e := range events(w, "n1") {
+		if e == "WouldApplyTaint" {
+			would++
+		}
+	}
+	if would != 1 {
+		t.Errorf("events = %v, want exactly one WouldApplyTaint", events(w, "n1"))
+	}
+}
+
+// verifying wraps a fake BMC with an identity check that fails.
+type verifying struct {
+	*bmctest.Fake
+	err error
+}
+
+func (v verifying) Verify(context.Context) error { return v.err }
+
+type inventory map[string]runner.PowerController
+
+func (i inventory) Controller(n string) (runner.PowerController, bool) {
+	c, ok := i[n]
+	return c, ok
+}
+
+func TestWrongMachineGivesNoReadings(t *testing.T) {
+	w, c := world(t)
+	inv := inventory{}
+	for _, n := range w.Nodes {
+		inv[n.Name] = verifying{Fake: n.BMC}
+	}
+	inv["n1"] = verifying{Fake: w.Node("n1").BMC, err: errors.New("BMC UUID 1111 is not the node's systemUUID 2222")}
+	r := newRunner(t, w, c, func(o *runner.Options) { o.Inventory = inv })
+	syncFor(w, r, time.Minute)
+	if c.taints.Load() != 0 {
+		t.Fatal("tainted through a BMC that failed its identity check")
+	}
+	if !slices.Contains(events(w, "n1"), "FenceCannotVerify") {
+		t.Errorf("events = %v", events(w, "n1"))
+	}
+}
+
+// blockingBMC holds every PowerStatus until released or cancelled, and
+// counts how many are in flight.
+type blockingBMC struct {
+	*bmctest.Fake
+	inFlight, max *atomic.Int64
+	started       chan<- struct{}
+	release       <-chan struct{}
+	cancelled     *atomic.Int64
+}
+
+func (b blockingBMC) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
+	n := b.inFlight.Add(1)
+	defer b.inFlight.Add(-1)
+	for {
+		m := b.max.Load()
+		if n <= m || b.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	b.started <- struct{}{}
+	select {
+	case <-b.release:
+		return b.Fake.PowerStatus(ctx)
+	case <-ctx.Done():
+		b.cancelled.Add(1)
+		return bmc.PowerStatus{}, ctx.Err()
+	}
+}
+
+func blockingWorld(t *testing.T, nodes int) (*fencesim.World, inventory, *atomic.Int64, *atomic.Int64, chan struct{}, chan struct{}) {
+	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	inv := inventory{}
+	var inFlight, max, cancelled atomic.Int64
+	started, release := make(chan struct{}, 100), make(chan struct{})
+	for i := 0; i < nodes; i++ {
+		n := w.AddNode(string(rune('a'+i)), "a", machine.Timing{})
+		n.KubeletEnabled = false // silent from the start: every node is suspected
+		inv[n.Name] = blockingBMC{Fake: n.BMC, inFlight: &inFlight, max: &max, started: started, release: release, cancelled: &cancelled}
+	}
+	w.Clock.Step(25 * time.Second)
+	w.Advance()
+	return w, inv, &max, &cancelled, started, release
+}
+
+func TestRunBoundsBMCConcurrency(t *testing.T) {
+	w, inv, max, _, started, release := blockingWorld(t, 6)
+	r := newRunner(t, w, fencesim.Cluster{W: w}, func(o *runner.Options) { o.Inventory = inv; o.BMCConcurrency = 2 })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	<-started
+	<-started
+	// Six nodes want a read; two may be in flight. Let the rest through one
+	// at a time and check the bound held throughout.
+	for i := 0; i < 4; i++ {
+		release <- struct{}{}
+		<-started
+	}
+	close(release)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := max.Load(); got != 2 {
+		t.Errorf("at most %d BMC calls were in flight, want exactly the limit 2", got)
+	}
+}
+
+func TestRunCancelsInFlightWorkWhenLeadershipIsLost(t *testing.T) {
+	w, inv, _, cancelled, started, _ := blockingWorld(t, 2)
+	r := newRunner(t, w, fencesim.Cluster{W: w}, func(o *runner.Options) { o.Inventory = inv })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	<-started
+	<-started
+	cancel() // leadership lost
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := cancelled.Load(); got != 2 {
+		t.Errorf("%d in-flight BMC calls saw the cancellation, want 2", got)
+	}
+}
