@@ -174,7 +174,7 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// settleInterval spaces the settle reads evenly across the window.
-func (p Policy) settleInterval() time.Duration {
+// SettleInterval spaces the settle reads evenly across the window.
+func (p Policy) SettleInterval() time.Duration {
 	return p.SettleWindow / time.Duration(p.SettleReads-1)
 }

@@ -435,7 +435,7 @@ func (st *stepper) enterConfirming(rd Reading) {
 	st.s.OffRun = OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap)
 	st.enter(ConfirmingOff, "BMC read Off")
 	st.event(false, "FenceConfirmingOff", "BMC reads Off; confirming it stays off (%d reads over %s)", st.p.SettleReads, st.p.SettleWindow)
-	st.scheduleRead(st.p.settleInterval())
+	st.scheduleRead(st.p.SettleInterval())
 }
 
 func (st *stepper) sendPowerOff() {
@@ -485,11 +485,11 @@ func (st *stepper) confirmingOff() {
 	st.s.ReadFailures = 0
 	st.s.OffRun = run
 	if !run.Settled(st.p) {
-		st.scheduleRead(st.p.settleInterval())
+		st.scheduleRead(st.p.SettleInterval())
 		return
 	}
 	if !st.admit() {
-		st.scheduleRead(st.p.settleInterval())
+		st.scheduleRead(st.p.SettleInterval())
 		return
 	}
 	st.enter(Tainting, "off settled")
@@ -581,7 +581,7 @@ func (st *stepper) applyTaint() {
 		st.detaching()
 	case TaintAbsent:
 		st.emit(ActApplyTaint)
-		st.scheduleRead(st.p.settleInterval()) // a retry re-reads first
+		st.scheduleRead(st.p.SettleInterval()) // a retry re-reads first
 	}
 }
 
@@ -627,7 +627,7 @@ func (st *stepper) tainting() {
 			// the machine was not watched, so confirm again.
 			st.s.OffRun = run
 			st.enter(ConfirmingOff, "off run restarted")
-			st.scheduleRead(st.p.settleInterval())
+			st.scheduleRead(st.p.SettleInterval())
 		default:
 			st.s.OffRun = run
 			st.applyTaint()

@@ -118,6 +118,12 @@ func (r *Runner) readPower(ctx context.Context, name string, rec *record) fence.
 	}
 	st, err := ctrl.PowerStatus(ctx)
 	r.opts.Recorder.BMC(bmc.OpPowerStatus, r.opts.Clock.Since(sent), err)
+	return ReadingOf(sent, st, err)
+}
+
+// ReadingOf turns a BMC power read sent at sent into the engine's Reading.
+// The CLI's confirmations use it too, so both judge a reading the same way.
+func ReadingOf(sent time.Time, st bmc.PowerStatus, err error) fence.Reading {
 	if err != nil {
 		return fence.Reading{At: sent, Failure: bmc.Reason(err) + ": " + err.Error()}
 	}

@@ -1,0 +1,425 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/bmc/bmclib"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+// bmcFlags describe one BMC on the command line. There is deliberately no
+// flag that takes a password: argv is visible to every user of the machine.
+type bmcFlags struct {
+	address      string
+	system       string
+	username     string
+	passwordEnv  string
+	passwordFile string
+	caFile       string
+	insecure     bool
+	auth         string
+	cipherSuite  int
+	timeout      time.Duration
+}
+
+func (f *bmcFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.address, "address", "", "BMC address: https://HOST[:PORT] or http://HOST[:PORT] (Redfish), ipmi://HOST[:PORT] (IPMI lanplus)")
+	fs.StringVar(&f.system, "system", "", "Redfish system Id or Name (required when the BMC has several)")
+	fs.StringVar(&f.username, "username", "", "BMC username")
+	fs.StringVar(&f.passwordEnv, "password-env", "", "name of the environment variable holding the BMC password")
+	fs.StringVar(&f.passwordFile, "password-file", "", "file holding the BMC password (a trailing newline is ignored)")
+	fs.StringVar(&f.caFile, "ca-file", "", "PEM bundle to verify the BMC's certificate (default: system roots)")
+	fs.BoolVar(&f.insecure, "insecure", false, "do not verify the BMC's TLS certificate")
+	fs.StringVar(&f.auth, "auth", "basic", "Redfish authentication: basic or session")
+	fs.IntVar(&f.cipherSuite, "cipher-suite", bmc.DefaultIPMICipherSuite, "IPMI cipher suite")
+	fs.DurationVar(&f.timeout, "timeout", bmc.DefaultTimeout, "time limit for each BMC operation")
+}
+
+// target builds and validates the BMC target, reading the password from the
+// environment or a file.
+func (f *bmcFlags) target() (bmc.Target, error) {
+	if f.address == "" {
+		return bmc.Target{}, usageError("--address is required (https://HOST[:PORT], http://HOST[:PORT] or ipmi://HOST[:PORT])")
+	}
+	ep, err := bmc.ParseAddress(f.address)
+	if err != nil {
+		return bmc.Target{}, withCode(exitUsage, err)
+	}
+	if f.username == "" {
+		return bmc.Target{}, usageError("--username is required")
+	}
+	pw, err := readPassword(f.passwordEnv, f.passwordFile)
+	if err != nil {
+		return bmc.Target{}, err
+	}
+	t := bmc.Target{
+		Address:            ep,
+		System:             f.system,
+		Credentials:        bmc.Credentials{Username: f.username, Password: pw},
+		Auth:               bmc.AuthMode(f.auth),
+		InsecureSkipVerify: f.insecure,
+		Timeout:            f.timeout,
+		IPMICipherSuite:    f.cipherSuite,
+	}
+	if f.caFile != "" {
+		if f.insecure {
+			return bmc.Target{}, usageError("--ca-file and --insecure contradict each other; pick one")
+		}
+		pem, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return bmc.Target{}, usageError("--ca-file: %v", err)
+		}
+		t.CACertificates = pem
+	}
+	if err := t.WithDefaults().Validate(); err != nil {
+		return bmc.Target{}, withCode(exitUsage, err)
+	}
+	return t, nil
+}
+
+// readPassword takes the password from exactly one of an environment
+// variable (named, not given) or a file.
+func readPassword(envName, file string) (bmc.Secret, error) {
+	switch {
+	case envName != "" && file != "":
+		return "", usageError("give --password-env or --password-file, not both")
+	case envName != "":
+		v, ok := os.LookupEnv(envName)
+		if !ok || v == "" {
+			return "", usageError("--password-env %s: the environment variable is not set or empty", envName)
+		}
+		return bmc.Secret(v), nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", usageError("--password-file: %v", err)
+		}
+		v := strings.TrimRight(string(b), "\r\n")
+		if v == "" {
+			return "", usageError("--password-file %s is empty", file)
+		}
+		return bmc.Secret(v), nil
+	}
+	return "", usageError("the BMC password is needed: --password-env NAME or --password-file PATH (never on the command line)")
+}
+
+func newBMCCmd(s streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bmc",
+		Short: "Talk to a BMC directly (no cluster needed)",
+		Long: `Read and change a machine's power through its BMC, over Redfish or IPMI,
+without any cluster. "off" sends a hard power-off (Redfish ForceOff, IPMI
+chassis power off) and succeeds only once the BMC has read back a settled Off:
+several consecutive Off reads spanning the settle window.`,
+	}
+	cmd.AddCommand(newBMCStatusCmd(s), newBMCOffCmd(s), newBMCOnCmd(s))
+	return cmd
+}
+
+// statusView is `bmc status` output.
+type statusView struct {
+	Address      string         `json:"address"`
+	System       string         `json:"system,omitempty"`
+	Protocol     bmc.Protocol   `json:"protocol"`
+	PowerState   bmc.PowerState `json:"powerState"`
+	Raw          string         `json:"raw"`
+	BootProgress string         `json:"bootProgress,omitempty"`
+	Provider     string         `json:"provider"`
+	Attempts     int            `json:"attempts"`
+	LatencyMs    int64          `json:"latencyMs"`
+}
+
+func newBMCStatusCmd(s streams) *cobra.Command {
+	var f bmcFlags
+	out := outTable
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Read a machine's power state",
+		Example: `  export BMC_PASSWORD=...
+  kubectl fence bmc status --address https://10.0.0.5 --username admin --password-env BMC_PASSWORD
+  kubectl fence bmc status --address ipmi://10.0.0.6 --username admin --password-file /run/secrets/bmc -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl, t, err := controller(&f)
+			if err != nil {
+				return err
+			}
+			st, err := ctrl.PowerStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			v := statusView{
+				Address: t.Address.String(), System: t.System, Protocol: t.Address.Protocol,
+				PowerState: st.State, Raw: strings.TrimSpace(st.Raw), BootProgress: st.BootProgress,
+				Provider: st.Provider, Attempts: st.Attempts, LatencyMs: st.Latency.Milliseconds(),
+			}
+			return printObject(s.Out, out, v, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ADDRESS\tSYSTEM\tPOWER\tRAW\tBOOT PROGRESS\tLATENCY")
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), v.PowerState, v.Raw, dash(v.BootProgress), v.LatencyMs)
+			})
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func controller(f *bmcFlags) (bmc.Controller, bmc.Target, error) {
+	t, err := f.target()
+	if err != nil {
+		return nil, t, err
+	}
+	a, err := bmclib.New(t)
+	if err != nil {
+		return nil, t, err
+	}
+	return a, a.Target(), nil
+}
+
+// settleFlags are the "off and staying off" parameters, defaulting to the
+// agent's policy so a human and the agent agree on what Off means.
+type settleFlags struct {
+	window time.Duration
+	reads  int
+	limit  time.Duration
+}
+
+func (f *settleFlags) register(fs *pflag.FlagSet, limitName string, limitDefault time.Duration) {
+	p := fence.DefaultPolicy()
+	fs.DurationVar(&f.window, "settle-window", p.SettleWindow, "the consecutive Off reads must span at least this long")
+	fs.IntVar(&f.reads, "settle-reads", p.SettleReads, "consecutive exact-Off reads needed")
+	fs.DurationVar(&f.limit, limitName, limitDefault, "give up when the BMC has not reached the state after this long")
+}
+
+func (f *settleFlags) policy() (fence.Policy, error) {
+	p := fence.DefaultPolicy()
+	p.SettleWindow, p.SettleReads, p.PowerTimeout = f.window, f.reads, f.limit
+	if f.reads < 2 {
+		return p, usageError("--settle-reads %d: at least 2 (one read proves nothing: a restart reads Off for a moment)", f.reads)
+	}
+	if f.window <= 0 || f.limit <= 0 {
+		return p, usageError("--settle-window and the time limit must be positive")
+	}
+	if p.MaxReadGap < p.SettleInterval() {
+		p.MaxReadGap = 2 * p.SettleInterval()
+	}
+	return p, nil
+}
+
+// powerReport is the output of `bmc off` and `bmc on`.
+type powerReport struct {
+	Address    string         `json:"address"`
+	System     string         `json:"system,omitempty"`
+	Action     string         `json:"action"`
+	PowerState bmc.PowerState `json:"powerState"`
+	Confirmed  bool           `json:"confirmed"`
+	OffReads   int            `json:"offReads,omitempty"`
+	OffSpan    string         `json:"offSpan,omitempty"`
+	Elapsed    string         `json:"elapsed"`
+}
+
+func printReport(s streams, out outputFormat, r powerReport) error {
+	return printObject(s.Out, out, r, func(w *tabwriter.Writer) {
+		fmt.Fprintln(w, "ADDRESS\tSYSTEM\tACTION\tPOWER\tCONFIRMED\tELAPSED")
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\n", r.Address, dash(r.System), r.Action, r.PowerState, r.Confirmed, r.Elapsed)
+	})
+}
+
+func newBMCOffCmd(s streams) *cobra.Command {
+	var f bmcFlags
+	var sf settleFlags
+	var yes bool
+	out := outTable
+	cmd := &cobra.Command{
+		Use:   "off",
+		Short: "Hard power-off, confirmed by a settled Off read-back",
+		Long: `Send a hard power-off (Redfish ForceOff, IPMI chassis power off; never a cycle
+or reset) and wait until the BMC reads exactly Off on --settle-reads
+consecutive reads spanning --settle-window. A BMC that accepts the command and
+never reads Off (a lying BMC) fails with exit code 7.`,
+		Example: `  kubectl fence bmc off --address https://10.0.0.5 --system 1 --username admin --password-env BMC_PASSWORD
+  kubectl fence bmc off --address ipmi://10.0.0.6 --username admin --password-file pw --yes -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := sf.policy()
+			if err != nil {
+				return err
+			}
+			ctrl, t, err := controller(&f)
+			if err != nil {
+				return err
+			}
+			if err := confirm(s, yes, fmt.Sprintf("Power off %s%s now (a hard off: like pulling the plug)?", t.Address, systemSuffix(t.System))); err != nil {
+				return err
+			}
+			r, err := powerOffConfirmed(cmd.Context(), ctrl, p, newProgress(s))
+			r.Address, r.System = t.Address.String(), t.System
+			if perr := printReport(s, out, r); perr != nil {
+				return perr
+			}
+			return err
+		},
+	}
+	f.register(cmd.Flags())
+	sf.register(cmd.Flags(), "power-timeout", fence.DefaultPolicy().PowerTimeout)
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
+	return cmd
+}
+
+func systemSuffix(system string) string {
+	if system == "" {
+		return ""
+	}
+	return " system " + system
+}
+
+// powerOffConfirmed sends ForceOff and reads back until the reads settle on
+// Off (fence.OffRun, the agent's own rule: consecutive exact-Off reads, all
+// sent after our request, spanning the window) or the limit passes.
+func powerOffConfirmed(ctx context.Context, ctrl bmc.Controller, p fence.Policy, prog progress) (powerReport, error) {
+	r := powerReport{Action: "off"}
+	start := time.Now()
+	sent := start
+	if _, err := ctrl.PowerOff(ctx); err != nil {
+		if ctx.Err() != nil {
+			return r, err
+		}
+		// A refusal (409 when already off) proves nothing either way.
+		prog.say("ForceOff: %v; reading back anyway", err)
+	} else {
+		prog.say("ForceOff sent; waiting for %d Off reads over %s", p.SettleReads, p.SettleWindow)
+	}
+	var run fence.OffRun
+	var last bmc.PowerStatus
+	var lastErr error
+	wait := p.PowerPollInterval
+	for {
+		if err := sleep(ctx, wait); err != nil {
+			return r, err
+		}
+		readAt := time.Now()
+		last, lastErr = ctrl.PowerStatus(ctx)
+		run = run.Observe(runner.ReadingOf(readAt, last, lastErr), sent, p.MaxReadGap)
+		r.PowerState, r.OffReads, r.Elapsed = last.State, run.Count, time.Since(start).Round(time.Millisecond).String()
+		switch {
+		case lastErr != nil:
+			prog.say("read failed: %v", lastErr)
+		case run.Count > 0:
+			prog.say("reads Off (%d of %d)", run.Count, p.SettleReads)
+		default:
+			prog.say("reads %s", last.State)
+		}
+		if run.Settled(p) {
+			r.Confirmed = true
+			r.OffSpan = run.Last.Sub(run.First).Round(time.Millisecond).String()
+			return r, nil
+		}
+		if time.Since(sent) >= p.PowerTimeout {
+			why := fmt.Sprintf("still reads %s", last.State)
+			if lastErr != nil {
+				why = "cannot be read: " + lastErr.Error()
+			}
+			return r, withCode(exitNotOff, fmt.Errorf("the BMC did not power off: %s %s after ForceOff (it may ignore commands)", why, p.PowerTimeout))
+		}
+		wait = p.PowerPollInterval
+		if run.Count > 0 {
+			wait = p.SettleInterval()
+		}
+	}
+}
+
+func newBMCOnCmd(s streams) *cobra.Command {
+	var f bmcFlags
+	var yes, wait bool
+	var limit time.Duration
+	out := outTable
+	cmd := &cobra.Command{
+		Use:   "on",
+		Short: "Power on",
+		Long: `Send a power-on (Redfish On, IPMI chassis power on). With --wait, wait until the
+BMC reads On (a server can take a minute or more to get there).`,
+		Example: `  kubectl fence bmc on --address https://10.0.0.5 --system 1 --username admin --password-env BMC_PASSWORD --wait`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl, t, err := controller(&f)
+			if err != nil {
+				return err
+			}
+			if err := confirm(s, yes, fmt.Sprintf("Power on %s%s?", t.Address, systemSuffix(t.System))); err != nil {
+				return err
+			}
+			r, err := powerOn(cmd.Context(), ctrl, wait, limit, fence.DefaultPolicy().PowerPollInterval, newProgress(s))
+			r.Address, r.System = t.Address.String(), t.System
+			if perr := printReport(s, out, r); perr != nil {
+				return perr
+			}
+			return err
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the BMC reads On")
+	cmd.Flags().DurationVar(&limit, "power-timeout", fence.DefaultPolicy().PowerOnTimeout, "with --wait: give up after this long")
+	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
+	return cmd
+}
+
+func powerOn(ctx context.Context, ctrl bmc.Controller, wait bool, limit, poll time.Duration, prog progress) (powerReport, error) {
+	r := powerReport{Action: "on"}
+	start := time.Now()
+	if _, err := ctrl.PowerOn(ctx); err != nil {
+		return r, err
+	}
+	prog.say("power-on sent")
+	for {
+		st, err := ctrl.PowerStatus(ctx)
+		r.Elapsed = time.Since(start).Round(time.Millisecond).String()
+		if err == nil {
+			r.PowerState = st.State
+			prog.say("reads %s", st.State)
+		}
+		if err == nil && st.State == bmc.PowerOn {
+			r.Confirmed = true
+			return r, nil
+		}
+		if !wait {
+			return r, nil
+		}
+		if time.Since(start) >= limit {
+			return r, withCode(exitFailed, fmt.Errorf("the BMC did not read On within %s (reads %s)", limit, r.PowerState))
+		}
+		if err := sleep(ctx, poll); err != nil {
+			return r, err
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
