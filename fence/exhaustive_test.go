@@ -108,11 +108,14 @@ func exhaustiveInputs(now time.Time) []Input {
 
 func exhaustiveNodes(now time.Time) []NodeView {
 	readiness := []func(*NodeView){
-		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyTrue, now.Add(-sec(1)) },                        // healthy
-		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyTrue, t0 },                                      // stale Ready (controller has not noticed)
-		func(n *NodeView) { n.Ready, n.HeartbeatAt, n.NotReadySince = ReadyUnknown, t0, t0.Add(sec(40)) }, // dead
-		func(n *NodeView) { n.Ready, n.HeartbeatAt, n.NotReadySince = ReadyFalse, now.Add(-sec(1)), t0 },  // alive, NotReady
-		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyUnknown, time.Time{} },                          // never observed
+		func(n *NodeView) { n.Ready, n.HeartbeatAt, n.RenewedAt = ReadyTrue, now.Add(-sec(1)), now.Add(-sec(1)) }, // healthy
+		func(n *NodeView) { n.Ready, n.HeartbeatAt, n.RenewedAt = ReadyTrue, t0, t0 },                             // stale Ready (controller has not noticed)
+		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyTrue, now.Add(-sec(1)) },                                // stale Ready, seen by a new agent: no renewal yet
+		func(n *NodeView) { n.Ready, n.HeartbeatAt, n.NotReadySince = ReadyUnknown, t0, t0.Add(sec(40)) },         // dead
+		func(n *NodeView) {
+			n.Ready, n.HeartbeatAt, n.RenewedAt, n.NotReadySince = ReadyFalse, now.Add(-sec(1)), now.Add(-sec(1)), t0
+		}, // alive, NotReady
+		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyUnknown, time.Time{} }, // never observed
 	}
 	flags := []func(*NodeView){
 		func(*NodeView) {},
@@ -125,7 +128,7 @@ func exhaustiveNodes(now time.Time) []NodeView {
 		for _, f := range flags {
 			for _, taint := range []TaintState{TaintAbsent, TaintOurs, TaintForeign} {
 				for _, p := range []int{0, 2} {
-					n := NodeView{HasBMC: true, Taint: taint, Pods: p, VolumeAttachments: p / 2}
+					n := NodeView{HasBMC: true, Taint: taint, Pods: p, VolumeAttachments: p / 2, Terminating: p / 2}
 					r(&n)
 					f(&n)
 					out = append(out, n)

@@ -56,11 +56,13 @@ func fuzzCase(b []byte) (State, Input, time.Time) {
 		Ready:         Readiness(r.u8() % 3),
 		NotReadySince: tm(),
 		HeartbeatAt:   tm(),
+		RenewedAt:     tm(),
 		Maintenance:   r.u8()%5 == 0,
 		Excluded:      r.u8()%5 == 0,
 		HasBMC:        r.u8()%5 != 0,
 		Taint:         TaintState(r.u8() % 3),
 		Pods:          int(r.u8() % 3),
+		Terminating:   int(r.u8() % 2),
 	}
 	f := FleetView{Nodes: 5, Unhealthy: int(r.u8() % 6), InFlight: int(r.u8() % 2), APIFreshAt: now.Add(-time.Duration(r.u8()) * time.Second)}
 	in := Input{Kind: InputKind(r.u8() % uint8(numInputKinds)), Node: n, Fleet: f}

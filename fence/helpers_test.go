@@ -17,14 +17,21 @@ func sec(n float64) time.Duration { return time.Duration(n * float64(time.Second
 type nodeOpt func(*NodeView)
 
 func view(opts ...nodeOpt) NodeView {
-	n := NodeView{Ready: ReadyTrue, HeartbeatAt: t0, HasBMC: true}
+	n := NodeView{Ready: ReadyTrue, HeartbeatAt: t0, RenewedAt: t0, HasBMC: true}
 	for _, o := range opts {
 		o(&n)
 	}
 	return n
 }
 
-func heartbeat(d time.Duration) nodeOpt { return func(n *NodeView) { n.HeartbeatAt = at(d) } }
+func heartbeat(d time.Duration) nodeOpt {
+	return func(n *NodeView) { n.HeartbeatAt, n.RenewedAt = at(d), at(d) }
+}
+
+// firstSeen: an agent that started at d has seen the node but no renewal.
+func firstSeen(d time.Duration) nodeOpt {
+	return func(n *NodeView) { n.HeartbeatAt, n.RenewedAt = at(d), time.Time{} }
+}
 func notReady(since time.Duration) nodeOpt {
 	return func(n *NodeView) { n.Ready, n.NotReadySince = ReadyUnknown, at(since) }
 }
@@ -36,6 +43,7 @@ func maintenance() nodeOpt            { return func(n *NodeView) { n.Maintenance
 func excluded() nodeOpt               { return func(n *NodeView) { n.Excluded = true } }
 func noBMC() nodeOpt                  { return func(n *NodeView) { n.HasBMC = false } }
 func pods(p, va int) nodeOpt          { return func(n *NodeView) { n.Pods, n.VolumeAttachments = p, va } }
+func terminating(k int) nodeOpt       { return func(n *NodeView) { n.Terminating = k } }
 func blockers(b ...string) nodeOpt    { return func(n *NodeView) { n.Blockers = b } }
 
 // freshFleet is a calm three-node cluster whose API view is fresh at now.
@@ -148,8 +156,8 @@ func checkInvariants(p Policy, before State, in Input, now time.Time, out Output
 			if !s.TaintOwned || n.Taint != TaintOurs {
 				return fmt.Errorf("RemoveTaint of a taint that is not ours (owned %v, node %v)", s.TaintOwned, n.Taint)
 			}
-			if n.Ready != ReadyTrue || !n.HeartbeatAt.After(s.TaintedAt) {
-				return fmt.Errorf("RemoveTaint while Ready=%v, heartbeat %v not after taint %v", n.Ready, n.HeartbeatAt, s.TaintedAt)
+			if n.Ready != ReadyTrue || !n.RenewedAt.After(s.TaintedAt) {
+				return fmt.Errorf("RemoveTaint while Ready=%v, renewal %v not after taint %v", n.Ready, n.RenewedAt, s.TaintedAt)
 			}
 		case ActReadPower, ActPowerOn, ActDeletePods, ActEvent:
 		}

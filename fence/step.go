@@ -164,17 +164,21 @@ func readingNote(rd Reading) string {
 
 func (st *stepper) node() NodeView { return st.in.Node }
 
-// recovered: Ready, with a heartbeat observed after the failure began.
-func (st *stepper) recovered() bool {
-	n := st.node()
-	return n.Ready == ReadyTrue && n.HeartbeatAt.After(st.s.FailureStart)
+// renewedAfter: we observed the node renew its heartbeat after t. First
+// sightings do not count (a restarted agent has seen no renewal yet).
+func (st *stepper) renewedAfter(t time.Time) bool {
+	return st.node().RenewedAt.After(t)
 }
 
-// recoveredAfterTaint: Ready, with a heartbeat observed after our taint
+// recovered: Ready, with a renewal observed after the failure began.
+func (st *stepper) recovered() bool {
+	return st.node().Ready == ReadyTrue && st.renewedAfter(st.s.FailureStart)
+}
+
+// recoveredAfterTaint: Ready, with a renewal observed after our taint
 // (invariant 4's condition for removing it).
 func (st *stepper) recoveredAfterTaint() bool {
-	n := st.node()
-	return n.Ready == ReadyTrue && !st.s.TaintedAt.IsZero() && n.HeartbeatAt.After(st.s.TaintedAt)
+	return st.node().Ready == ReadyTrue && !st.s.TaintedAt.IsZero() && st.renewedAfter(st.s.TaintedAt)
 }
 
 // looksAlive: Ready with a heartbeat inside SuspectAfter; what a human
@@ -269,6 +273,9 @@ func (st *stepper) admit() bool {
 
 // leavePreTaint handles what ends a fence before the taint: maintenance, a
 // node we may not fence, recovery. It reports whether it moved the node.
+// Recovery needs evidence (a renewal observed while Ready), never just a
+// short apparent silence: an agent that restarts mid-fence sees every node
+// for the first time, and must not drop the fence for that.
 func (st *stepper) leavePreTaint() bool {
 	n := st.node()
 	if st.s.Phase != Tainting {
@@ -300,15 +307,11 @@ func (st *stepper) leavePreTaint() bool {
 		st.reset("recovered")
 		st.event(false, "FenceRecovered", "node is Ready again with a fresh heartbeat; nothing was done")
 		return true
-	case !st.s.Manual && !st.s.Attested && UnhealthyFor(n, st.now) < st.p.SuspectAfter:
-		st.reset("healthy")
-		st.event(false, "FenceRecovered", "node no longer looks unhealthy; nothing was done")
-		return true
 	}
-	if n.HeartbeatAt.After(st.s.FailureStart) {
-		// A heartbeat after the failure began, from a node still not
+	if st.renewedAfter(st.s.FailureStart) {
+		// A renewal after the failure began, from a node still not
 		// Ready: the machine runs. Any Off so far is contradicted.
-		st.s.FailureStart = n.HeartbeatAt
+		st.s.FailureStart = n.RenewedAt
 		if st.s.OffRun.Count > 0 {
 			st.s.OffRun = OffRun{}
 			st.event(true, "FenceOffRunBroken", "node sent a heartbeat while its BMC read Off; not proof of off (wrong BMC in the inventory?)")
@@ -689,10 +692,10 @@ func (st *stepper) detaching() {
 		}
 		return
 	}
+	if st.p.ForceDeletePods && n.Terminating > 0 {
+		st.emit(ActDeletePods)
+	}
 	if !st.now.Before(st.s.NextReadAt) {
-		if st.p.ForceDeletePods && n.Pods > 0 {
-			st.emit(ActDeletePods)
-		}
 		st.s.NextReadAt = st.now.Add(st.p.DetachPoll)
 	}
 	st.wakeAtTime(st.s.NextReadAt)
@@ -808,7 +811,7 @@ func (st *stepper) untainting() {
 	if st.in.Kind == InputResult && st.in.Result.Action == ActRemoveTaint {
 		if st.in.Result.Err == "" {
 			st.event(false, "FenceUntainted", "node is Ready with a heartbeat at %s, after our taint at %s; removed our taint",
-				stamp(n.HeartbeatAt), stamp(st.s.TaintedAt))
+				stamp(n.RenewedAt), stamp(st.s.TaintedAt))
 			st.reset("untainted")
 			return
 		}

@@ -94,6 +94,12 @@ func TestShutdownNodeIsConfirmedOffAndTainted(t *testing.T) {
 	tainted := view(withTaint(TaintOurs), pods(2, 1))
 	out = d.step(result(tainted, at(sec(26.3)), ActApplyTaint, ""), at(sec(26.3)))
 	d.wantPhase(Detaching)
+	if has(out, ActDeletePods) {
+		t.Errorf("actions = %v: nothing is terminating yet", kinds(out))
+	}
+	// The taint manager evicts: the pods turn Terminating, and are
+	// force-deleted at once.
+	out = d.step(tick(view(withTaint(TaintOurs), pods(2, 1), terminating(2)), at(sec(26.4))), at(sec(26.4)))
 	if !has(out, ActDeletePods) {
 		t.Errorf("actions = %v, want DeletePods (force-delete terminating pods)", kinds(out))
 	}
@@ -379,6 +385,23 @@ func TestReturningNodeIsUntaintedOnlyWhenReadyWithFreshHeartbeat(t *testing.T) {
 	if !slices.Contains(eventReasons(out), "FenceUntainted") {
 		t.Errorf("events = %v", eventReasons(out))
 	}
+}
+
+// An agent started after the taint has seen the node (HeartbeatAt is its
+// first sighting) but no renewal. With a stale Ready=True (a controller
+// manager that is down), that must not pass for a node that came back.
+func TestFirstSightingIsNoSignOfLife(t *testing.T) {
+	d := newDriver(t)
+	d.s = State{Phase: Fenced, TaintOwned: true, TaintedAt: at(sec(30)), FailureStart: t0}
+	out := d.step(tick(view(withTaint(TaintOurs), firstSeen(sec(100))), at(sec(101))), at(sec(101)))
+	if has(out, ActRemoveTaint) || d.s.Phase != Fenced {
+		t.Fatalf("removed the taint of a dead node on a first sighting: %v, phase %v", kinds(out), d.s.Phase)
+	}
+	// Same for a fence in progress: a first sighting breaks no Off run.
+	d = newDriver(t)
+	d.s = State{Phase: ConfirmingOff, FailureStart: t0, OffRun: OffRun{First: at(sec(20)), Last: at(sec(20)), Count: 1}}
+	d.step(reading(view(firstSeen(sec(21))), at(sec(23)), PowerOff), at(sec(23)))
+	d.wantPhase(ConfirmingOff)
 }
 
 func TestForeignTaintIsNeverRemoved(t *testing.T) {

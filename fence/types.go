@@ -68,6 +68,11 @@ type NodeView struct {
 	// silence only from its own start. Zero means "not observed yet" and is
 	// never taken as silence.
 	HeartbeatAt time.Time
+	// RenewedAt is when we observed the node actually renew (a renewTime or
+	// heartbeat different from one we had already seen). Zero until then:
+	// the first sighting of a node, which HeartbeatAt counts for silence,
+	// is no sign of life. Every "the node is alive" decision uses it.
+	RenewedAt   time.Time
 	Maintenance bool
 	Excluded    bool
 	HasBMC      bool
@@ -77,6 +82,10 @@ type NodeView struct {
 	Pods              int
 	VolumeAttachments int
 	Blockers          []string
+	// Terminating counts the node's pods already being deleted (the taint
+	// manager evicts at once on NoExecute); on a confirmed-off, tainted node
+	// they are force-deleted as soon as they appear.
+	Terminating int
 }
 
 // ZoneHealth counts nodes of one topology zone.

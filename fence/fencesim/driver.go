@@ -40,10 +40,11 @@ func NewSim(w *World) *Sim {
 
 func (s *Sim) addRunner() int {
 	r, err := runner.New(runner.Options{
-		Policy:    s.W.Policy,
-		Clock:     s.W.Clock,
-		Cluster:   Cluster{s.W},
-		Inventory: Cluster{s.W},
+		Policy: s.W.Policy,
+		Clock:  s.W.Clock,
+		// A new process observes from now: first sightings, no renewals.
+		Cluster:   Cluster{W: s.W, Since: s.W.Clock.Now()},
+		Inventory: Cluster{W: s.W},
 		DryRun:    s.DryRun,
 	})
 	if err != nil {

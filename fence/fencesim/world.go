@@ -301,6 +301,9 @@ func (w *World) info(n *Node) runner.NodeInfo {
 		Maintenance: n.Maintenance, Excluded: n.Excluded, Taint: n.taint,
 		Pods: n.pods, VolumeAttachments: n.vas,
 	}
+	if n.terminating {
+		v.Terminating = n.pods
+	}
 	if n.pods > 0 || n.vas > 0 {
 		v.Blockers = []string{fmt.Sprintf("%d pods", n.pods), fmt.Sprintf("%d VolumeAttachments", n.vas)}
 	}
@@ -315,8 +318,28 @@ func (w *World) observed(n *Node) runner.NodeInfo {
 }
 
 // Cluster adapts the World to runner.Cluster (its method set differs only
-// in names that collide with the World's fields).
-type Cluster struct{ W *World }
+// in names that collide with the World's fields). It is one agent process's
+// view: Since is when that process started observing. Before its first
+// observed renewal, a node's HeartbeatAt is Since (first sighting) and its
+// RenewedAt is zero, as the real observation builder reports them.
+type Cluster struct {
+	W     *World
+	Since time.Time
+}
+
+// asSeenBy turns the world's observations into what an agent that started
+// observing at since can know.
+func asSeenBy(v fence.NodeView, since time.Time) fence.NodeView {
+	if !v.HeartbeatAt.After(since) {
+		v.HeartbeatAt, v.RenewedAt = since, time.Time{}
+	} else {
+		v.RenewedAt = v.HeartbeatAt
+	}
+	if v.Ready != fence.ReadyTrue && v.NotReadySince.Before(since) {
+		v.NotReadySince = since
+	}
+	return v
+}
 
 var (
 	_ runner.Cluster   = Cluster{}
@@ -329,6 +352,7 @@ func (c Cluster) Nodes() []runner.NodeInfo {
 	out := make([]runner.NodeInfo, len(c.W.Nodes))
 	for i, n := range c.W.Nodes {
 		out[i] = c.W.observed(n)
+		out[i].View = asSeenBy(out[i].View, c.Since)
 	}
 	return out
 }
@@ -340,7 +364,9 @@ func (c Cluster) Node(name string) (runner.NodeInfo, bool) {
 	if n == nil {
 		return runner.NodeInfo{}, false
 	}
-	return c.W.observed(n), true
+	info := c.W.observed(n)
+	info.View = asSeenBy(info.View, c.Since)
+	return info, true
 }
 
 func (c Cluster) APIFreshAt() time.Time {

@@ -72,10 +72,13 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 // minRetry re-syncs at once (after a reload) without spinning.
 const minRetry = 10 * time.Millisecond
 
-// commit adopts s as the node's state and records phase-change metrics.
+// commit adopts s as the node's state and records what changed.
 func (r *Runner) commit(rec *record, s fence.State) {
 	if rec.state.Phase == fence.Detaching && s.Phase != fence.Detaching && !s.FencedAt.IsZero() {
-		r.opts.Recorder.Detached(s.FencedAt.Sub(s.TaintedAt))
+		r.opts.Recorder.Detached(s.FencedAt.Sub(s.TaintedAt), s.FencedAt.Sub(s.FailureStart))
+	}
+	if s.Refusal != fence.Admitted && s.Refusal != rec.state.Refusal {
+		r.opts.Recorder.Refused(s.Refusal.String())
 	}
 	rec.state = s
 	rec.publish()
@@ -87,12 +90,20 @@ func (r *Runner) persist(ctx context.Context, name string, rec *record, s fence.
 		return err
 	}
 	if r.opts.DryRun {
-		return nil // shadow mode writes nothing; the state lives in memory
+		// Shadow mode writes nothing; the state lives in memory, and a
+		// command, left on the node, is processed once.
+		if ackID != "" {
+			rec.acked = ackID
+		}
+		return nil
 	}
 	if err := r.opts.Cluster.SaveState(ctx, name, rec.raw, raw, ackID); err != nil {
 		return err
 	}
 	rec.wrote(raw)
+	if ackID != "" {
+		rec.acked = ackID
+	}
 	return nil
 }
 
@@ -110,14 +121,12 @@ func (r *Runner) readPower(ctx context.Context, name string, rec *record) fence.
 	sent := r.opts.Clock.Now()
 	if v, ok := ctrl.(Verifier); ok && sent.Sub(rec.verifiedAt) >= r.opts.VerifyInterval {
 		if err := v.Verify(ctx); err != nil {
-			r.opts.Recorder.BMC(bmc.OpIdentity, r.opts.Clock.Since(sent), err)
 			return fence.Reading{At: sent, Failure: "identity check failed: " + err.Error()}
 		}
 		rec.verifiedAt = sent
 		sent = r.opts.Clock.Now()
 	}
 	st, err := ctrl.PowerStatus(ctx)
-	r.opts.Recorder.BMC(bmc.OpPowerStatus, r.opts.Clock.Since(sent), err)
 	return ReadingOf(sent, st, err)
 }
 
@@ -168,13 +177,11 @@ func (r *Runner) sideEffect(ctx context.Context, name string, k fence.ActionKind
 			return err
 		}
 		defer r.release()
-		start := r.opts.Clock.Now()
-		op, call := bmc.OpPowerOff, ctrl.PowerOff
+		call := ctrl.PowerOff
 		if k == fence.ActPowerOn {
-			op, call = bmc.OpPowerOn, ctrl.PowerOn
+			call = ctrl.PowerOn
 		}
 		_, err := call(ctx)
-		r.opts.Recorder.BMC(op, r.opts.Clock.Since(start), err)
 		return err
 	case fence.ActApplyTaint:
 		return r.opts.Cluster.ApplyTaint(ctx, name)
@@ -208,9 +215,6 @@ func (r *Runner) event(name string, ev fence.Event) {
 	if r.opts.DryRun {
 		ev.Reason = "DryRun" + ev.Reason
 		ev.Message = "[dry-run] " + ev.Message
-	}
-	if ev.Reason == "FenceRefused" {
-		r.opts.Recorder.Refused(ev.Message)
 	}
 	r.opts.Cluster.Event(name, ev)
 	level := r.log.Info

@@ -86,7 +86,9 @@ func (c Recheck) blocks(k fence.ActionKind) string {
 // performs the side effects that follow.
 var ErrConflict = errors.New("fence state changed concurrently")
 
-// Cluster is what the runner needs from Kubernetes.
+// Cluster is what the runner needs from Kubernetes. Node and Nodes must read
+// our own successful writes (the taint, the state annotation) at once, even
+// from a cache that lags: a step right after ApplyTaint must see the taint.
 type Cluster interface {
 	Nodes() []NodeInfo
 	Node(name string) (NodeInfo, bool)
@@ -111,27 +113,29 @@ type Cluster interface {
 	Event(node string, ev fence.Event)
 }
 
-// Recorder receives what the runner measures. Implementations must be cheap
-// and safe for concurrent use.
+// Recorder receives what the runner measures (BMC request metrics are the
+// inventory's: it knows the protocol). Implementations must be cheap and
+// safe for concurrent use.
 type Recorder interface {
 	Phase(node string, p fence.Phase)
-	BMC(op bmc.Op, d time.Duration, err error)
-	// Fence is called once per completed fence (taint applied) with the
-	// reason ("off", "powered-off", "attested") and the time from suspicion
-	// to confirmed off.
-	Fence(result, reason string, toConfirmedOff time.Duration)
-	Detached(toDetach time.Duration)
+	// Fence is called once per applied taint with the reason ("off",
+	// "powered-off", "attested") and the time from the failure's start to
+	// the taint.
+	Fence(result, reason string, toTaint time.Duration)
+	// Detached is called when a fenced node's pods and volumes are gone,
+	// with the time from the taint and from the failure's start.
+	Detached(toDetach, failover time.Duration)
+	// Refused counts a storm-guard refusal by reason.
 	Refused(reason string)
 }
 
 // NopRecorder records nothing.
 type NopRecorder struct{}
 
-func (NopRecorder) Phase(string, fence.Phase)           {}
-func (NopRecorder) BMC(bmc.Op, time.Duration, error)    {}
-func (NopRecorder) Fence(string, string, time.Duration) {}
-func (NopRecorder) Detached(time.Duration)              {}
-func (NopRecorder) Refused(string)                      {}
+func (NopRecorder) Phase(string, fence.Phase)             {}
+func (NopRecorder) Fence(string, string, time.Duration)   {}
+func (NopRecorder) Detached(time.Duration, time.Duration) {}
+func (NopRecorder) Refused(string)                        {}
 
 // Options configure a Runner.
 type Options struct {
@@ -186,6 +190,9 @@ type record struct {
 	loaded  bool
 	seen    string
 	written []string
+	// acked is the last command we processed: a cache that lags behind
+	// our acknowledgement may show the request again.
+	acked string
 	// verifiedAt is the last successful identity check.
 	verifiedAt time.Time
 	// would dedupes dry-run announcements: one per phase entry.
@@ -423,7 +430,7 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 
 	in := fence.Input{Kind: fence.InputTick}
 	ackID := ""
-	if info.Command != nil {
+	if info.Command != nil && (info.CommandID == "" || info.CommandID != rec.acked) {
 		in = fence.Input{Kind: fence.InputCommand, Command: *info.Command}
 		ackID = info.CommandID
 	}
