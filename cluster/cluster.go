@@ -1,0 +1,538 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+var _ runner.Cluster = (*Cluster)(nil)
+
+// DefaultSyncTimeout bounds Start's wait for the informer caches. A list of
+// every pod in a cluster of several thousand nodes takes seconds; two
+// minutes is far beyond a healthy start and short enough that a missing RBAC
+// grant (which makes the informers retry forever) surfaces as a clear error
+// instead of a hang.
+const DefaultSyncTimeout = 2 * time.Minute
+
+// changedBuffer is the capacity of Changed(). Handlers never block on it: a
+// full buffer drops the name, and the runner's periodic resync covers it.
+// 4096 names absorb a relist of a large cluster at a few tens of KiB.
+const changedBuffer = 4096
+
+// Options configure a Cluster.
+type Options struct {
+	// Clock stamps every observation. Default: the real clock.
+	Clock clock.PassiveClock
+	// Log receives warnings (malformed requests, watch errors). Default: nop.
+	Log *zap.Logger
+	// Component is the Event source and the field manager of our writes.
+	// Default DefaultComponent.
+	Component string
+	// ResyncPeriod is the informers' resync period. Default 0 (none): a
+	// resync replays our own cache, it proves nothing about the API server,
+	// and the runner already re-examines every node periodically.
+	ResyncPeriod time.Duration
+	// SyncTimeout bounds Start's wait for the caches. Default
+	// DefaultSyncTimeout.
+	SyncTimeout time.Duration
+}
+
+// Cluster is the runner's view of Kubernetes, backed by informers, and the
+// writes it needs. Its methods are safe for concurrent use.
+type Cluster struct {
+	client      kubernetes.Interface
+	clock       clock.PassiveClock
+	log         *zap.Logger
+	component   string
+	resync      time.Duration
+	syncTimeout time.Duration
+
+	informers    []namedInformer
+	nodeInformer cache.SharedIndexInformer
+	nodeLister   corelisters.NodeLister
+	podIndexer   cache.Indexer
+	vaIndexer    cache.Indexer
+
+	changed chan string
+	events  *events
+	// writeBackoff paces conflict retries (tests make it instant).
+	writeBackoff wait.Backoff
+
+	mu        sync.Mutex
+	started   bool
+	entries   map[string]*entry
+	freshAt   time.Time
+	watchErrs map[string]error
+}
+
+// entry is one node: our observations, the node as last delivered to our
+// handlers, and the NodeInfo built from them (rebuilt lazily when stale).
+type entry struct {
+	obs   *observation
+	node  *corev1.Node // nil until the node's own event arrived
+	info  runner.NodeInfo
+	stale bool
+	// adopted is the resourceVersion of a node we read or wrote ourselves
+	// and adopted ahead of the informer (adoptNode), and when; until the
+	// informer catches up, older events are not applied.
+	adopted   string
+	adoptedAt time.Time
+}
+
+// adoptTTL bounds how long an adopted node shadows informer events that do
+// not provably come after it (see rvAfter). Watch latency is milliseconds;
+// only a relist that skipped our exact version makes this matter.
+const adoptTTL = 30 * time.Second
+
+// rvAfter reports whether resourceVersion a is provably later than b. The
+// API treats resourceVersions as opaque, but every etcd-backed server
+// issues increasing integers; if either does not parse, nothing is
+// provable and the caller falls back to exact matches and adoptTTL.
+func rvAfter(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
+}
+
+// New builds a Cluster. Its informers run from Start; writes and Events
+// work at once (the CLI needs no informers for them).
+func New(client kubernetes.Interface, opts Options) (*Cluster, error) {
+	if client == nil {
+		return nil, errors.New("cluster: nil client")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.Component == "" {
+		opts.Component = DefaultComponent
+	}
+	if opts.ResyncPeriod < 0 {
+		return nil, fmt.Errorf("cluster: negative ResyncPeriod %s", opts.ResyncPeriod)
+	}
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = DefaultSyncTimeout
+	}
+	c := &Cluster{
+		client:       client,
+		clock:        opts.Clock,
+		log:          opts.Log,
+		component:    opts.Component,
+		resync:       opts.ResyncPeriod,
+		syncTimeout:  opts.SyncTimeout,
+		changed:      make(chan string, changedBuffer),
+		entries:      map[string]*entry{},
+		watchErrs:    map[string]error{},
+		writeBackoff: writeBackoff,
+	}
+	if err := c.newInformers(); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	c.nodeLister = corelisters.NewNodeLister(c.nodeInformer.GetIndexer())
+	c.events = newEvents(client, opts.Component)
+	return c, nil
+}
+
+// Start runs the informers until ctx ends and waits, at most SyncTimeout,
+// until their caches are filled and our handlers have seen every object.
+func (c *Cluster) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return errors.New("cluster: already started")
+	}
+	c.started = true
+	c.mu.Unlock()
+
+	for _, ni := range c.informers {
+		go ni.informer.RunWithContext(ctx)
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, c.syncTimeout)
+	defer cancel()
+	synced := make([]cache.InformerSynced, 0, 2*len(c.informers))
+	for _, ni := range c.informers {
+		synced = append(synced, ni.informer.HasSynced, ni.handlerSynced)
+	}
+	if cache.WaitForCacheSync(syncCtx.Done(), synced...) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("cluster: stopped while waiting for the informer caches: %w", ctx.Err())
+	}
+	return c.syncError()
+}
+
+// CacheSyncError says Start gave up waiting for the informer caches, which
+// ones, and their last list/watch errors (errors.Is/As and apierrors.IsForbidden
+// see through it).
+type CacheSyncError struct {
+	Timeout  time.Duration
+	Unsynced []string // informer names: nodes, leases, pods, volumeattachments
+	Errs     []error
+}
+
+func (e *CacheSyncError) Error() string {
+	msg := fmt.Sprintf("cluster: informer caches not synced within %s: %s", e.Timeout, strings.Join(e.Unsynced, ", "))
+	if err := errors.Join(e.Errs...); err != nil {
+		msg += " (last errors: " + strings.ReplaceAll(err.Error(), "\n", "; ") + ")"
+	}
+	return msg + "; check the API server address and RBAC: list/watch nodes, pods, volumeattachments, and leases in " + corev1.NamespaceNodeLease
+}
+
+func (e *CacheSyncError) Unwrap() []error { return e.Errs }
+
+func (c *Cluster) syncError() *CacheSyncError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := &CacheSyncError{Timeout: c.syncTimeout}
+	for _, ni := range c.informers {
+		if ni.informer.HasSynced() && ni.handlerSynced() {
+			continue
+		}
+		e.Unsynced = append(e.Unsynced, ni.name)
+		if err := c.watchErrs[ni.name]; err != nil {
+			e.Errs = append(e.Errs, fmt.Errorf("%s: %w", ni.name, err))
+		}
+	}
+	return e
+}
+
+// noteWatchError keeps an informer's last list/watch error for Start's
+// report and logs it. A watch the server closed, or whose version expired,
+// is routine (the reflector resumes or relists): debug only.
+func (c *Cluster) noteWatchError(informer string, err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		c.log.Debug("informer watch ended; resuming", zap.String("informer", informer), zap.Error(err))
+		return
+	}
+	c.mu.Lock()
+	c.watchErrs[informer] = err
+	c.mu.Unlock()
+	c.log.Warn("informer list/watch failed; retrying", zap.String("informer", informer), zap.Error(err))
+}
+
+// ---- runner.Cluster: the view ----------------------------------------------
+
+// Nodes returns every node our handlers have seen, sorted by name. The
+// returned values share read-only slices (Blockers) with the cache.
+func (c *Cluster) Nodes() []runner.NodeInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]runner.NodeInfo, 0, len(c.entries))
+	for _, e := range c.entries {
+		if e.node != nil {
+			out = append(out, c.infoLocked(e))
+		}
+	}
+	slices.SortFunc(out, func(a, b runner.NodeInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Node returns one node's view; false when the node does not exist (or our
+// handlers have not seen it yet).
+func (c *Cluster) Node(name string) (runner.NodeInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[name]
+	if e == nil || e.node == nil {
+		return runner.NodeInfo{}, false
+	}
+	return c.infoLocked(e), true
+}
+
+func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
+	if e.stale {
+		name := e.node.Name
+		e.info = buildInfo(e.node, e.obs, byIndex[*corev1.Pod](c.podIndexer, name), byIndex[*storagev1.VolumeAttachment](c.vaIndexer, name))
+		e.stale = false
+	}
+	return e.info
+}
+
+func byIndex[T any](idx cache.Indexer, node string) []T {
+	objs, err := idx.ByIndex(byNodeName, node)
+	if err != nil { // only for an unknown index name: a programming error
+		panic(fmt.Sprintf("cluster: index %s: %v", byNodeName, err))
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// APIFreshAt is when our informers last proved the view fresh: the last
+// Lease event carrying a new resourceVersion, or the last completed list of
+// Leases (start-up and every relist). Leases are the proof because every
+// live kubelet renews its Lease every 10 s, so a healthy watch delivers one
+// every few seconds, and because they are what silence is judged from: if
+// the Lease watch stalls, every node would look silent, and the storm guard
+// must see that the view, not the fleet, is stale. Not counted: informer
+// resyncs (they replay our own cache) and events of the other informers (a
+// flowing Node watch says nothing about a stalled Lease watch). A relist is
+// stamped when its list returns, a moment before the handlers have taken in
+// every Lease; the runner's Recheck against the server covers that moment.
+// A cluster whose every kubelet is dead produces no Lease events: its view
+// goes stale, and the storm guard refuses to fence, as it should when
+// everything looks dead at once.
+func (c *Cluster) APIFreshAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.freshAt
+}
+
+// Changed delivers the names of nodes whose view changed: the node, its
+// Lease, its pods or its VolumeAttachments.
+func (c *Cluster) Changed() <-chan string { return c.changed }
+
+// NodeObject returns a copy of the cached Node (systemUUID, inventory
+// annotations). The cache drops managed fields and the image list.
+func (c *Cluster) NodeObject(name string) (*corev1.Node, bool) {
+	n, err := c.nodeLister.Get(name)
+	if err != nil {
+		return nil, false
+	}
+	return n.DeepCopy(), true
+}
+
+// NodeLister lists cached Nodes. Objects are shared with the cache: do not
+// modify them.
+func (c *Cluster) NodeLister() corelisters.NodeLister { return c.nodeLister }
+
+// ---- informer handlers -------------------------------------------------------
+
+func (c *Cluster) notify(node string) {
+	select {
+	case c.changed <- node:
+	default:
+	}
+}
+
+// entryLocked returns the node's entry, creating it on first sight: the
+// first sighting is the first heartbeat we credit.
+func (c *Cluster) entryLocked(name string, now time.Time) *entry {
+	e := c.entries[name]
+	if e == nil {
+		e = &entry{obs: newObservation(now), stale: true}
+		c.entries[name] = e
+	}
+	return e
+}
+
+func (c *Cluster) nodeAdded(obj any)         { c.observeNode(obj) }
+func (c *Cluster) nodeUpdated(_, newObj any) { c.observeNode(newObj) }
+
+func (c *Cluster) observeNode(obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	e := c.entryLocked(n.Name, now)
+	if e.adopted != "" {
+		if n.ResourceVersion != e.adopted && !rvAfter(n.ResourceVersion, e.adopted) && now.Sub(e.adoptedAt) < adoptTTL {
+			// Older than what we already hold from the server.
+			c.mu.Unlock()
+			return
+		}
+		e.adopted = "" // the informer has caught up
+	}
+	reqErr := c.takeNodeLocked(e, n, now)
+	c.mu.Unlock()
+	c.afterNode(n.Name, reqErr)
+}
+
+// adoptNode takes in a node we just read from or wrote to the API server,
+// ahead of the informer. The runner re-reads the view right after each of
+// its actions: without this it would not see its own taint (and conclude
+// someone removed it), nor its own acknowledgement of a request (and take
+// the request in twice).
+func (c *Cluster) adoptNode(n *corev1.Node) {
+	n = n.DeepCopy()
+	_, _ = slimNode(n)
+	now := c.clock.Now()
+	c.mu.Lock()
+	e := c.entries[n.Name]
+	if e == nil || e.node == nil || rvAfter(e.node.ResourceVersion, n.ResourceVersion) {
+		// Unknown to our handlers yet (they will deliver it), or the
+		// informer already holds something newer.
+		c.mu.Unlock()
+		return
+	}
+	reqErr := c.takeNodeLocked(e, n, now)
+	e.adopted, e.adoptedAt = n.ResourceVersion, now
+	c.mu.Unlock()
+	c.afterNode(n.Name, reqErr)
+}
+
+func (c *Cluster) takeNodeLocked(e *entry, n *corev1.Node, now time.Time) error {
+	e.obs.observeNode(n, now)
+	reqErr := e.obs.observeRequest(n)
+	e.node, e.stale = n, true
+	return reqErr
+}
+
+// afterNode warns about a malformed request and notifies.
+func (c *Cluster) afterNode(name string, reqErr error) {
+	if reqErr != nil {
+		c.log.Warn("ignoring a malformed fence request annotation", zap.String("node", name), zap.Error(reqErr))
+		c.Event(name, fence.Event{Warning: true, Reason: "FenceRequestInvalid",
+			Message: fmt.Sprintf("ignoring the %s annotation: %v; write requests with kubectl fence", AnnotationRequest, reqErr)})
+	}
+	c.notify(name)
+}
+
+func (c *Cluster) nodeDeleted(obj any) {
+	n, ok := tombstone(obj).(*corev1.Node)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	delete(c.entries, n.Name)
+	c.mu.Unlock()
+	c.notify(n.Name)
+}
+
+func (c *Cluster) leaseAdded(obj any) { c.observeLease(obj, true) }
+
+func (c *Cluster) leaseUpdated(oldObj, newObj any) {
+	o, ok1 := oldObj.(*coordinationv1.Lease)
+	n, ok2 := newObj.(*coordinationv1.Lease)
+	// Same resourceVersion: a resync or a relist replaying what we have.
+	c.observeLease(newObj, ok1 && ok2 && o.ResourceVersion != n.ResourceVersion)
+}
+
+// observeLease credits a heartbeat when the renewal time changed; fromServer
+// says the event carries news from the API server (it proves the watch is
+// flowing).
+func (c *Cluster) observeLease(obj any, fromServer bool) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	if fromServer {
+		c.freshAt = now
+	}
+	e := c.entryLocked(l.Name, now)
+	beat := e.obs.observeLease(l, now)
+	if beat {
+		e.stale = true
+	}
+	c.mu.Unlock()
+	if beat {
+		c.notify(l.Name)
+	}
+}
+
+// leaseDeleted: a deletion is no sign of life; we keep the last renewal we
+// saw so that a re-created Lease counts only if its renewal differs.
+func (c *Cluster) leaseDeleted(obj any) {
+	l, ok := tombstone(obj).(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	c.freshAt = c.clock.Now()
+	if e := c.entries[l.Name]; e != nil && e.node == nil {
+		delete(c.entries, l.Name) // a Lease without a Node: nothing to keep
+	}
+	c.mu.Unlock()
+}
+
+// onLeaseList stamps a completed list of Leases: a fresh snapshot.
+func (c *Cluster) onLeaseList() {
+	now := c.clock.Now()
+	c.mu.Lock()
+	c.freshAt = now
+	c.mu.Unlock()
+}
+
+// nodesChanged marks the entries of these nodes stale and notifies.
+func (c *Cluster) nodesChanged(names ...string) {
+	c.mu.Lock()
+	for _, name := range names {
+		if e := c.entries[name]; e != nil {
+			e.stale = true
+		}
+	}
+	c.mu.Unlock()
+	for i, name := range names {
+		if name != "" && !slices.Contains(names[:i], name) {
+			c.notify(name)
+		}
+	}
+}
+
+func (c *Cluster) podAdded(obj any) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		c.nodesChanged(p.Spec.NodeName)
+	}
+}
+
+func (c *Cluster) podUpdated(oldObj, newObj any) {
+	o, ok1 := oldObj.(*corev1.Pod)
+	n, ok2 := newObj.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return
+	}
+	// Only what the view reads; a pod's status churns.
+	if o.Spec.NodeName == n.Spec.NodeName && o.Status.Phase == n.Status.Phase &&
+		(o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+		return
+	}
+	c.nodesChanged(o.Spec.NodeName, n.Spec.NodeName)
+}
+
+func (c *Cluster) podDeleted(obj any) {
+	if p, ok := tombstone(obj).(*corev1.Pod); ok {
+		c.nodesChanged(p.Spec.NodeName)
+	}
+}
+
+func (c *Cluster) vaAdded(obj any) {
+	if va, ok := obj.(*storagev1.VolumeAttachment); ok {
+		c.nodesChanged(va.Spec.NodeName)
+	}
+}
+
+func (c *Cluster) vaUpdated(oldObj, newObj any) {
+	o, ok1 := oldObj.(*storagev1.VolumeAttachment)
+	n, ok2 := newObj.(*storagev1.VolumeAttachment)
+	if ok1 && ok2 && o.ResourceVersion != n.ResourceVersion {
+		c.nodesChanged(o.Spec.NodeName, n.Spec.NodeName)
+	}
+}
+
+func (c *Cluster) vaDeleted(obj any) {
+	if va, ok := tombstone(obj).(*storagev1.VolumeAttachment); ok {
+		c.nodesChanged(va.Spec.NodeName)
+	}
+}

@@ -1,0 +1,312 @@
+package cluster
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+// maxBlockers bounds View.Blockers: enough to act on, short enough for an
+// Event message.
+const maxBlockers = 5
+
+// signal remembers the last value of one liveness timestamp a node writes
+// (its Lease's renewTime, its Ready condition's lastHeartbeatTime). Only a
+// *change* of the value is evidence of life; the value itself is the node's
+// clock and proves nothing.
+type signal struct {
+	seen  bool
+	value time.Time
+}
+
+// observe records v and reports whether it is news (a value we have not
+// seen, the first one included) and whether it is a renewal (it replaced a
+// value we had seen: the node wrote it while we watched). A zero v (no lease
+// yet, no condition) is no news.
+func (s *signal) observe(v time.Time) (news, renewal bool) {
+	if v.IsZero() || (s.seen && s.value.Equal(v)) {
+		return false, false
+	}
+	renewal = s.seen
+	s.seen, s.value = true, v
+	return true, renewal
+}
+
+// newerThanObserved reports whether v, read from the server, is a value our
+// informers have not delivered: a write we have not seen. "Newer" means a
+// later write, not a later timestamp: a rebooted node's clock may run behind.
+func (s *signal) newerThanObserved(v time.Time) bool {
+	return !v.IsZero() && (!s.seen || !s.value.Equal(v))
+}
+
+// observation is what we remember about one node between events, and when,
+// on our clock, we saw things change.
+type observation struct {
+	// heartbeatAt: the last time we saw a sign of life; the first sighting
+	// of the node (or its Lease) counts, so a restarted agent judges silence
+	// only from its own start.
+	heartbeatAt time.Time
+	// renewedAt: the last time we saw the node renew (a value replacing one
+	// we had seen). Zero until then: a first sighting is no sign of life.
+	renewedAt time.Time
+	lease     signal
+	readyBeat signal
+
+	nodeSeen      bool
+	nodeVersion   string // resourceVersion last observed
+	ready         fence.Readiness
+	notReadySince time.Time
+
+	// The request annotation as last decoded.
+	requestRaw string
+	command    *fence.Command
+	commandID  string
+}
+
+func newObservation(now time.Time) *observation {
+	return &observation{heartbeatAt: now}
+}
+
+// observeLease takes in a Lease event seen at now and reports whether the
+// node showed a sign of life (its renewTime changed).
+func (o *observation) observeLease(l *coordinationv1.Lease, now time.Time) bool {
+	var renew time.Time
+	if l.Spec.RenewTime != nil {
+		renew = l.Spec.RenewTime.Time
+	}
+	news, renewal := o.lease.observe(renew)
+	if !news {
+		return false
+	}
+	o.heartbeatAt = now
+	if renewal {
+		o.renewedAt = now
+	}
+	return true
+}
+
+// observeNode takes in the node as seen at now: its Ready heartbeat
+// (a change is a sign of life, like a Lease renewal) and Ready transitions.
+func (o *observation) observeNode(n *corev1.Node, now time.Time) {
+	ready, beat := readiness(n)
+	if news, renewal := o.readyBeat.observe(beat); news {
+		o.heartbeatAt = now
+		if renewal {
+			o.renewedAt = now
+		}
+	}
+	switch {
+	case ready == fence.ReadyTrue:
+		o.notReadySince = time.Time{}
+	case !o.nodeSeen || o.ready == fence.ReadyTrue:
+		// Ready left True now (or was not True when we first saw the
+		// node: we know nothing earlier).
+		o.notReadySince = now
+	}
+	o.ready = ready
+	o.nodeSeen = true
+	o.nodeVersion = n.ResourceVersion
+}
+
+// observeRequest decodes the request annotation when it changed. It returns
+// a non-nil error once per distinct malformed value, for the caller to warn
+// about; a malformed request is ignored.
+func (o *observation) observeRequest(n *corev1.Node) error {
+	raw := n.Annotations[AnnotationRequest]
+	if raw == o.requestRaw {
+		return nil
+	}
+	o.requestRaw, o.command, o.commandID = raw, nil, ""
+	if raw == "" {
+		return nil
+	}
+	r, err := DecodeRequest(raw)
+	if err != nil {
+		return err
+	}
+	cmd := r.Command()
+	o.command, o.commandID = &cmd, r.ID
+	return nil
+}
+
+// readiness reads the Ready condition: its status (missing → Unknown) and
+// its lastHeartbeatTime (zero when missing).
+func readiness(n *corev1.Node) (fence.Readiness, time.Time) {
+	for i := range n.Status.Conditions {
+		c := &n.Status.Conditions[i]
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		r := fence.ReadyUnknown
+		switch c.Status {
+		case corev1.ConditionTrue:
+			r = fence.ReadyTrue
+		case corev1.ConditionFalse:
+			r = fence.ReadyFalse
+		case corev1.ConditionUnknown:
+		}
+		return r, c.LastHeartbeatTime.Time
+	}
+	return fence.ReadyUnknown, time.Time{}
+}
+
+// taintState says whether the node carries the out-of-service taint and
+// whose it is. Ours means: the taint we add (key and effect) is there, and
+// the owner annotation says we added it. Any other taint with the key is
+// foreign: the controllers act on the key alone, so the node is out of
+// service, but not by our hand.
+func taintState(n *corev1.Node) fence.TaintState {
+	if ourTaintIndex(n) >= 0 && n.Annotations[AnnotationTaintOwner] == TaintOwnerValue {
+		return fence.TaintOurs
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == TaintKey {
+			return fence.TaintForeign
+		}
+	}
+	return fence.TaintAbsent
+}
+
+// ourTaintIndex finds the taint we add, identified like Kubernetes
+// identifies taints (Taint.MatchTaint: key and effect).
+func ourTaintIndex(n *corev1.Node) int {
+	want := OutOfServiceTaint()
+	for i := range n.Spec.Taints {
+		if n.Spec.Taints[i].MatchTaint(&want) {
+			return i
+		}
+	}
+	return -1
+}
+
+func hasOutOfServiceKey(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == TaintKey {
+			return true
+		}
+	}
+	return false
+}
+
+// buildInfo assembles the runner's view of one node from the cached objects
+// and our observations. pods and vas are those the informers index under the
+// node's name.
+func buildInfo(n *corev1.Node, o *observation, pods []*corev1.Pod, vas []*storagev1.VolumeAttachment) runner.NodeInfo {
+	v := fence.NodeView{
+		Ready:         o.ready,
+		NotReadySince: o.notReadySince,
+		HeartbeatAt:   o.heartbeatAt,
+		RenewedAt:     o.renewedAt,
+		Maintenance:   n.Annotations[AnnotationMaintenance] != "",
+		Excluded:      n.Labels[LabelExclude] == LabelExcludeValue,
+		Taint:         taintState(n),
+	}
+	oos := OutOfServiceTaint()
+	var tolerating, others []*corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			v.Terminating++
+		}
+		if !tiesWork(p) {
+			continue
+		}
+		v.Pods++
+		if toleratesTaint(p, &oos) {
+			tolerating = append(tolerating, p)
+		} else {
+			others = append(others, p)
+		}
+	}
+	v.VolumeAttachments = len(vas)
+	v.Blockers = blockers(tolerating, others, vas)
+	info := runner.NodeInfo{
+		Name:  n.Name,
+		Zone:  n.Labels[LabelZone],
+		View:  v,
+		State: n.Annotations[AnnotationState],
+	}
+	if o.command != nil {
+		cmd := *o.command
+		info.Command, info.CommandID = &cmd, o.commandID
+	}
+	return info
+}
+
+// tiesWork reports whether a pod bound to the node is work that must leave
+// it before the node counts as detached: not finished (Succeeded/Failed),
+// and not a pod that belongs to the node itself. DaemonSet pods and static
+// (mirror) pods are bound to their node by design, tolerate the
+// out-of-service taint, and are never evicted or moved: counting them would
+// keep every real node "detaching" forever. kubectl drain skips the same
+// two kinds.
+func tiesWork(p *corev1.Pod) bool {
+	switch p.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed:
+		return false
+	case corev1.PodPending, corev1.PodRunning, corev1.PodUnknown:
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, ref := range p.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}
+
+func toleratesTaint(p *corev1.Pod, t *corev1.Taint) bool {
+	for i := range p.Spec.Tolerations {
+		if p.Spec.Tolerations[i].ToleratesTaint(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// blockers names up to maxBlockers of what still ties work to the node, the
+// most actionable first: pods the taint will never evict (they tolerate it),
+// then other pods, then VolumeAttachments. Each group is sorted by name so
+// Events are stable.
+func blockers(tolerating, others []*corev1.Pod, vas []*storagev1.VolumeAttachment) []string {
+	if len(tolerating)+len(others)+len(vas) == 0 {
+		return nil
+	}
+	byPodName := func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	}
+	var out []string
+	for _, group := range []struct {
+		pods   []*corev1.Pod
+		suffix string
+	}{{tolerating, " tolerates the out-of-service taint"}, {others, ""}} {
+		slices.SortFunc(group.pods, byPodName)
+		for _, p := range group.pods {
+			if len(out) == maxBlockers {
+				return out
+			}
+			out = append(out, fmt.Sprintf("pod %s/%s%s", p.Namespace, p.Name, group.suffix))
+		}
+	}
+	slices.SortFunc(vas, func(a, b *storagev1.VolumeAttachment) int { return cmp.Compare(a.Name, b.Name) })
+	for _, va := range vas {
+		if len(out) == maxBlockers {
+			break
+		}
+		pv := "inline volume"
+		if va.Spec.Source.PersistentVolumeName != nil {
+			pv = "PV " + *va.Spec.Source.PersistentVolumeName
+		}
+		out = append(out, fmt.Sprintf("VolumeAttachment %s (%s)", va.Name, pv))
+	}
+	return out
+}

@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+// writeBackoff paces retries of a node write that lost a race against an
+// unrelated write (a kubelet status update, a label): a few quick tries,
+// since each retry re-reads the node and the race window is one round trip.
+// 10 tries over ~0.5 s outlast a node updated several times a second.
+var writeBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.1}
+
+// nodePatch is a JSON merge patch of a Node that carries the resourceVersion
+// it was computed from: the API server applies it only to that version and
+// answers 409 Conflict otherwise. This is how Kubernetes writes taints
+// (controller.PatchNodeTaints): spec.taints has no merge key, so the whole
+// list is replaced and must not overwrite a change we did not see.
+type nodePatch struct {
+	Metadata nodePatchMeta  `json:"metadata"`
+	Spec     *nodePatchSpec `json:"spec,omitempty"`
+}
+
+type nodePatchMeta struct {
+	ResourceVersion string `json:"resourceVersion"`
+	// A nil value deletes the annotation.
+	Annotations map[string]*string `json:"annotations,omitempty"`
+}
+
+type nodePatchSpec struct {
+	// Always serialised: [] and null both clear the list.
+	Taints []corev1.Taint `json:"taints"`
+}
+
+// patchNode applies p; the view takes in the result at once (adoptNode).
+func (c *Cluster) patchNode(ctx context.Context, name string, p nodePatch) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	n, err := c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: c.component})
+	if err != nil {
+		return err
+	}
+	c.adoptNode(n)
+	return nil
+}
+
+// getNode reads the node from the server; the view takes in what it read
+// (adoptNode).
+func (c *Cluster) getNode(ctx context.Context, name string) (*corev1.Node, error) {
+	n, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c.adoptNode(n)
+	return n, nil
+}
+
+// SaveState is the per-node fence lock: a compare-and-swap of the state
+// annotation against the API server (never the cache). It reads the node,
+// compares its state annotation with old (absent counts as ""), and writes
+// next, removing the request annotation if its id is ackCommandID, in one
+// patch preconditioned on the resourceVersion it read.
+//
+// If the annotation differs from old, another agent or a human wrote it:
+// runner.ErrConflict, and nothing is written. If the patch meets a 409, the
+// node changed between our read and our write; we read again: a changed
+// annotation is ErrConflict, anything else (a status update) is retried, a
+// bounded number of times. Two agents can thus never both advance a node
+// from the same state.
+func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID string) error {
+	attempts := 0
+	err := retry.RetryOnConflict(c.writeBackoff, func() error {
+		attempts++
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := c.getNode(ctx, node)
+		if err != nil {
+			return err
+		}
+		if cur := n.Annotations[AnnotationState]; cur != old {
+			return fmt.Errorf("node %s: %w: the state annotation is not what we last read", node, runner.ErrConflict)
+		}
+		annotations := map[string]*string{AnnotationState: nilIfEmpty(next)}
+		if ackCommandID != "" {
+			if r, err := DecodeRequest(n.Annotations[AnnotationRequest]); err == nil && r.ID == ackCommandID {
+				annotations[AnnotationRequest] = nil
+			}
+		}
+		return c.patchNode(ctx, node, nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: annotations}})
+	})
+	if err == nil || errors.Is(err, runner.ErrConflict) {
+		return err
+	}
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("node %s: save fence state: the node kept changing under us (%d attempts): %w", node, attempts, err)
+	}
+	return fmt.Errorf("node %s: save fence state: %w", node, err)
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// CurrentState reads the state annotation from the API server.
+func (c *Cluster) CurrentState(ctx context.Context, node string) (string, error) {
+	n, err := c.getNode(ctx, node)
+	if err != nil {
+		return "", fmt.Errorf("node %s: read fence state: %w", node, err)
+	}
+	return n.Annotations[AnnotationState], nil
+}
+
+// Recheck reads the node and its Lease from the API server. The node is
+// alive (LeaseRenewed) if the server holds a Lease renewal, or a Ready
+// heartbeat, that our informers have not delivered: the same two signs of
+// life the observation builder credits. A node we never observed counts as
+// renewed if it has either: we cannot tell its silence from our ignorance.
+func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, error) {
+	// A plain read: Recheck compares the server with what our informers
+	// delivered, and changes nothing.
+	n, err := c.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return runner.Recheck{}, fmt.Errorf("node %s: recheck: %w", node, err)
+	}
+	var renew time.Time
+	lease, err := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return runner.Recheck{}, fmt.Errorf("node %s: recheck lease: %w", node, err)
+	case lease.Spec.RenewTime != nil:
+		renew = lease.Spec.RenewTime.Time
+	}
+	_, beat := readiness(n)
+
+	c.mu.Lock()
+	var leaseSeen, beatSeen signal
+	if e := c.entries[node]; e != nil {
+		leaseSeen, beatSeen = e.obs.lease, e.obs.readyBeat
+	}
+	c.mu.Unlock()
+	return runner.Recheck{
+		LeaseRenewed: leaseSeen.newerThanObserved(renew) || beatSeen.newerThanObserved(beat),
+		Maintenance:  n.Annotations[AnnotationMaintenance] != "",
+		Excluded:     n.Labels[LabelExclude] == LabelExcludeValue,
+	}, nil
+}
+
+// ApplyTaint adds the out-of-service taint, with TimeAdded from our clock,
+// and the owner annotation, in one write against the node as read (retried
+// on conflict). If a taint with the key is already there, ours or anyone's,
+// it does nothing: the node is already out of service, and a foreign taint
+// is never claimed.
+func (c *Cluster) ApplyTaint(ctx context.Context, node string) error {
+	err := retry.RetryOnConflict(c.writeBackoff, func() error {
+		n, err := c.getNode(ctx, node)
+		if err != nil {
+			return err
+		}
+		if hasOutOfServiceKey(n) {
+			return nil
+		}
+		t := OutOfServiceTaint()
+		t.TimeAdded = ptr.To(metav1.NewTime(c.clock.Now()))
+		taints := append(append(make([]corev1.Taint, 0, len(n.Spec.Taints)+1), n.Spec.Taints...), t)
+		return c.patchNode(ctx, node, nodePatch{
+			Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: ptr.To(TaintOwnerValue)}},
+			Spec:     &nodePatchSpec{Taints: taints},
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: apply the out-of-service taint: %w", node, err)
+	}
+	return nil
+}
+
+// RemoveTaint removes our out-of-service taint and the owner annotation in
+// one write. Without the owner annotation it does nothing: the taint, if
+// any, is not ours. An owner annotation left without our taint (someone
+// removed the taint by hand) is removed, so it cannot later make a foreign
+// taint look like ours.
+func (c *Cluster) RemoveTaint(ctx context.Context, node string) error {
+	err := retry.RetryOnConflict(c.writeBackoff, func() error {
+		n, err := c.getNode(ctx, node)
+		if err != nil {
+			return err
+		}
+		if n.Annotations[AnnotationTaintOwner] != TaintOwnerValue {
+			return nil
+		}
+		p := nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: nil}}}
+		if i := ourTaintIndex(n); i >= 0 {
+			p.Spec = &nodePatchSpec{Taints: append(append([]corev1.Taint{}, n.Spec.Taints[:i]...), n.Spec.Taints[i+1:]...)}
+		} else {
+			c.log.Info("removing a stale taint-owner annotation (our taint is gone)", zap.String("node", node))
+		}
+		return c.patchNode(ctx, node, p)
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: remove the out-of-service taint: %w", node, err)
+	}
+	return nil
+}
+
+// DeleteTerminatingPods force-deletes (grace period 0) the node's pods that
+// are already being deleted, as pod GC would on its 20 s loop for a NotReady
+// node with the out-of-service taint. The runner calls it only for a node
+// proven off and tainted: nothing can still be running those pods. The list
+// comes from the server, and each delete is preconditioned on the pod's UID
+// so a new pod that took the name is never touched. It returns how many it
+// deleted; pods already gone are not errors.
+func (c *Cluster) DeleteTerminatingPods(ctx context.Context, node string) (int, error) {
+	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("node %s: list pods: %w", node, err)
+	}
+	deleted := 0
+	var errs []error
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName != node || p.DeletionTimestamp == nil {
+			continue
+		}
+		err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr.To[int64](0),
+			Preconditions:      &metav1.Preconditions{UID: &p.UID},
+		})
+		switch {
+		case err == nil:
+			deleted++
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// Gone already, or the name now belongs to another pod.
+		default:
+			errs = append(errs, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return deleted, fmt.Errorf("node %s: force-delete terminating pods: %w", node, err)
+	}
+	return deleted, nil
+}
