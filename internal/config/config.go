@@ -1,0 +1,374 @@
+// Package config holds the agent's configuration and the inventory format
+// the agent and the CLI share: defaults, loading (YAML file, BMCFENCE_*
+// environment, flags, in that order of precedence), and validation that names
+// every bad field and says what to fix.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/fence"
+)
+
+// Agent is the fence-agent's configuration.
+type Agent struct {
+	// Namespace holds the agent's Secrets, ConfigMaps and leader Lease.
+	Namespace string `mapstructure:"namespace"`
+	// Kubeconfig: empty means in-cluster.
+	Kubeconfig string `mapstructure:"kubeconfig"`
+	// DryRun: read BMCs and decide, change nothing (shadow mode).
+	DryRun         bool           `mapstructure:"dryRun"`
+	Policy         fence.Policy   `mapstructure:"policy"`
+	BMC            BMC            `mapstructure:"bmc"`
+	Inventory      Inventory      `mapstructure:"inventory"`
+	LeaderElection LeaderElection `mapstructure:"leaderElection"`
+	Server         Server         `mapstructure:"server"`
+	Log            Log            `mapstructure:"log"`
+}
+
+// BMC tunes how the agent talks to BMCs.
+type BMC struct {
+	// Timeout bounds each BMC operation.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// Concurrency bounds simultaneous BMC calls across all nodes.
+	Concurrency int `mapstructure:"concurrency"`
+	// ProbeInterval is how often each node's BMC is probed for
+	// fenceability (credentials, TLS, reachability, identity): one request
+	// per node per interval.
+	ProbeInterval time.Duration `mapstructure:"probeInterval"`
+}
+
+// Inventory maps nodes to their BMCs.
+type Inventory struct {
+	// FromAnnotations also reads bmcfence.dev/bmc-* annotations on Nodes
+	// for nodes the file does not list. Off by default: a node can write
+	// its own annotations, and a compromised node could point the agent,
+	// with its credentials, at a BMC of its choosing.
+	FromAnnotations bool        `mapstructure:"fromAnnotations"`
+	Defaults        BMCSettings `mapstructure:"defaults"`
+	Nodes           []NodeBMC   `mapstructure:"nodes"`
+}
+
+// BMCSettings are the per-BMC settings a node entry may override.
+type BMCSettings struct {
+	// CredentialsSecret names a Secret in the agent's namespace with keys
+	// "username" and "password".
+	CredentialsSecret string `mapstructure:"credentialsSecret"`
+	// CAConfigMap names a ConfigMap in the agent's namespace with key
+	// "ca.crt" (PEM) that verifies the BMC's certificate.
+	CAConfigMap string `mapstructure:"caConfigMap"`
+	// InsecureSkipVerify disables TLS verification: only when asked.
+	InsecureSkipVerify bool   `mapstructure:"insecureSkipVerify"`
+	Auth               string `mapstructure:"auth"`
+	CipherSuite        int    `mapstructure:"cipherSuite"`
+}
+
+// NodeBMC is one node's inventory entry.
+type NodeBMC struct {
+	Name    string `mapstructure:"name"`
+	Address string `mapstructure:"address"`
+	System  string `mapstructure:"system"`
+	// ExpectedUUID is checked against the BMC's system UUID; empty means
+	// the Node's status.nodeInfo.systemUUID is the reference.
+	ExpectedUUID string `mapstructure:"expectedUUID"`
+	BMCSettings  `mapstructure:",squash"`
+}
+
+// LeaderElection configures the leader Lease.
+type LeaderElection struct {
+	Enabled       bool          `mapstructure:"enabled"`
+	Name          string        `mapstructure:"name"`
+	LeaseDuration time.Duration `mapstructure:"leaseDuration"`
+	RenewDeadline time.Duration `mapstructure:"renewDeadline"`
+	RetryPeriod   time.Duration `mapstructure:"retryPeriod"`
+}
+
+// Server addresses for /metrics and /healthz, /readyz.
+type Server struct {
+	MetricsAddress string `mapstructure:"metricsAddress"`
+	HealthAddress  string `mapstructure:"healthAddress"`
+}
+
+// Log configures zap.
+type Log struct {
+	// Format: json, console, or auto (console on a terminal, else json).
+	Format string `mapstructure:"format"`
+	Level  string `mapstructure:"level"`
+}
+
+// Defaults returns the agent's defaults.
+func Defaults() Agent {
+	return Agent{
+		Namespace: "bmcfence-system",
+		Policy:    fence.DefaultPolicy(),
+		BMC: BMC{
+			Timeout:     bmc.DefaultTimeout,
+			Concurrency: 8,
+			// One request per node per minute finds a broken BMC within a
+			// minute without loading BMCs that struggle.
+			ProbeInterval: time.Minute,
+		},
+		Inventory: Inventory{Defaults: BMCSettings{CredentialsSecret: "bmc-credentials", Auth: string(bmc.AuthBasic), CipherSuite: bmc.DefaultIPMICipherSuite}},
+		// kube-controller-manager's own leader election timings.
+		LeaderElection: LeaderElection{Enabled: true, Name: "bmcfence-agent", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+		Server:         Server{MetricsAddress: ":9500", HealthAddress: ":9501"},
+		Log:            Log{Format: "auto", Level: "info"},
+	}
+}
+
+// EnvPrefix prefixes every environment variable the agent reads:
+// BMCFENCE_DRYRUN, BMCFENCE_POLICY_FENCEAFTER, BMCFENCE_BMC_TIMEOUT, ...
+const EnvPrefix = "BMCFENCE"
+
+// flagKeys maps command-line flags to config keys.
+var flagKeys = map[string]string{
+	"namespace":       "namespace",
+	"kubeconfig":      "kubeconfig",
+	"dry-run":         "dryRun",
+	"leader-elect":    "leaderElection.enabled",
+	"metrics-address": "server.metricsAddress",
+	"health-address":  "server.healthAddress",
+	"log-format":      "log.format",
+	"log-level":       "log.level",
+}
+
+// RegisterFlags adds the flags Load understands.
+func RegisterFlags(fs *pflag.FlagSet) {
+	d := Defaults()
+	fs.String("config", "", "YAML config file (see configs/agent.example.yaml)")
+	fs.String("namespace", d.Namespace, "namespace of the agent's Secrets, ConfigMaps and leader Lease")
+	fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
+	fs.Bool("dry-run", false, "shadow mode: read BMCs and decide, but change nothing")
+	fs.Bool("leader-elect", d.LeaderElection.Enabled, "elect a leader on a Lease (disable only for a single replica)")
+	fs.String("metrics-address", d.Server.MetricsAddress, "address for /metrics")
+	fs.String("health-address", d.Server.HealthAddress, "address for /healthz and /readyz")
+	fs.String("log-format", d.Log.Format, "log format: json, console or auto")
+	fs.String("log-level", d.Log.Level, "log level: debug, info, warn, error")
+}
+
+// Load builds the configuration: defaults, then the YAML file named by
+// --config (if any), then BMCFENCE_* environment variables, then the flags
+// that were set. Unknown keys in the file are errors.
+func Load(fs *pflag.FlagSet, environ []string) (Agent, error) {
+	v := viper.New()
+	if err := setDefaults(v, Defaults()); err != nil {
+		return Agent{}, err
+	}
+	if path, _ := fs.GetString("config"); path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return Agent{}, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	for _, kv := range environ {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, EnvPrefix+"_") {
+			continue
+		}
+		key, known := envKey(v, k)
+		if !known {
+			return Agent{}, fmt.Errorf("environment variable %s matches no setting (known: %s_NAMESPACE, %s_DRYRUN, %s_POLICY_FENCEAFTER, ...)", k, EnvPrefix, EnvPrefix, EnvPrefix)
+		}
+		v.Set(key, val)
+	}
+	for flag, key := range flagKeys {
+		if f := fs.Lookup(flag); f != nil && f.Changed {
+			v.Set(key, f.Value.String())
+		}
+	}
+	var a Agent
+	err := v.UnmarshalExact(&a, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		durationHook,
+		mapstructure.StringToSliceHookFunc(","),
+	)))
+	if err != nil {
+		return Agent{}, fmt.Errorf("config: %s", strings.Join(strings.Fields(err.Error()), " "))
+	}
+	return a, a.Validate()
+}
+
+// durationHook decodes "30s"-style strings, saying what it wanted when the
+// value is not one.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(time.Duration(0)) || from.Kind() != reflect.String {
+		return data, nil
+	}
+	d, err := time.ParseDuration(data.(string))
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a duration (want e.g. 30s, 5m, 1h30m)", data)
+	}
+	return d, nil
+}
+
+// envKey maps BMCFENCE_POLICY_FENCEAFTER to the known key policy.fenceafter.
+func envKey(v *viper.Viper, env string) (string, bool) {
+	want := strings.ToLower(strings.TrimPrefix(env, EnvPrefix+"_"))
+	for _, k := range v.AllKeys() {
+		if strings.ReplaceAll(k, ".", "_") == want {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// setDefaults registers every leaf of d with viper, so that every key is
+// known (for environment overrides) and has its default.
+func setDefaults(v *viper.Viper, d Agent) error {
+	var m map[string]any
+	if err := mapstructure.Decode(d, &m); err != nil {
+		return err
+	}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, val := range m {
+			key := k
+			if prefix != "" {
+				key = prefix + "." + k
+			}
+			if sub, ok := val.(map[string]any); ok {
+				walk(key, sub)
+				continue
+			}
+			v.SetDefault(key, val)
+		}
+	}
+	walk("", m)
+	return nil
+}
+
+// Validate reports every field that cannot work, each naming the field.
+func (a Agent) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if a.Namespace == "" {
+		bad("namespace", "must not be empty")
+	}
+	if err := a.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if a.BMC.Timeout < time.Second || a.BMC.Timeout > 5*time.Minute {
+		bad("bmc.timeout", "%s: must be between 1s and 5m", a.BMC.Timeout)
+	}
+	if a.BMC.Concurrency < 1 || a.BMC.Concurrency > 256 {
+		bad("bmc.concurrency", "%d: must be between 1 and 256", a.BMC.Concurrency)
+	}
+	if a.BMC.ProbeInterval < 10*time.Second {
+		bad("bmc.probeInterval", "%s: must be at least 10s (each probe costs every BMC a request)", a.BMC.ProbeInterval)
+	}
+	errs = append(errs, a.Inventory.validate()...)
+	le := a.LeaderElection
+	if le.Enabled {
+		if le.Name == "" {
+			bad("leaderElection.name", "must not be empty")
+		}
+		if !(le.RetryPeriod > 0 && le.RetryPeriod < le.RenewDeadline && le.RenewDeadline < le.LeaseDuration) {
+			bad("leaderElection", "want 0 < retryPeriod (%s) < renewDeadline (%s) < leaseDuration (%s)", le.RetryPeriod, le.RenewDeadline, le.LeaseDuration)
+		}
+	}
+	switch a.Log.Format {
+	case "json", "console", "auto":
+	default:
+		bad("log.format", "%q: want json, console or auto", a.Log.Format)
+	}
+	switch a.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: want debug, info, warn or error", a.Log.Level)
+	}
+	return errors.Join(errs...)
+}
+
+func (inv Inventory) validate() []error {
+	var errs []error
+	if err := inv.Defaults.validate("inventory.defaults"); err != nil {
+		errs = append(errs, err)
+	}
+	seen := map[string]int{}
+	for i, n := range inv.Nodes {
+		field := fmt.Sprintf("inventory.nodes[%d]", i)
+		if n.Name == "" {
+			errs = append(errs, fmt.Errorf("%s.name: must not be empty", field))
+		} else if j, dup := seen[n.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s.name: %q is also inventory.nodes[%d]", field, n.Name, j))
+		}
+		seen[n.Name] = i
+		if _, err := n.Target(inv.Defaults); err != nil {
+			errs = append(errs, fmt.Errorf("%s (%s): %w", field, n.Name, err))
+		}
+		if err := n.BMCSettings.validate(field); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+func (s BMCSettings) validate(field string) error {
+	switch s.Auth {
+	case "", string(bmc.AuthBasic), string(bmc.AuthSession):
+	default:
+		return fmt.Errorf("%s.auth: %q: want basic or session", field, s.Auth)
+	}
+	if s.InsecureSkipVerify && s.CAConfigMap != "" {
+		return fmt.Errorf("%s: insecureSkipVerify and caConfigMap contradict each other; pick one", field)
+	}
+	return nil
+}
+
+// Resolved returns the entry's settings with the defaults filled in.
+func (n NodeBMC) Resolved(d BMCSettings) BMCSettings {
+	s := n.BMCSettings
+	if s.CredentialsSecret == "" {
+		s.CredentialsSecret = d.CredentialsSecret
+	}
+	if s.CAConfigMap == "" && !s.InsecureSkipVerify {
+		s.CAConfigMap = d.CAConfigMap
+	}
+	if !s.InsecureSkipVerify && s.CAConfigMap == "" {
+		s.InsecureSkipVerify = d.InsecureSkipVerify
+	}
+	if s.Auth == "" {
+		s.Auth = d.Auth
+	}
+	if s.CipherSuite == 0 {
+		s.CipherSuite = d.CipherSuite
+	}
+	return s
+}
+
+// Target builds the entry's BMC target, without credentials or CA (the
+// caller reads those from the Secret and ConfigMap).
+func (n NodeBMC) Target(d BMCSettings) (bmc.Target, error) {
+	if n.Address == "" {
+		return bmc.Target{}, errors.New("address: must not be empty (https://HOST[:PORT], http://HOST[:PORT] or ipmi://HOST[:PORT])")
+	}
+	ep, err := bmc.ParseAddress(n.Address)
+	if err != nil {
+		return bmc.Target{}, fmt.Errorf("address: %w", err)
+	}
+	s := n.Resolved(d)
+	if s.CredentialsSecret == "" {
+		return bmc.Target{}, errors.New("credentialsSecret: no Secret named here or in inventory.defaults")
+	}
+	if ep.Protocol == bmc.IPMI && n.System != "" {
+		return bmc.Target{}, fmt.Errorf("system: %q: IPMI has no system selection; remove it", n.System)
+	}
+	return bmc.Target{
+		Address:            ep,
+		System:             n.System,
+		Auth:               bmc.AuthMode(s.Auth),
+		InsecureSkipVerify: s.InsecureSkipVerify && ep.Scheme == "https",
+		IPMICipherSuite:    s.CipherSuite,
+	}, nil
+}

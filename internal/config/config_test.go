@@ -1,0 +1,132 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/spf13/pflag"
+)
+
+func load(t *testing.T, yaml string, env []string, args ...string) (Agent, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	RegisterFlags(fs)
+	if yaml != "" {
+		path := filepath.Join(t.TempDir(), "agent.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", path)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return Load(fs, env)
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	a, err := load(t, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Defaults(), a); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestPrecedenceFileThenEnvThenFlags(t *testing.T) {
+	yaml := `
+namespace: from-file
+dryRun: true
+policy:
+  fenceAfter: 2m
+  settleReads: 4
+bmc:
+  timeout: 5s
+log:
+  level: debug
+inventory:
+  defaults:
+    credentialsSecret: shared
+  nodes:
+    - name: w1
+      address: https://10.0.0.11
+      system: "1"
+    - name: w2
+      address: ipmi://10.0.0.12
+      credentialsSecret: w2-creds
+`
+	env := []string{"BMCFENCE_POLICY_FENCEAFTER=3m", "BMCFENCE_NAMESPACE=from-env", "PATH=/bin"}
+	a, err := load(t, yaml, env, "--namespace", "from-flag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Namespace != "from-flag" || a.Policy.FenceAfter != 3*time.Minute || a.Policy.SettleReads != 4 || !a.DryRun ||
+		a.BMC.Timeout != 5*time.Second || a.Log.Level != "debug" {
+		t.Errorf("got namespace %q fenceAfter %s settleReads %d dryRun %v timeout %s level %s",
+			a.Namespace, a.Policy.FenceAfter, a.Policy.SettleReads, a.DryRun, a.BMC.Timeout, a.Log.Level)
+	}
+	if len(a.Inventory.Nodes) != 2 || a.Inventory.Nodes[1].CredentialsSecret != "w2-creds" {
+		t.Errorf("nodes = %+v", a.Inventory.Nodes)
+	}
+	if s := a.Inventory.Nodes[0].Resolved(a.Inventory.Defaults); s.CredentialsSecret != "shared" {
+		t.Errorf("w1 resolved = %+v, want the default Secret", s)
+	}
+}
+
+func TestBadInputNamesTheField(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  []string
+		want []string
+	}{
+		{"unknown key", "polcy:\n  fenceAfter: 1m\n", nil, []string{"invalid keys: polcy"}},
+		{"bad duration", "policy:\n  fenceAfter: soon\n", nil, []string{"policy.FenceAfter", `"soon" is not a duration`}},
+		{"out of range", "policy:\n  settleReads: 1\n", nil, []string{"policy.settleReads = 1: must be between 2 and 100"}},
+		{"bad address", "inventory:\n  nodes:\n    - name: w1\n      address: 10.0.0.1\n", nil, []string{"inventory.nodes[0] (w1): address", "want https://HOST"}},
+		{"duplicate node", "inventory:\n  nodes:\n    - {name: w1, address: https://a}\n    - {name: w1, address: https://b}\n", nil, []string{"inventory.nodes[1].name: \"w1\" is also inventory.nodes[0]"}},
+		{"no credentials", "inventory:\n  defaults: {credentialsSecret: \"\"}\n  nodes:\n    - {name: w1, address: https://a}\n", nil, []string{"credentialsSecret: no Secret"}},
+		{"ipmi with system", "inventory:\n  nodes:\n    - {name: w1, address: ipmi://a, system: \"1\"}\n", nil, []string{"IPMI has no system selection"}},
+		{"contradiction", "inventory:\n  nodes:\n    - {name: w1, address: https://a, insecureSkipVerify: true, caConfigMap: ca}\n", nil, []string{"contradict"}},
+		{"unknown env", "", []string{"BMCFENCE_FENCE_AFTER=1m"}, []string{"BMCFENCE_FENCE_AFTER matches no setting"}},
+		{"bad log level", "log:\n  level: loud\n", nil, []string{"log.level: \"loud\""}},
+		{"leader timings", "leaderElection:\n  renewDeadline: 20s\n", nil, []string{"renewDeadline (20s) < leaseDuration (15s)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.yaml, tt.env)
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The documented example must load and say exactly what the defaults are.
+func TestExampleConfigIsTheDefaults(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	RegisterFlags(fs)
+	if err := fs.Parse([]string{"--config", "../../configs/agent.example.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Load(fs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.Inventory.Nodes = []NodeBMC{}
+	if diff := cmp.Diff(want, a, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("configs/agent.example.yaml differs from Defaults() (-defaults +example):\n%s", diff)
+	}
+}

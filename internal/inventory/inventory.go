@@ -1,0 +1,369 @@
+// Package inventory maps nodes to their BMCs for the agent and the CLI: the
+// config file's entries (and, when enabled, bmcfence.dev/bmc-* annotations on
+// Nodes), credentials from Secrets and CA bundles from ConfigMaps in the
+// agent's namespace. It builds one BMC adapter per node, wraps it with
+// metrics and an identity check (Node systemUUID vs the BMC's system UUID),
+// and rebuilds it when its settings or credentials change.
+package inventory
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/bmc/bmclib"
+	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/fence/runner"
+	"github.com/bmcfence/bmcfence/internal/config"
+)
+
+// NodeSource gives the cached Node objects (systemUUID, annotations).
+type NodeSource interface {
+	NodeObject(name string) (*corev1.Node, bool)
+}
+
+// Observer records BMC operations.
+type Observer interface {
+	BMC(protocol bmc.Protocol, op bmc.Op, d time.Duration, err error)
+}
+
+// ErrIdentity is wrapped when a BMC's system is not the node it is listed
+// for: fencing through it could power off the wrong machine.
+var ErrIdentity = errors.New("BMC identity does not match the node")
+
+// Options configure an Inventory.
+type Options struct {
+	Config    config.Inventory
+	Namespace string
+	Timeout   time.Duration
+	Client    kubernetes.Interface
+	Nodes     NodeSource
+	Observer  Observer
+	Log       *zap.Logger
+	// NewController builds a BMC controller for a target; default
+	// bmclib.New. Tests inject fakes.
+	NewController func(bmc.Target) (bmc.Controller, error)
+}
+
+// Inventory resolves nodes to BMC controllers. Controller is a cache lookup
+// (the runner asks on every step); Refresh does the I/O.
+type Inventory struct {
+	opts Options
+
+	mu       sync.RWMutex
+	nodes    map[string]*Controller
+	problems map[string]error
+}
+
+var _ runner.Inventory = (*Inventory)(nil)
+
+// New returns an empty inventory; call Refresh (or Run) to fill it.
+func New(opts Options) *Inventory {
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.NewController == nil {
+		opts.NewController = func(t bmc.Target) (bmc.Controller, error) { return bmclib.New(t) }
+	}
+	return &Inventory{opts: opts, nodes: map[string]*Controller{}, problems: map[string]error{}}
+}
+
+// Controller implements runner.Inventory.
+func (i *Inventory) Controller(node string) (runner.PowerController, bool) {
+	c, err := i.Lookup(node)
+	if err != nil {
+		return nil, false
+	}
+	return c, true
+}
+
+// Lookup returns the node's controller, or why there is none.
+func (i *Inventory) Lookup(node string) (*Controller, error) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	if c, ok := i.nodes[node]; ok {
+		return c, nil
+	}
+	if err, ok := i.problems[node]; ok {
+		return nil, err
+	}
+	return nil, fmt.Errorf("node %s has no BMC entry in the inventory", node)
+}
+
+// Problems returns, for each listed node without a usable BMC entry, why.
+func (i *Inventory) Problems() map[string]error {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	out := make(map[string]error, len(i.problems))
+	for k, v := range i.problems {
+		out[k] = v
+	}
+	return out
+}
+
+// Names lists the nodes with a usable entry, sorted.
+func (i *Inventory) Names() []string {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	names := make([]string, 0, len(i.nodes))
+	for n := range i.nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Run refreshes the inventory every interval until ctx ends.
+func (i *Inventory) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		i.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh re-reads every entry's Secret and ConfigMap and rebuilds the
+// controllers whose settings changed. A node whose entry cannot be resolved
+// (missing Secret, bad annotation) has no controller, and Problems says why:
+// it is reported unfenceable rather than fenced with a guess.
+func (i *Inventory) Refresh(ctx context.Context) {
+	entries := i.entries()
+	secrets := map[string]*corev1.Secret{}
+	cas := map[string][]byte{}
+	nodes := map[string]*Controller{}
+	problems := map[string]error{}
+	for name, e := range entries {
+		t, err := i.resolve(ctx, e, secrets, cas)
+		if err != nil {
+			problems[name] = fmt.Errorf("node %s: %w", name, err)
+			continue
+		}
+		key := targetKey(t)
+		i.mu.RLock()
+		old := i.nodes[name]
+		i.mu.RUnlock()
+		if old != nil && old.key == key {
+			nodes[name] = old
+			continue
+		}
+		ctrl, err := i.opts.NewController(t)
+		if err != nil {
+			problems[name] = fmt.Errorf("node %s: %w", name, err)
+			continue
+		}
+		nodes[name] = &Controller{
+			Node: name, Target: t, key: key, ctrl: ctrl,
+			expectedUUID: e.ExpectedUUID, nodes: i.opts.Nodes, obs: i.opts.Observer,
+		}
+	}
+	i.mu.Lock()
+	i.nodes, i.problems = nodes, problems
+	i.mu.Unlock()
+	for name, err := range problems {
+		i.opts.Log.Warn("inventory entry unusable; the node cannot be fenced", zap.String("node", name), zap.Error(err))
+	}
+}
+
+// entries merges the config file's nodes with annotated nodes (when
+// enabled). The file wins: it is the operator's.
+func (i *Inventory) entries() map[string]config.NodeBMC {
+	out := map[string]config.NodeBMC{}
+	if i.opts.Config.FromAnnotations && i.opts.Nodes != nil {
+		if lister, ok := i.opts.Nodes.(interface{ Nodes() []runner.NodeInfo }); ok {
+			for _, info := range lister.Nodes() {
+				if n, ok := i.opts.Nodes.NodeObject(info.Name); ok {
+					if e, ok := fromAnnotations(n); ok {
+						out[info.Name] = e
+					}
+				}
+			}
+		}
+	}
+	for _, e := range i.opts.Config.Nodes {
+		out[e.Name] = e
+	}
+	return out
+}
+
+// fromAnnotations reads a node's bmcfence.dev/bmc-* annotations.
+func fromAnnotations(n *corev1.Node) (config.NodeBMC, bool) {
+	a := n.Annotations
+	addr := a[cluster.AnnotationBMCAddress]
+	if addr == "" {
+		return config.NodeBMC{}, false
+	}
+	e := config.NodeBMC{Name: n.Name, Address: addr, System: a[cluster.AnnotationBMCSystem], ExpectedUUID: a[cluster.AnnotationBMCExpectedUUID]}
+	e.CredentialsSecret = a[cluster.AnnotationBMCCredentials]
+	e.CAConfigMap = a[cluster.AnnotationBMCCA]
+	e.InsecureSkipVerify, _ = strconv.ParseBool(a[cluster.AnnotationBMCInsecureSkipVerify])
+	return e, true
+}
+
+// resolve completes a target with its credentials and CA bundle.
+func (i *Inventory) resolve(ctx context.Context, e config.NodeBMC, secrets map[string]*corev1.Secret, cas map[string][]byte) (bmc.Target, error) {
+	t, err := e.Target(i.opts.Config.Defaults)
+	if err != nil {
+		return t, err
+	}
+	t.Timeout = i.opts.Timeout
+	s := e.Resolved(i.opts.Config.Defaults)
+	sec, ok := secrets[s.CredentialsSecret]
+	if !ok {
+		sec, err = i.opts.Client.CoreV1().Secrets(i.opts.Namespace).Get(ctx, s.CredentialsSecret, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return t, fmt.Errorf("credentials Secret %s/%s not found (keys: username, password)", i.opts.Namespace, s.CredentialsSecret)
+		}
+		if err != nil {
+			return t, fmt.Errorf("reading credentials Secret %s/%s: %w", i.opts.Namespace, s.CredentialsSecret, err)
+		}
+		secrets[s.CredentialsSecret] = sec
+	}
+	user, pass := strings.TrimSpace(string(sec.Data["username"])), strings.TrimRight(string(sec.Data["password"]), "\r\n")
+	if user == "" || pass == "" {
+		return t, fmt.Errorf("credentials Secret %s/%s needs non-empty keys username and password", i.opts.Namespace, s.CredentialsSecret)
+	}
+	t.Credentials = bmc.Credentials{Username: user, Password: bmc.Secret(pass)}
+	if s.CAConfigMap != "" && t.Address.Scheme == "https" {
+		pem, ok := cas[s.CAConfigMap]
+		if !ok {
+			cm, err := i.opts.Client.CoreV1().ConfigMaps(i.opts.Namespace).Get(ctx, s.CAConfigMap, metav1.GetOptions{})
+			if err != nil {
+				return t, fmt.Errorf("reading CA ConfigMap %s/%s: %w", i.opts.Namespace, s.CAConfigMap, err)
+			}
+			pem = []byte(cm.Data["ca.crt"])
+			if len(pem) == 0 {
+				return t, fmt.Errorf("CA ConfigMap %s/%s has no key ca.crt", i.opts.Namespace, s.CAConfigMap)
+			}
+			cas[s.CAConfigMap] = pem
+		}
+		t.CACertificates = pem
+	}
+	return t.WithDefaults(), t.WithDefaults().Validate()
+}
+
+// targetKey identifies a target's settings, password included (hashed), so
+// a rotated Secret rebuilds the controller.
+func targetKey(t bmc.Target) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%s|%s|%s|%v|%s|%d|%s|", t.Address, t.System, t.Credentials.Username, t.Auth, t.InsecureSkipVerify, t.Timeout, t.IPMICipherSuite, t.Credentials.Password.Reveal())
+	h.Write(t.CACertificates)
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// Controller is one node's BMC, with metrics and the identity check.
+type Controller struct {
+	Node   string
+	Target bmc.Target
+
+	key          string
+	ctrl         bmc.Controller
+	expectedUUID string
+	nodes        NodeSource
+	obs          Observer
+}
+
+var (
+	_ bmc.Controller  = (*Controller)(nil)
+	_ runner.Verifier = (*Controller)(nil)
+)
+
+func (c *Controller) observe(op bmc.Op, start time.Time, err error) {
+	if c.obs != nil {
+		c.obs.BMC(c.Target.Address.Protocol, op, time.Since(start), err)
+	}
+}
+
+func (c *Controller) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
+	start := time.Now()
+	st, err := c.ctrl.PowerStatus(ctx)
+	c.observe(bmc.OpPowerStatus, start, err)
+	return st, err
+}
+
+func (c *Controller) PowerOff(ctx context.Context) (bmc.Result, error) {
+	start := time.Now()
+	r, err := c.ctrl.PowerOff(ctx)
+	c.observe(bmc.OpPowerOff, start, err)
+	return r, err
+}
+
+func (c *Controller) PowerOn(ctx context.Context) (bmc.Result, error) {
+	start := time.Now()
+	r, err := c.ctrl.PowerOn(ctx)
+	c.observe(bmc.OpPowerOn, start, err)
+	return r, err
+}
+
+func (c *Controller) Identity(ctx context.Context) (bmc.Identity, error) {
+	start := time.Now()
+	id, err := c.ctrl.Identity(ctx)
+	c.observe(bmc.OpIdentity, start, err)
+	return id, err
+}
+
+// ExpectedUUID is what the BMC's system UUID must be: the inventory's
+// expectedUUID, else the Node's status.nodeInfo.systemUUID ("" if neither).
+func (c *Controller) ExpectedUUID() (uuid, source string) {
+	if c.expectedUUID != "" {
+		return c.expectedUUID, "inventory expectedUUID"
+	}
+	if c.nodes != nil {
+		if n, ok := c.nodes.NodeObject(c.Node); ok && n.Status.NodeInfo.SystemUUID != "" {
+			return n.Status.NodeInfo.SystemUUID, "Node status.nodeInfo.systemUUID"
+		}
+	}
+	return "", ""
+}
+
+// Verify checks the BMC's system is the node's machine. IPMI exposes no
+// portable identity, and a node with no UUID to compare passes: the check
+// can only refuse on evidence.
+func (c *Controller) Verify(ctx context.Context) error {
+	if c.Target.Address.Protocol == bmc.IPMI {
+		return nil
+	}
+	want, source := c.ExpectedUUID()
+	if want == "" {
+		return nil
+	}
+	id, err := c.Identity(ctx)
+	if err != nil {
+		return err
+	}
+	if !strings.EqualFold(strings.TrimSpace(id.UUID), strings.TrimSpace(want)) {
+		return fmt.Errorf("%w: the BMC's system UUID is %q, but the %s is %q: the inventory may point at another machine", ErrIdentity, id.UUID, source, want)
+	}
+	return nil
+}
+
+// Probe checks the node can be fenced: one request that proves credentials,
+// TLS, reachability and (Redfish) identity.
+func (c *Controller) Probe(ctx context.Context) error {
+	if c.Target.Address.Protocol == bmc.IPMI {
+		_, err := c.PowerStatus(ctx)
+		return err
+	}
+	if want, _ := c.ExpectedUUID(); want == "" {
+		_, err := c.Identity(ctx)
+		return err
+	}
+	return c.Verify(ctx)
+}

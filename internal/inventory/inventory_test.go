@@ -1,0 +1,184 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/bmc/bmctest"
+	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/fence/runner"
+	"github.com/bmcfence/bmcfence/internal/config"
+)
+
+const ns = "bmcfence-system"
+
+func secret(name, user, pass string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"username": []byte(user), "password": []byte(pass)}}
+}
+
+// nodes is a NodeSource over fixed Node objects.
+type nodes map[string]*corev1.Node
+
+func (n nodes) NodeObject(name string) (*corev1.Node, bool) { o, ok := n[name]; return o, ok }
+
+func node(name, uuid string, annotations map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{SystemUUID: uuid}}}
+}
+
+// fakes records the targets built and returns in-memory BMCs.
+type fakes struct {
+	targets []bmc.Target
+	byNode  map[string]*bmctest.Fake
+}
+
+func (f *fakes) build(t bmc.Target) (bmc.Controller, error) {
+	f.targets = append(f.targets, t)
+	c := bmctest.New(clocktesting.NewFakeClock(time.Now()), bmctest.WithIdentity(bmc.Identity{UUID: "uuid-" + t.System}))
+	return c, nil
+}
+
+func newInventory(t *testing.T, cfg config.Inventory, objs ...any) (*Inventory, *fakes, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewClientset()
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.Secret:
+			if _, err := client.CoreV1().Secrets(ns).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case *corev1.ConfigMap:
+			if _, err := client.CoreV1().ConfigMaps(ns).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f := &fakes{}
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: client, NewController: f.build,
+		Nodes: nodes{"w1": node("w1", "uuid-1", nil), "w2": node("w2", "uuid-OTHER", nil)}})
+	inv.Refresh(context.Background())
+	return inv, f, client
+}
+
+func TestRefreshResolvesCredentialsAndCA(t *testing.T) {
+	cfg := config.Inventory{
+		Defaults: config.BMCSettings{CredentialsSecret: "shared", CAConfigMap: "bmc-ca"},
+		Nodes: []config.NodeBMC{
+			{Name: "w1", Address: "https://10.0.0.1", System: "1"},
+			{Name: "w2", Address: "ipmi://10.0.0.2", BMCSettings: config.BMCSettings{CredentialsSecret: "w2"}},
+		},
+	}
+	ca := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bmc-ca", Namespace: ns}, Data: map[string]string{"ca.crt": "-----BEGIN CERTIFICATE-----"}}
+	inv, f, _ := newInventory(t, cfg, secret("shared", "admin", "pw-shared\n"), secret("w2", "root", "pw-w2"), ca)
+	if p := inv.Problems(); len(p) != 0 {
+		t.Fatalf("problems: %v", p)
+	}
+	if len(f.targets) != 2 {
+		t.Fatalf("built %d targets, want 2", len(f.targets))
+	}
+	for _, tg := range f.targets {
+		switch tg.Address.Host {
+		case "10.0.0.1":
+			if tg.Credentials.Username != "admin" || tg.Credentials.Password.Reveal() != "pw-shared" || len(tg.CACertificates) == 0 || tg.Timeout != 3*time.Second {
+				t.Errorf("w1 target = %+v", tg)
+			}
+		case "10.0.0.2":
+			if tg.Credentials.Username != "root" || tg.Credentials.Password.Reveal() != "pw-w2" || len(tg.CACertificates) != 0 {
+				t.Errorf("w2 target = %+v (IPMI takes no CA)", tg)
+			}
+		}
+	}
+	if _, ok := inv.Controller("w1"); !ok {
+		t.Error("no controller for w1")
+	}
+	if _, ok := inv.Controller("w9"); ok {
+		t.Error("a controller for a node not in the inventory")
+	}
+}
+
+func TestUnusableEntriesAreProblemsNotGuesses(t *testing.T) {
+	cfg := config.Inventory{Nodes: []config.NodeBMC{
+		{Name: "w1", Address: "https://10.0.0.1", BMCSettings: config.BMCSettings{CredentialsSecret: "missing"}},
+		{Name: "w2", Address: "https://10.0.0.2", BMCSettings: config.BMCSettings{CredentialsSecret: "empty"}},
+	}}
+	inv, _, _ := newInventory(t, cfg, secret("empty", "", ""))
+	p := inv.Problems()
+	if !strings.Contains(p["w1"].Error(), "Secret bmcfence-system/missing not found") {
+		t.Errorf("w1: %v", p["w1"])
+	}
+	if !strings.Contains(p["w2"].Error(), "needs non-empty keys username and password") {
+		t.Errorf("w2: %v", p["w2"])
+	}
+	if _, ok := inv.Controller("w1"); ok {
+		t.Error("a controller despite a missing Secret")
+	}
+}
+
+func TestRotatedPasswordRebuildsTheController(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1"}}}
+	inv, f, client := newInventory(t, cfg, secret("shared", "admin", "old"))
+	inv.Refresh(context.Background())
+	if len(f.targets) != 1 {
+		t.Fatalf("an unchanged entry was rebuilt: %d builds", len(f.targets))
+	}
+	if _, err := client.CoreV1().Secrets(ns).Update(context.Background(), secret("shared", "admin", "new"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inv.Refresh(context.Background())
+	if len(f.targets) != 2 || f.targets[1].Credentials.Password.Reveal() != "new" {
+		t.Fatalf("after rotation: %d builds", len(f.targets))
+	}
+}
+
+func TestAnnotationsOnlyWhenEnabled(t *testing.T) {
+	annotated := node("w3", "", map[string]string{cluster.AnnotationBMCAddress: "https://10.0.0.3", cluster.AnnotationBMCCredentials: "shared"})
+	for _, enabled := range []bool{false, true} {
+		client := fake.NewClientset(secret("shared", "admin", "pw"))
+		src := sourceWithList{nodes: nodes{"w3": annotated}}
+		f := &fakes{}
+		inv := New(Options{Config: config.Inventory{FromAnnotations: enabled}, Namespace: ns, Timeout: time.Second, Client: client, Nodes: src, NewController: f.build})
+		inv.Refresh(context.Background())
+		if _, ok := inv.Controller("w3"); ok != enabled {
+			t.Errorf("fromAnnotations=%v: controller for an annotated node = %v", enabled, ok)
+		}
+	}
+}
+
+// sourceWithList also lists its nodes, as the cluster view does.
+type sourceWithList struct{ nodes }
+
+func (s sourceWithList) Nodes() []runner.NodeInfo {
+	var out []runner.NodeInfo
+	for name := range s.nodes {
+		out = append(out, runner.NodeInfo{Name: name})
+	}
+	return out
+}
+
+func TestVerifyComparesTheNodesSystemUUID(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{
+		{Name: "w1", Address: "https://10.0.0.1", System: "1"},
+		{Name: "w2", Address: "https://10.0.0.2", System: "2"},
+		{Name: "w3", Address: "https://10.0.0.3", System: "3", ExpectedUUID: "UUID-3"},
+	}}
+	inv, _, _ := newInventory(t, cfg, secret("shared", "admin", "pw"))
+	ctx := context.Background()
+	for node, wantErr := range map[string]bool{"w1": false, "w2": true, "w3": false} {
+		c, err := inv.Lookup(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Verify(ctx)
+		if (err != nil) != wantErr || (err != nil && !errors.Is(err, ErrIdentity)) {
+			t.Errorf("%s: Verify = %v, want error %v", node, err, wantErr)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+// Package metrics defines the agent's Prometheus metrics (bmcfence_*) and
+// implements the runner's Recorder and the inventory's BMC observer on them.
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+// Buckets for durations that span a second to a few minutes (failover,
+// detach) and for BMC requests (milliseconds to the timeout).
+var (
+	fenceBuckets = []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600}
+	bmcBuckets   = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+)
+
+// Metrics holds every bmcfence metric on its own registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	fences      *prometheus.CounterVec
+	phase       *prometheus.GaugeVec
+	refusals    *prometheus.CounterVec
+	bmcDuration *prometheus.HistogramVec
+	bmcErrors   *prometheus.CounterVec
+	toTaint     prometheus.Histogram
+	toDetach    prometheus.Histogram
+	failover    prometheus.Histogram
+	fenceable   *prometheus.GaugeVec
+	unfenceable prometheus.Gauge
+
+	mu       sync.Mutex
+	phases   map[string]fence.Phase
+	unfenced map[string]bool
+}
+
+var _ runner.Recorder = (*Metrics)(nil)
+
+// New registers the metrics, plus the Go and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		fences: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcfence_fences_total", Help: "Out-of-service taints applied, by result and reason (off: the BMC read Off; powered-off: after our ForceOff; attested: a human confirmed).",
+		}, []string{"result", "reason"}),
+		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bmcfence_node_phase", Help: "1 for the phase each node is in, 0 for the others.",
+		}, []string{"node", "phase"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcfence_storm_guard_refusals_total", Help: "Fences the storm guard refused, by reason.",
+		}, []string{"reason"}),
+		bmcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "bmcfence_bmc_request_duration_seconds", Help: "BMC operations by protocol and operation.", Buckets: bmcBuckets,
+		}, []string{"protocol", "op"}),
+		bmcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcfence_bmc_errors_total", Help: "Failed BMC operations by protocol, operation and reason.",
+		}, []string{"protocol", "op", "reason"}),
+		toTaint: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bmcfence_time_to_confirmed_off_seconds", Help: "From the failure's start (last heartbeat seen) to the taint, after a settled Off.", Buckets: fenceBuckets,
+		}),
+		toDetach: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bmcfence_time_to_detach_seconds", Help: "From the taint until no pod or VolumeAttachment is left on the node.", Buckets: fenceBuckets,
+		}),
+		failover: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bmcfence_failover_seconds", Help: "From the failure's start until the node's pods and volumes are released.", Buckets: fenceBuckets,
+		}),
+		fenceable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bmcfence_node_fenceable", Help: "1 when the node's BMC answered the last probe correctly, 0 when not.",
+		}, []string{"node"}),
+		unfenceable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bmcfence_unfenceable_nodes", Help: "Nodes whose BMC failed the last probe or that have no BMC entry.",
+		}),
+		phases:   map[string]fence.Phase{},
+		unfenced: map[string]bool{},
+	}
+	m.Registry.MustRegister(m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
+		m.fenceable, m.unfenceable, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Phase records a node's phase; only changes touch the gauges.
+func (m *Metrics) Phase(node string, p fence.Phase) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, seen := m.phases[node]
+	if seen && old == p {
+		return
+	}
+	if !seen {
+		for _, q := range fence.Phases() {
+			m.phase.WithLabelValues(node, q.String()).Set(0)
+		}
+	} else {
+		m.phase.WithLabelValues(node, old.String()).Set(0)
+	}
+	m.phase.WithLabelValues(node, p.String()).Set(1)
+	m.phases[node] = p
+}
+
+// Forget drops a deleted node's series.
+func (m *Metrics) Forget(node string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.phases, node)
+	for _, q := range fence.Phases() {
+		m.phase.DeleteLabelValues(node, q.String())
+	}
+	m.fenceable.DeleteLabelValues(node)
+	delete(m.unfenced, node)
+	m.unfenceable.Set(float64(len(m.unfenced)))
+}
+
+func (m *Metrics) Fence(result, reason string, toTaint time.Duration) {
+	m.fences.WithLabelValues(result, reason).Inc()
+	m.toTaint.Observe(toTaint.Seconds())
+}
+
+func (m *Metrics) Detached(toDetach, failover time.Duration) {
+	m.toDetach.Observe(toDetach.Seconds())
+	m.failover.Observe(failover.Seconds())
+}
+
+func (m *Metrics) Refused(reason string) { m.refusals.WithLabelValues(reason).Inc() }
+
+// BMC records one BMC operation.
+func (m *Metrics) BMC(protocol bmc.Protocol, op bmc.Op, d time.Duration, err error) {
+	m.bmcDuration.WithLabelValues(string(protocol), string(op)).Observe(d.Seconds())
+	if err != nil {
+		m.bmcErrors.WithLabelValues(string(protocol), string(op), bmc.Reason(err)).Inc()
+	}
+}
+
+// Fenceable records a node's probe result; it returns true when the node's
+// fenceability changed (the caller emits an Event then).
+func (m *Metrics) Fenceable(node string, ok bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wasUnfenceable := m.unfenced[node]
+	v := 0.0
+	if ok {
+		v = 1
+		delete(m.unfenced, node)
+	} else {
+		m.unfenced[node] = true
+	}
+	m.fenceable.WithLabelValues(node).Set(v)
+	m.unfenceable.Set(float64(len(m.unfenced)))
+	return wasUnfenceable == ok
+}

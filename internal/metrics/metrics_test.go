@@ -1,0 +1,60 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/bmcfence/bmcfence/fence"
+)
+
+func TestPhaseGaugeFollowsTheNode(t *testing.T) {
+	m := New()
+	m.Phase("w1", fence.Suspect)
+	m.Phase("w1", fence.Tainting)
+	if got := testutil.ToFloat64(m.phase.WithLabelValues("w1", "Tainting")); got != 1 {
+		t.Errorf("Tainting = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.phase.WithLabelValues("w1", "Suspect")); got != 0 {
+		t.Errorf("Suspect = %v, want 0 after leaving it", got)
+	}
+	m.Forget("w1")
+	if n := testutil.CollectAndCount(m.phase); n != 0 {
+		t.Errorf("%d series left for a forgotten node", n)
+	}
+}
+
+func TestFenceableReportsChangesOnly(t *testing.T) {
+	m := New()
+	steps := []struct {
+		ok      bool
+		changed bool
+	}{{true, false}, {false, true}, {false, false}, {true, true}, {true, false}}
+	for i, s := range steps {
+		if got := m.Fenceable("w1", s.ok); got != s.changed {
+			t.Errorf("step %d (ok=%v): changed = %v, want %v", i, s.ok, got, s.changed)
+		}
+	}
+	m.Fenceable("w2", false)
+	if got := testutil.ToFloat64(m.unfenceable); got != 1 {
+		t.Errorf("unfenceable = %v, want 1", got)
+	}
+}
+
+func TestEveryMetricIsNamespaced(t *testing.T) {
+	m := New()
+	m.Fence("tainted", "off", 0)
+	m.Detached(0, 0)
+	m.Refused("Cooldown")
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		n := mf.GetName()
+		if !strings.HasPrefix(n, "bmcfence_") && !strings.HasPrefix(n, "go_") && !strings.HasPrefix(n, "process_") {
+			t.Errorf("metric %s is not bmcfence_*", n)
+		}
+	}
+}
