@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"k8s.io/client-go/util/retry"
 	"os"
 	"path/filepath"
 	"sync"
@@ -128,11 +129,21 @@ func (cp *ControlPlane) createNodeObjects(ctx context.Context, spec NodeSpec) er
 		return err
 	}
 	// Capacity and identity as a kubelet reports them; kwok's node-initialize
-	// stage keeps both when it marks the node Ready.
-	created.Status.Capacity = capacity
-	created.Status.Allocatable = capacity
-	created.Status.NodeInfo.SystemUUID = spec.SystemUUID
-	if _, err := cp.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// stage keeps both when it marks the node Ready. The node lifecycle
+	// controller may touch the new node meanwhile (a not-ready taint), so
+	// the write retries on conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cp.client.CoreV1().Nodes().Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Capacity = capacity
+		cur.Status.Allocatable = capacity
+		cur.Status.NodeInfo.SystemUUID = spec.SystemUUID
+		_, err = cp.client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	// The kubelet's CSI plugin manager registers installed drivers here.
@@ -246,13 +257,13 @@ func (cp *ControlPlane) waitNodeReady(ctx context.Context, n *node, since time.T
 		if err != nil {
 			return false, err
 		}
+		// Ready, and a Lease renewed by this kwok. The Ready condition's own
+		// heartbeat is not awaited: kwok rewrites it only when the node is
+		// not Ready (its heartbeat stage runs every 10-20 minutes), so a
+		// kubelet back before the node controller noticed would never
+		// write it.
 		if !nodeReady(obj) {
 			return false, nil
-		}
-		for _, c := range obj.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.LastHeartbeatTime.Time.Before(since) {
-				return false, nil
-			}
 		}
 		lease, err := cp.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -5,6 +5,7 @@ package redfishmocktest
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,13 +46,25 @@ func StartHTTP(tb testing.TB, cfg redfishmock.Config, opts ...redfishmock.Option
 
 func start(tb testing.TB, cfg redfishmock.Config, useTLS bool, opts []redfishmock.Option) *Server {
 	tb.Helper()
+	s, err := Serve(cfg, useTLS, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Serve starts a mock on 127.0.0.1 on a free port, over TLS with a fresh
+// self-signed certificate or over plain HTTP, outside any test (the demo
+// uses it). Close stops it.
+func Serve(cfg redfishmock.Config, useTLS bool, opts ...redfishmock.Option) (*Server, error) {
 	mock, err := redfishmock.New(cfg, opts...)
 	if err != nil {
-		tb.Fatalf("redfishmock.New: %v", err)
+		return nil, fmt.Errorf("redfishmock.New: %w", err)
 	}
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("listen on 127.0.0.1: %v", err)
+		return nil, fmt.Errorf("listen on 127.0.0.1: %w", err)
 	}
 	srv := httptest.NewUnstartedServer(mock)
 	srv.Listener = listener
@@ -59,7 +72,8 @@ func start(tb testing.TB, cfg redfishmock.Config, useTLS bool, opts []redfishmoc
 	if useTLS {
 		cert, caPEM, err := redfishmock.SelfSignedCert("127.0.0.1")
 		if err != nil {
-			tb.Fatalf("self-signed certificate: %v", err)
+			listener.Close()
+			return nil, fmt.Errorf("self-signed certificate: %w", err)
 		}
 		srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		srv.StartTLS()
@@ -69,18 +83,21 @@ func start(tb testing.TB, cfg redfishmock.Config, useTLS bool, opts []redfishmoc
 	} else {
 		srv.Start()
 	}
-	// Release hung requests first, or Close would wait for them forever.
-	tb.Cleanup(func() {
-		mock.Close()
-		srv.Close()
-	})
 	s.URL = srv.URL
 	u, err := url.Parse(srv.URL)
 	if err != nil {
-		tb.Fatalf("parse server URL: %v", err)
+		s.Close()
+		return nil, fmt.Errorf("parse server URL: %w", err)
 	}
 	s.Host, s.Port = u.Hostname(), u.Port()
-	return s
+	return s, nil
+}
+
+// Close stops the server, releasing hung requests first (else it would wait
+// for them forever).
+func (s *Server) Close() {
+	s.Mock.Close()
+	s.srv.Close()
 }
 
 // Client returns an HTTP client that trusts the server's certificate.
