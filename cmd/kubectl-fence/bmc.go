@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/bmclib"
 	"github.com/bmcfence/bmcfence/fence"
-	"github.com/bmcfence/bmcfence/fence/runner"
+	"github.com/bmcfence/bmcfence/internal/power"
 )
 
 // bmcFlags describe one BMC on the command line. There is deliberately no
@@ -223,19 +222,7 @@ func (f *settleFlags) policy() (fence.Policy, error) {
 	return p, nil
 }
 
-// powerReport is the output of `bmc off` and `bmc on`.
-type powerReport struct {
-	Address    string         `json:"address"`
-	System     string         `json:"system,omitempty"`
-	Action     string         `json:"action"`
-	PowerState bmc.PowerState `json:"powerState"`
-	Confirmed  bool           `json:"confirmed"`
-	OffReads   int            `json:"offReads,omitempty"`
-	OffSpan    string         `json:"offSpan,omitempty"`
-	Elapsed    string         `json:"elapsed"`
-}
-
-func printReport(s streams, out outputFormat, r powerReport) error {
+func printReport(s streams, out outputFormat, r power.Report) error {
 	return printObject(s.Out, out, r, func(w *tabwriter.Writer) {
 		fmt.Fprintln(w, "ADDRESS\tSYSTEM\tACTION\tPOWER\tCONFIRMED\tELAPSED")
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\n", r.Address, dash(r.System), r.Action, r.PowerState, r.Confirmed, r.Elapsed)
@@ -269,7 +256,7 @@ never reads Off (a lying BMC) fails with exit code 7.`,
 			if err := confirm(s, yes, fmt.Sprintf("Power off %s%s now (a hard off: like pulling the plug)?", t.Address, systemSuffix(t.System))); err != nil {
 				return err
 			}
-			r, err := powerOffConfirmed(cmd.Context(), ctrl, p, newProgress(s))
+			r, err := power.OffConfirmed(cmd.Context(), ctrl, p, newProgress(s).say)
 			r.Address, r.System = t.Address.String(), t.System
 			if perr := printReport(s, out, r); perr != nil {
 				return perr
@@ -289,61 +276,6 @@ func systemSuffix(system string) string {
 		return ""
 	}
 	return " system " + system
-}
-
-// powerOffConfirmed sends ForceOff and reads back until the reads settle on
-// Off (fence.OffRun, the agent's own rule: consecutive exact-Off reads, all
-// sent after our request, spanning the window) or the limit passes.
-func powerOffConfirmed(ctx context.Context, ctrl bmc.Controller, p fence.Policy, prog progress) (powerReport, error) {
-	r := powerReport{Action: "off"}
-	start := time.Now()
-	sent := start
-	if _, err := ctrl.PowerOff(ctx); err != nil {
-		if ctx.Err() != nil {
-			return r, err
-		}
-		// A refusal (409 when already off) proves nothing either way.
-		prog.say("ForceOff: %v; reading back anyway", err)
-	} else {
-		prog.say("ForceOff sent; waiting for %d Off reads over %s", p.SettleReads, p.SettleWindow)
-	}
-	var run fence.OffRun
-	var last bmc.PowerStatus
-	var lastErr error
-	wait := p.PowerPollInterval
-	for {
-		if err := sleep(ctx, wait); err != nil {
-			return r, err
-		}
-		readAt := time.Now()
-		last, lastErr = ctrl.PowerStatus(ctx)
-		run = run.Observe(runner.ReadingOf(readAt, last, lastErr), sent, p.MaxReadGap)
-		r.PowerState, r.OffReads, r.Elapsed = last.State, run.Count, time.Since(start).Round(time.Millisecond).String()
-		switch {
-		case lastErr != nil:
-			prog.say("read failed: %v", lastErr)
-		case run.Count > 0:
-			prog.say("reads Off (%d of %d)", run.Count, p.SettleReads)
-		default:
-			prog.say("reads %s", last.State)
-		}
-		if run.Settled(p) {
-			r.Confirmed = true
-			r.OffSpan = run.Last.Sub(run.First).Round(time.Millisecond).String()
-			return r, nil
-		}
-		if time.Since(sent) >= p.PowerTimeout {
-			why := fmt.Sprintf("still reads %s", last.State)
-			if lastErr != nil {
-				why = "cannot be read: " + lastErr.Error()
-			}
-			return r, withCode(exitNotOff, fmt.Errorf("the BMC did not power off: %s %s after ForceOff (it may ignore commands)", why, p.PowerTimeout))
-		}
-		wait = p.PowerPollInterval
-		if run.Count > 0 {
-			wait = p.SettleInterval()
-		}
-	}
 }
 
 func newBMCOnCmd(s streams) *cobra.Command {
@@ -366,7 +298,7 @@ BMC reads On (a server can take a minute or more to get there).`,
 			if err := confirm(s, yes, fmt.Sprintf("Power on %s%s?", t.Address, systemSuffix(t.System))); err != nil {
 				return err
 			}
-			r, err := powerOn(cmd.Context(), ctrl, wait, limit, fence.DefaultPolicy().PowerPollInterval, newProgress(s))
+			r, err := power.On(cmd.Context(), ctrl, wait, limit, fence.DefaultPolicy().PowerPollInterval, newProgress(s).say)
 			r.Address, r.System = t.Address.String(), t.System
 			if perr := printReport(s, out, r); perr != nil {
 				return perr
@@ -380,46 +312,4 @@ BMC reads On (a server can take a minute or more to get there).`,
 	cmd.Flags().DurationVar(&limit, "power-timeout", fence.DefaultPolicy().PowerOnTimeout, "with --wait: give up after this long")
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
 	return cmd
-}
-
-func powerOn(ctx context.Context, ctrl bmc.Controller, wait bool, limit, poll time.Duration, prog progress) (powerReport, error) {
-	r := powerReport{Action: "on"}
-	start := time.Now()
-	if _, err := ctrl.PowerOn(ctx); err != nil {
-		return r, err
-	}
-	prog.say("power-on sent")
-	for {
-		st, err := ctrl.PowerStatus(ctx)
-		r.Elapsed = time.Since(start).Round(time.Millisecond).String()
-		if err == nil {
-			r.PowerState = st.State
-			prog.say("reads %s", st.State)
-		}
-		if err == nil && st.State == bmc.PowerOn {
-			r.Confirmed = true
-			return r, nil
-		}
-		if !wait {
-			return r, nil
-		}
-		if time.Since(start) >= limit {
-			return r, withCode(exitFailed, fmt.Errorf("the BMC did not read On within %s (reads %s)", limit, r.PowerState))
-		}
-		if err := sleep(ctx, poll); err != nil {
-			return r, err
-		}
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

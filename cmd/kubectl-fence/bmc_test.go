@@ -13,6 +13,7 @@ import (
 	"github.com/bmcfence/bmcfence/bmc/ipmisim"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock/redfishmocktest"
+	"github.com/bmcfence/bmcfence/internal/power"
 )
 
 const testPassword = "s3cret-Pa55word"
@@ -63,7 +64,7 @@ func TestBMCOffConfirmsASettledOff(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var r powerReport
+	var r power.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/internal/power"
 )
 
 // Exit codes. Each failure a script may want to tell apart has its own.
@@ -67,6 +68,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &e):
 		return e.code
+	case errors.Is(err, power.ErrNotOff):
+		return exitNotOff
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted
 	case errors.Is(err, bmc.ErrAuth):
