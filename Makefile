@@ -46,13 +46,14 @@ e2e-bins:
 	@hack/e2e-bins.sh $(BIN)/e2e
 
 unit:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # The randomized simulation at full size (the race run above does a sample).
 sim:
 	@set -o pipefail; $(GO) test -count=1 -run 'TestSimulation$$' -v ./fence/fencesim/ | grep -E '^(simulation:|--- |ok|FAIL|\s+sim_test)'
 
-test: vet fmt-check e2e-bins build unit sim
+test: vet fmt-check build
+	@BIN=$(BIN) GO=$(GO) hack/test.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./fence/ ./bmc/redfishmock/ ./bmc/bmclib/

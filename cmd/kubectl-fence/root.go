@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -58,7 +59,37 @@ read back a settled Off.
 	root.SetVersionTemplate("kubectl-fence {{.Version}}\n")
 	// Cobra's own flag errors ("unknown flag") are usage errors.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
-	root.AddCommand(newBMCCmd(s))
+	var k kubeFlags
+	k.register(root.PersistentFlags())
+	root.AddCommand(
+		newStatusCmd(s, &k),
+		newRequestCmd(s, &k, "fence", "Fence a node: power off if needed, confirm Off, taint, wait for detach",
+			`The agent's own safe sequence, by hand: read the node's BMC, power it off if it
+is on, confirm a settled Off (several exact-Off reads over the settle window),
+apply the out-of-service taint, and wait until its pods and volumes have moved,
+naming whatever blocks. It refuses when the BMC cannot confirm Off, and when the
+node is Ready with a fresh heartbeat. When the bmcfence agent runs, the request
+goes to it (no race); otherwise this command drives the same engine itself.`,
+			`  kubectl fence fence worker-3 --reason "PSU failed, ticket OPS-1234"`, 5*time.Minute),
+		newRequestCmd(s, &k, "confirm", "Attest that a node is off when no BMC can say so, and taint it",
+			`A human attests the node is off (like Pacemaker's manual ack), for nodes whose
+BMC is missing or unreachable. Recorded as evidence with your identity from the
+kubeconfig. The node is then tainted out-of-service and its pods move.`,
+			`  kubectl fence confirm worker-3 --reason "checked in the DC: powered off, cable pulled"`, 5*time.Minute),
+		newRequestCmd(s, &k, "abort", "Stop a fence in flight (no taint if it was not applied yet)",
+			`Stops an in-flight fence. Before the taint, nothing is left behind; after it,
+the taint stays until "kubectl fence unfence". The node is held (Stuck) until a
+human acts or it comes back.`,
+			`  kubectl fence abort worker-3 --reason "wrong node"`, time.Minute),
+		newRequestCmd(s, &k, "unfence", "Power on (optional), wait Ready with a fresh lease, remove our taint",
+			`Ends a fence: optionally powers the node on through its BMC, waits until it is
+Ready with a Lease renewed after the fence, then removes the out-of-service
+taint if it is ours (someone else's taint is never touched).`,
+			`  kubectl fence unfence worker-3 --power-on`, 10*time.Minute),
+		newHistoryCmd(s, &k),
+		newPowerCmd(s, &k),
+		newBMCCmd(s),
+	)
 	return root
 }
 

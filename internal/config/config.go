@@ -5,6 +5,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -170,6 +171,24 @@ func Load(fs *pflag.FlagSet, environ []string) (Agent, error) {
 			return Agent{}, fmt.Errorf("config file %s: %w", path, err)
 		}
 	}
+	return load(v, fs, environ)
+}
+
+// Parse reads a config document (the agent's ConfigMap, for the CLI) over
+// the defaults, without environment or flags.
+func Parse(yaml []byte) (Agent, error) {
+	v := viper.New()
+	if err := setDefaults(v, Defaults()); err != nil {
+		return Agent{}, err
+	}
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(yaml)); err != nil {
+		return Agent{}, fmt.Errorf("config: %w", err)
+	}
+	return load(v, nil, nil)
+}
+
+func load(v *viper.Viper, fs *pflag.FlagSet, environ []string) (Agent, error) {
 	for _, kv := range environ {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(k, EnvPrefix+"_") {
@@ -182,6 +201,9 @@ func Load(fs *pflag.FlagSet, environ []string) (Agent, error) {
 		v.Set(key, val)
 	}
 	for flag, key := range flagKeys {
+		if fs == nil {
+			break
+		}
 		if f := fs.Lookup(flag); f != nil && f.Changed {
 			v.Set(key, f.Value.String())
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func load(t *testing.T, yaml string, env []string, args ...string) (Agent, error) {
+func loadFile(t *testing.T, yaml string, env []string, args ...string) (Agent, error) {
 	t.Helper()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	RegisterFlags(fs)
@@ -30,7 +30,7 @@ func load(t *testing.T, yaml string, env []string, args ...string) (Agent, error
 }
 
 func TestDefaultsAreValid(t *testing.T) {
-	a, err := load(t, "", nil)
+	a, err := loadFile(t, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ inventory:
       credentialsSecret: w2-creds
 `
 	env := []string{"BMCFENCE_POLICY_FENCEAFTER=3m", "BMCFENCE_NAMESPACE=from-env", "PATH=/bin"}
-	a, err := load(t, yaml, env, "--namespace", "from-flag")
+	a, err := loadFile(t, yaml, env, "--namespace", "from-flag")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := load(t, tt.yaml, tt.env)
+			_, err := loadFile(t, tt.yaml, tt.env)
 			if err == nil {
 				t.Fatal("Load succeeded, want an error")
 			}

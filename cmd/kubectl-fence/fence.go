@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+// requestFlags are shared by fence, confirm, abort and unfence.
+type requestFlags struct {
+	reason  string
+	yes     bool
+	dryRun  bool
+	timeout time.Duration
+	powerOn bool
+	out     outputFormat
+}
+
+func (f *requestFlags) register(cmd *cobra.Command, timeout time.Duration, reasonRequired bool) {
+	usage := "why (recorded in the node's fence history and Events)"
+	if reasonRequired {
+		usage += "; required"
+	}
+	cmd.Flags().StringVar(&f.reason, "reason", "", usage)
+	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "say what would happen; change nothing")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", timeout, "stop waiting after this long (the agent, if running, carries on)")
+	f.out = outTable
+	cmd.Flags().VarP(&f.out, "output", "o", "output format: table, json or yaml")
+}
+
+// requestSpec describes one of the four commands.
+type requestSpec struct {
+	kind        fence.CommandKind
+	prompt      string // confirmation question; "" for none
+	destructive bool
+	// done reports whether the request finished, successfully (err nil) or
+	// not, from the node's state after the request was acknowledged.
+	done func(s fence.State, taint fence.TaintState) (bool, error)
+}
+
+var requests = map[string]requestSpec{
+	"fence": {kind: fence.CmdFence, prompt: "Fence %s: power it off if needed, confirm Off, taint it out-of-service?", destructive: true,
+		done: func(s fence.State, _ fence.TaintState) (bool, error) {
+			switch s.Phase {
+			case fence.Fenced:
+				return true, nil
+			case fence.Stuck:
+				if s.Stuck == fence.StuckPowerOffIgnored {
+					return true, withCode(exitNotOff, errors.New("the BMC accepted ForceOff but never read Off; nothing was tainted (it may ignore commands)"))
+				}
+				return true, withCode(exitRefused, errors.New("the fence was aborted"))
+			}
+			return false, nil
+		}},
+	"confirm": {kind: fence.CmdConfirm, prompt: "You attest %s is off, and it will be tainted out-of-service without its BMC's proof. Continue?", destructive: true,
+		done: func(s fence.State, _ fence.TaintState) (bool, error) { return s.Phase == fence.Fenced, nil }},
+	"abort": {kind: fence.CmdAbort,
+		done: func(s fence.State, _ fence.TaintState) (bool, error) {
+			return s.Phase == fence.Stuck && s.Stuck == fence.StuckAborted, nil
+		}},
+	"unfence": {kind: fence.CmdUnfence, prompt: "Unfence %s: remove our out-of-service taint once it is Ready with a fresh heartbeat?", destructive: true,
+		done: func(s fence.State, taint fence.TaintState) (bool, error) {
+			return s.Phase == fence.Healthy && taint != fence.TaintOurs, nil
+		}},
+}
+
+// requestReport is the output of the four commands.
+type requestReport struct {
+	Node      string `json:"node"`
+	Command   string `json:"command"`
+	By        string `json:"by"`
+	HandledBy string `json:"handledBy"`
+	Phase     string `json:"phase"`
+	Tainted   bool   `json:"tainted"`
+	Elapsed   string `json:"elapsed"`
+	Message   string `json:"message,omitempty"`
+	DryRun    bool   `json:"dryRun,omitempty"`
+}
+
+func newRequestCmd(s streams, k *kubeFlags, name, short, long, example string, timeout time.Duration) *cobra.Command {
+	spec := requests[name]
+	var f requestFlags
+	cmd := &cobra.Command{
+		Use:     name + " NODE",
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (spec.kind == fence.CmdFence || spec.kind == fence.CmdConfirm) && strings.TrimSpace(f.reason) == "" {
+				return usageError("--reason is required: say why, it goes in the node's history")
+			}
+			return runRequest(cmd.Context(), s, k, args[0], spec, name, f)
+		},
+	}
+	f.register(cmd, timeout, spec.kind == fence.CmdFence || spec.kind == fence.CmdConfirm)
+	if spec.kind == fence.CmdUnfence {
+		cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "power the node on through its BMC first")
+	}
+	return cmd
+}
+
+// runRequest hands the request to the agent when one leads, else drives the
+// same runner and engine here, for this one node, until done or timeout.
+func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec requestSpec, name string, f requestFlags) error {
+	sess, err := openSession(ctx, k)
+	if err != nil {
+		return err
+	}
+	if err := sess.node(ctx, node); err != nil {
+		return err
+	}
+	leader, err := sess.agentLeader(ctx)
+	if err != nil {
+		return err
+	}
+	handler := "this kubectl-fence (no bmcfence agent is running)"
+	if leader != "" {
+		handler = "the bmcfence agent " + leader
+	}
+	report := requestReport{Node: node, Command: name, By: sess.user, HandledBy: handler}
+	if f.dryRun {
+		st, taint, err := currentState(ctx, sess, node)
+		if err != nil {
+			return err
+		}
+		report.DryRun, report.Phase, report.Tainted = true, st.Phase.String(), taint != fence.TaintAbsent
+		report.Message = fmt.Sprintf("would ask %s to %s %s; nothing was changed", handler, name, node)
+		return printRequest(s, f.out, report)
+	}
+	if spec.prompt != "" {
+		if err := confirm(s, f.yes, fmt.Sprintf(spec.prompt, node)); err != nil {
+			return err
+		}
+	}
+	prog := newProgress(s)
+	id, err := writeRequest(ctx, sess, node, spec, f)
+	if err != nil {
+		return err
+	}
+	prog.say("request %s written on %s; handled by %s", id, node, handler)
+
+	var r *runner.Runner
+	if leader == "" {
+		if err := sess.startView(ctx); err != nil {
+			return err
+		}
+		r, err = runner.New(runner.Options{
+			Policy: sess.cfg.Policy, Clock: clock.RealClock{}, Cluster: sess.view, Inventory: sess.inv,
+			Log: zap.NewNop(), BMCConcurrency: 1, VerifyInterval: sess.cfg.BMC.ProbeInterval,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	var last fence.Phase = 255
+	for {
+		wait := time.Second
+		if r != nil {
+			after, _ := r.Sync(ctx, node)
+			wait = min(after, wait)
+		}
+		st, taint, err := currentState(ctx, sess, node)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		report.Phase, report.Tainted, report.Elapsed = st.Phase.String(), taint != fence.TaintAbsent, time.Since(start).Round(100*time.Millisecond).String()
+		if st.Phase != last {
+			prog.say("%6s  %s", report.Elapsed, st.Phase)
+			last = st.Phase
+		}
+		acked, err := requestAcked(ctx, sess, node, id)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if acked {
+			if msg := refusal(ctx, sess, node, start); msg != "" {
+				report.Message = msg
+				_ = printRequest(s, f.out, report)
+				return withCode(exitRefused, errors.New(msg))
+			}
+			if finished, ferr := spec.done(st, taint); finished {
+				if ferr == nil {
+					report.Message = lastEventMessage(ctx, sess, node, start)
+				}
+				if perr := printRequest(s, f.out, report); perr != nil {
+					return perr
+				}
+				return ferr
+			}
+		}
+		select {
+		case <-ctx.Done():
+			report.Message = timeoutMessage(st, acked, leader != "")
+			_ = printRequest(s, f.out, report)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				if st.Last.Failure != "" {
+					return withCode(exitUnreachable, fmt.Errorf("%s: the BMC cannot be read (%s)", report.Message, st.Last.Failure))
+				}
+				return withCode(exitFailed, errors.New(report.Message))
+			}
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func timeoutMessage(st fence.State, acked, agent bool) string {
+	switch {
+	case !acked && agent:
+		return "the agent has not picked the request up yet"
+	case !acked:
+		return "the request was not processed"
+	}
+	msg := fmt.Sprintf("still %s after the timeout", st.Phase)
+	if agent {
+		msg += "; the agent carries on (kubectl fence history shows the evidence)"
+	}
+	return msg
+}
+
+// writeRequest puts the command on the node (bmcfence.dev/request). Whoever
+// runs the engine for the node (the agent or this process) picks it up and
+// removes it in the same write that records its effect.
+func writeRequest(ctx context.Context, sess *session, node string, spec requestSpec, f requestFlags) (string, error) {
+	buf := make([]byte, 8)
+	_, _ = rand.Read(buf)
+	id := hex.EncodeToString(buf)
+	raw, err := cluster.EncodeRequest(cluster.Request{ID: id, Kind: spec.kind, User: sess.user, Reason: f.reason, PowerOn: f.powerOn, At: time.Now()})
+	if err != nil {
+		return "", err
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{cluster.AnnotationRequest: raw}}})
+	if _, err := sess.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-fence"}); err != nil {
+		return "", fmt.Errorf("writing the request on node %s: %w", node, err)
+	}
+	return id, nil
+}
+
+// currentState reads the node's fence state and taint from the server.
+func currentState(ctx context.Context, sess *session, node string) (fence.State, fence.TaintState, error) {
+	n, err := sess.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return fence.State{}, fence.TaintAbsent, err
+	}
+	taint := fence.TaintAbsent
+	for _, t := range n.Spec.Taints {
+		if t.Key == cluster.TaintKey {
+			taint = fence.TaintForeign
+			if n.Annotations[cluster.AnnotationTaintOwner] == cluster.TaintOwnerValue {
+				taint = fence.TaintOurs
+			}
+		}
+	}
+	raw := n.Annotations[cluster.AnnotationState]
+	if raw == "" {
+		return fence.State{}, taint, nil
+	}
+	st, err := fence.Decode(raw)
+	if err != nil {
+		return fence.State{}, taint, fmt.Errorf("node %s: %w", node, err)
+	}
+	return st, taint, nil
+}
+
+func requestAcked(ctx context.Context, sess *session, node, id string) (bool, error) {
+	n, err := sess.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	r, err := cluster.DecodeRequest(n.Annotations[cluster.AnnotationRequest])
+	return err != nil || r.ID != id, nil
+}
+
+// refusal returns the engine's refusal of our request, if it refused.
+func refusal(ctx context.Context, sess *session, node string, since time.Time) string {
+	for _, e := range nodeEvents(ctx, sess, node, since) {
+		if e.Reason == "FenceCommandRefused" {
+			return e.Message
+		}
+	}
+	return ""
+}
+
+func lastEventMessage(ctx context.Context, sess *session, node string, since time.Time) string {
+	evs := nodeEvents(ctx, sess, node, since)
+	if len(evs) == 0 {
+		return ""
+	}
+	return evs[len(evs)-1].Message
+}
+
+func printRequest(s streams, out outputFormat, r requestReport) error {
+	return printObject(s.Out, out, r, func(w *tabwriter.Writer) {
+		fmt.Fprintln(w, "NODE\tCOMMAND\tHANDLED BY\tPHASE\tTAINTED\tELAPSED\tMESSAGE")
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\n", r.Node, r.Command, shortHandler(r.HandledBy), r.Phase, r.Tainted, dash(r.Elapsed), dash(r.Message))
+	})
+}
+
+func shortHandler(h string) string {
+	if strings.HasPrefix(h, "this kubectl-fence") {
+		return "kubectl-fence"
+	}
+	return strings.TrimPrefix(h, "the bmcfence ")
+}

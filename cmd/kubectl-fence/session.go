@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+
+	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/version"
+)
+
+// kubeFlags are kubectl's usual connection flags plus where the agent lives.
+type kubeFlags struct {
+	kubeconfig string
+	context    string
+	namespace  string
+	configFile string
+}
+
+func (k *kubeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&k.context, "context", "", "kubeconfig context to use")
+	fs.StringVarP(&k.namespace, "namespace", "n", "bmcfence-system", "namespace of the bmcfence agent (its ConfigMap, Secrets and leader Lease)")
+	fs.StringVar(&k.configFile, "config", "", "agent config file (default: the agent's ConfigMap bmcfence-agent in --namespace)")
+}
+
+// session is a connection to the cluster with the agent's configuration.
+type session struct {
+	client kubernetes.Interface
+	cfg    config.Agent
+	inv    *inventory.Inventory
+	view   *cluster.Cluster // started by startView
+	user   string
+}
+
+// agentConfigMap is where deploy/ puts the agent's configuration.
+const agentConfigMap = "bmcfence-agent"
+
+func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if k.kubeconfig != "" {
+		rules.ExplicitPath = k.kubeconfig
+	}
+	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
+	rc, err := kc.ClientConfig()
+	if err != nil {
+		return nil, usageError("kubeconfig: %v", err)
+	}
+	rc.UserAgent = "kubectl-fence/" + version.Get().Version
+	rc.Timeout = 30 * time.Second
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := agentConfig(ctx, client, k)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{client: client, cfg: cfg, user: whoAmI(ctx, client, kc)}
+	s.inv = inventory.New(inventory.Options{
+		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout, Client: client,
+	})
+	return s, nil
+}
+
+// agentConfig reads --config, else the agent's ConfigMap, else the defaults
+// (with the namespace flag) when there is no agent installed.
+func agentConfig(ctx context.Context, client kubernetes.Interface, k *kubeFlags) (config.Agent, error) {
+	if k.configFile != "" {
+		b, err := os.ReadFile(k.configFile)
+		if err != nil {
+			return config.Agent{}, usageError("--config: %v", err)
+		}
+		cfg, err := config.Parse(b)
+		if err != nil {
+			return config.Agent{}, withCode(exitUsage, fmt.Errorf("--config %s: %w", k.configFile, err))
+		}
+		return cfg, nil
+	}
+	cm, err := client.CoreV1().ConfigMaps(k.namespace).Get(ctx, agentConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cfg := config.Defaults()
+		cfg.Namespace = k.namespace
+		return cfg, nil
+	}
+	if err != nil {
+		return config.Agent{}, fmt.Errorf("reading the agent's ConfigMap %s/%s (or pass --config): %w", k.namespace, agentConfigMap, err)
+	}
+	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		return config.Agent{}, fmt.Errorf("the agent's ConfigMap %s/%s: %w", k.namespace, agentConfigMap, err)
+	}
+	return cfg, nil
+}
+
+// whoAmI names the human for requests and attestations: the API server's
+// answer (SelfSubjectReview, GA in 1.28), else the kubeconfig's user.
+func whoAmI(ctx context.Context, client kubernetes.Interface, kc clientcmd.ClientConfig) string {
+	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err == nil && r.Status.UserInfo.Username != "" {
+		return r.Status.UserInfo.Username
+	}
+	if raw, err := kc.RawConfig(); err == nil {
+		ctxName := raw.CurrentContext
+		if c, ok := raw.Contexts[ctxName]; ok && c.AuthInfo != "" {
+			return c.AuthInfo
+		}
+	}
+	return "unknown"
+}
+
+// startView starts the same cluster view the agent uses.
+func (s *session) startView(ctx context.Context) error {
+	if s.view != nil {
+		return nil
+	}
+	v, err := cluster.New(s.client, cluster.Options{Clock: clock.RealClock{}, Log: zap.NewNop(), Component: "kubectl-fence", SyncTimeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	if err := v.Start(ctx); err != nil {
+		return fmt.Errorf("reading the cluster: %w", err)
+	}
+	s.view = v
+	s.inv = inventory.New(inventory.Options{
+		Config: s.cfg.Inventory, Namespace: s.cfg.Namespace, Timeout: s.cfg.BMC.Timeout, Client: s.client, Nodes: v,
+	})
+	s.inv.Refresh(ctx)
+	return nil
+}
+
+// agentLeader names the agent replica that currently leads, or "" when none
+// has renewed the leader Lease within its duration (no agent running).
+func (s *session) agentLeader(ctx context.Context) (string, error) {
+	le := s.cfg.LeaderElection
+	l, err := s.client.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, le.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the agent's leader Lease %s/%s: %w", s.cfg.Namespace, le.Name, err)
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
+		return "", nil
+	}
+	d := le.LeaseDuration
+	if l.Spec.LeaseDurationSeconds != nil {
+		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	if time.Since(l.Spec.RenewTime.Time) > d {
+		return "", nil
+	}
+	return *l.Spec.HolderIdentity, nil
+}
+
+// node gets a Node or says it does not exist.
+func (s *session) node(ctx context.Context, name string) error {
+	_, err := s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return usageError("node %q not found", name)
+	}
+	return err
+}
