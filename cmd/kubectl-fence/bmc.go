@@ -120,6 +120,9 @@ func newBMCCmd(s streams) *cobra.Command {
 without any cluster. "off" sends a hard power-off (Redfish ForceOff, IPMI
 chassis power off) and succeeds only once the BMC has read back a settled Off:
 several consecutive Off reads spanning the settle window.`,
+		Example: `  export BMC_PASSWORD=...
+  kubectl fence bmc status --address https://10.0.0.5 --system 1 --username admin --password-env BMC_PASSWORD
+  kubectl fence bmc off --address ipmi://10.0.0.6 --username admin --password-file /run/secrets/bmc --yes`,
 	}
 	cmd.AddCommand(newBMCStatusCmd(s), newBMCOffCmd(s), newBMCOnCmd(s))
 	return cmd

@@ -172,13 +172,16 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 		}
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	// The timeout bounds the waiting and the engine's work; reads of the
+	// node use the caller's context, so the last look at the timeout is
+	// not itself cut short.
+	timed, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	var last fence.Phase = 255
 	for {
 		wait := time.Second
 		if r != nil {
-			after, _ := r.Sync(ctx, node)
+			after, _ := r.Sync(timed, node)
 			wait = min(after, wait)
 		}
 		st, taint, err := currentState(ctx, sess, node)
@@ -211,12 +214,16 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 			}
 		}
 		select {
-		case <-ctx.Done():
+		case <-timed.Done():
 			report.Message = timeoutMessage(st, acked, leader != "")
 			_ = printRequest(s, f.out, report)
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				if st.Last.Failure != "" {
-					return withCode(exitUnreachable, fmt.Errorf("%s: the BMC cannot be read (%s)", report.Message, st.Last.Failure))
+			if ctx.Err() == nil {
+				// The engine says when it cannot read the BMC (its
+				// readings live in memory, the Event on the node).
+				for _, e := range nodeEvents(ctx, sess, node, start) {
+					if e.Reason == "FenceCannotVerify" {
+						return withCode(exitUnreachable, fmt.Errorf("%s: the BMC cannot be read: %s", report.Message, e.Message))
+					}
 				}
 				return withCode(exitFailed, errors.New(report.Message))
 			}

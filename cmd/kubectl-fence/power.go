@@ -21,6 +21,9 @@ func newPowerCmd(s streams, k *kubeFlags) *cobra.Command {
 same Secrets, CA and identity check). "off" is a hard off confirmed by a
 settled Off read-back, like "bmc off". Powering a node off here does not fence
 it: use "kubectl fence fence" for that.`,
+		Example: `  kubectl fence power status worker-3
+  kubectl fence power off worker-3 --yes
+  kubectl fence power cycle worker-3`,
 	}
 	cmd.AddCommand(
 		newPowerOpCmd(s, k, "status", "Read the node's power state", "  kubectl fence power status worker-3 -o json"),

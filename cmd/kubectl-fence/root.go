@@ -88,6 +88,7 @@ taint if it is ours (someone else's taint is never touched).`,
 			`  kubectl fence unfence worker-3 --power-on`, 10*time.Minute),
 		newHistoryCmd(s, &k),
 		newPowerCmd(s, &k),
+		newCheckCmd(s, &k),
 		newBMCCmd(s),
 	)
 	return root

@@ -60,6 +60,9 @@ func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
 	}
 	rc.UserAgent = "kubectl-fence/" + version.Get().Version
 	rc.Timeout = 30 * time.Second
+	// client-go's default 5 requests/s would make check (one access review
+	// per permission) and the waits crawl; kubectl itself uses these.
+	rc.QPS, rc.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err

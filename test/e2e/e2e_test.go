@@ -29,6 +29,7 @@ import (
 // scenario.
 var (
 	agentBin string
+	cliBin   string
 	shared   *testbed.Testbed
 	sharedCP *controlplane.ControlPlane
 )
@@ -49,6 +50,10 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	if agentBin, err = testbed.BuildAgent(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if cliBin, err = testbed.Build(dir, "kubectl-fence"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -436,16 +436,19 @@ func (b *Testbed) Reset(ctx context.Context) error {
 // ---- the agent --------------------------------------------------------------
 
 // BuildAgent builds cmd/fence-agent into dir and returns its path.
-func BuildAgent(dir string) (string, error) {
+func BuildAgent(dir string) (string, error) { return Build(dir, "fence-agent") }
+
+// Build builds cmd/NAME into dir and returns its path.
+func Build(dir, name string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "fence-agent")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/fence-agent")
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building fence-agent: %v\n%s", err, b)
+		return "", fmt.Errorf("building %s: %v\n%s", name, err, b)
 	}
 	return out, nil
 }

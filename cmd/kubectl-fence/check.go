@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmcfence/bmcfence/internal/preflight"
+)
+
+func newCheckCmd(s streams, k *kubeFlags) *cobra.Command {
+	out := outTable
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Preflight: can every node be fenced, and does the cluster let the agent do it?",
+		Long: `Checks, for every node, that its inventory entry resolves, that its BMC answers
+with those credentials and TLS settings, that the BMC's system UUID is the
+node's, and reads its power; and, for the cluster, the Kubernetes version
+(out-of-service taint GA in 1.28), the agent's namespace, ServiceAccount and
+RBAC, and pods that tolerate the out-of-service taint. Exits 1 if any check
+fails (warnings do not fail it). The BMCs are reached from where you run this.`,
+		Example: `  kubectl fence check
+  kubectl fence check -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			sess, err := openSession(ctx, k)
+			if err != nil {
+				return err
+			}
+			// The view's inventory also knows the Nodes (annotations, UUIDs).
+			if err := sess.startView(ctx); err != nil {
+				return err
+			}
+			results, err := preflight.Run(ctx, preflight.Options{
+				Client: sess.client, Inventory: sess.inv, Namespace: sess.cfg.Namespace, Timeout: sess.cfg.BMC.Timeout,
+			})
+			if err != nil {
+				return err
+			}
+			if err := printObject(s.Out, out, results, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "SCOPE\tCHECK\tSTATUS\tMESSAGE")
+				for _, r := range results {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Scope, r.Check, r.Status, r.Message)
+				}
+			}); err != nil {
+				return err
+			}
+			if preflight.Worst(results) == preflight.StatusFail {
+				return withCode(exitFailed, errors.New("some checks failed (see above)"))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
+	return cmd
+}

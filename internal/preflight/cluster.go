@@ -1,0 +1,224 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/bmcfence/bmcfence/cluster"
+)
+
+// Cluster check names, in the order they are made.
+const (
+	CheckVersion        = "kubernetes-version"
+	CheckNamespace      = "namespace"
+	CheckServiceAccount = "serviceaccount"
+	CheckRBAC           = "rbac"
+	CheckTolerations    = "tolerations"
+)
+
+// Checks deliberately left out, each for a reason:
+//
+//   - Pods that tolerate node.kubernetes.io/unreachable (or not-ready)
+//     forever, or StatefulSets with a long terminationGracePeriodSeconds:
+//     they slow failover only without bmcfence. The out-of-service taint is
+//     another key, its NoExecute effect evicts such pods anyway, and pod GC
+//     force-deletes them, grace period or not. Only a toleration of the
+//     out-of-service taint itself (or of every taint) defeats it, and
+//     checkTolerations finds those.
+//   - Credentials Secrets and CA ConfigMaps: every node's inventory check
+//     resolves them and names the one that is missing.
+//   - kube-controller-manager flags (--disable-force-detach-on-timeout,
+//     node-monitor-grace-period): the API does not expose them.
+func checkCluster(ctx context.Context, o Options) []Result {
+	return []Result{
+		checkVersion(o),
+		checkNamespace(ctx, o),
+		checkServiceAccount(ctx, o),
+		checkRBAC(ctx, o),
+		checkTolerations(ctx, o),
+	}
+}
+
+// outOfServiceGA is the release in which the out-of-service taint
+// (KEP-2268, non-graceful node shutdown: pod GC force-deletes, the
+// attach/detach controller force-detaches) went GA. It was beta in 1.26 and
+// 1.27, alpha before: a cluster there may run with it off.
+var outOfServiceGA = version.MajorMinor(1, 28)
+
+// checkVersion reads the API server's version. The controllers that act on
+// the taint run in kube-controller-manager, which the API does not report;
+// a version-skewed control plane has it no newer than the API server.
+func checkVersion(o Options) Result {
+	r := Result{Scope: ScopeCluster, Check: CheckVersion}
+	info, err := o.Client.Discovery().ServerVersion()
+	if err != nil {
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("cannot read the server version (%v): make sure the cluster runs Kubernetes 1.28 or later, where the out-of-service taint is GA", err)
+		return r
+	}
+	v, err := version.ParseGeneric(info.GitVersion)
+	if err != nil {
+		// Some distributions put a suffix on Minor ("28+"); GitVersion is
+		// the reliable field, Major.Minor the fallback.
+		v, err = version.ParseGeneric(strings.TrimSuffix(info.Major, "+") + "." + strings.TrimSuffix(info.Minor, "+"))
+	}
+	if err != nil {
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("cannot parse the server version %q: make sure the cluster runs Kubernetes 1.28 or later, where the out-of-service taint is GA", info.GitVersion)
+		return r
+	}
+	if !v.AtLeast(outOfServiceGA) {
+		r.Status = StatusFail
+		r.Message = fmt.Sprintf("Kubernetes %s: the out-of-service taint is GA from 1.28 (beta, feature gate NodeOutOfServiceVolumeDetach, in 1.26-1.27); below, a fenced node's pods and volumes may never be released: upgrade the control plane", info.GitVersion)
+		return r
+	}
+	r.Status = StatusOK
+	r.Message = fmt.Sprintf("Kubernetes %s: the out-of-service taint is GA (1.28+)", info.GitVersion)
+	return r
+}
+
+// checkNamespace: the agent's Secrets, ConfigMaps and leader Lease live
+// there.
+func checkNamespace(ctx context.Context, o Options) Result {
+	r := Result{Scope: ScopeCluster, Check: CheckNamespace}
+	_, err := o.Client.CoreV1().Namespaces().Get(ctx, o.Namespace, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		r.Status, r.Message = StatusOK, fmt.Sprintf("%s exists", o.Namespace)
+	case apierrors.IsNotFound(err):
+		r.Status, r.Message = StatusFail, fmt.Sprintf("namespace %s not found: it holds the agent's credentials Secrets, CA ConfigMaps and leader Lease; install the agent (kubectl apply -k deploy/base) or pass the namespace it runs in", o.Namespace)
+	default:
+		r.Status, r.Message = StatusWarn, fmt.Sprintf("cannot read namespace %s: %v", o.Namespace, err)
+	}
+	return r
+}
+
+// checkServiceAccount: the agent's pods cannot be created without it, and
+// the RBAC below is granted to it.
+func checkServiceAccount(ctx context.Context, o Options) Result {
+	r := Result{Scope: ScopeCluster, Check: CheckServiceAccount}
+	_, err := o.Client.CoreV1().ServiceAccounts(o.Namespace).Get(ctx, o.ServiceAccount, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		r.Status, r.Message = StatusOK, fmt.Sprintf("%s/%s exists", o.Namespace, o.ServiceAccount)
+	case apierrors.IsNotFound(err):
+		r.Status, r.Message = StatusFail, fmt.Sprintf("ServiceAccount %s/%s not found: the agent runs as it; apply deploy/base (serviceaccount.yaml)", o.Namespace, o.ServiceAccount)
+	default:
+		r.Status, r.Message = StatusWarn, fmt.Sprintf("cannot read ServiceAccount %s/%s: %v", o.Namespace, o.ServiceAccount, err)
+	}
+	return r
+}
+
+// checkRBAC asks the API server, one SubjectAccessReview per verb, whether
+// the agent's ServiceAccount may do what the agent does. The reviews carry
+// the groups a ServiceAccount token authenticates with, so bindings to
+// system:serviceaccounts[:NS] count as they would for the agent.
+func checkRBAC(ctx context.Context, o Options) Result {
+	r := Result{Scope: ScopeCluster, Check: CheckRBAC}
+	user := "system:serviceaccount:" + o.Namespace + ":" + o.ServiceAccount
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + o.Namespace, "system:authenticated"}
+	var missing []string
+	for _, p := range agentPermissions(o.Namespace) {
+		var denied []string
+		for _, verb := range p.Verbs {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: verb, Group: p.Group, Resource: p.Resource},
+			}}
+			resp, err := o.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			if err != nil {
+				r.Status = StatusWarn
+				r.Message = fmt.Sprintf("cannot check RBAC: %v (creating SubjectAccessReviews needs a cluster admin's rights)", err)
+				return r
+			}
+			if !resp.Status.Allowed {
+				denied = append(denied, verb)
+			}
+		}
+		if len(denied) > 0 {
+			missing = append(missing, p.describe(denied))
+		}
+	}
+	if len(missing) > 0 {
+		r.Status = StatusFail
+		r.Message = fmt.Sprintf("%s may not: %s; apply deploy/base/rbac.yaml (kubectl apply -k deploy/base)", user, strings.Join(missing, "; "))
+		return r
+	}
+	r.Status = StatusOK
+	r.Message = fmt.Sprintf("%s has every permission the agent uses", user)
+	return r
+}
+
+// checkTolerations finds pods that tolerate the out-of-service taint: the
+// taint's NoExecute effect never evicts them, so they are never moved off a
+// fenced node and pod GC never force-deletes them (it only takes pods
+// already terminating). A toleration with no key and operator Exists
+// tolerates every taint, this one included.
+//
+// DaemonSet and static (mirror) pods are left out: they belong to their
+// node, nothing replaces them elsewhere, and many system DaemonSets
+// tolerate everything by design. Finished pods hold nothing.
+func checkTolerations(ctx context.Context, o Options) Result {
+	r := Result{Scope: ScopeCluster, Check: CheckTolerations}
+	pods, err := o.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("cannot list pods to check their tolerations: %v", err)
+		return r
+	}
+	taint := cluster.OutOfServiceTaint()
+	var found []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if boundToNode(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, t := range p.Spec.Tolerations {
+			if !t.ToleratesTaint(&taint) {
+				continue
+			}
+			name := p.Namespace + "/" + p.Name
+			if t.TolerationSeconds != nil {
+				// Evicted after that long: failover is delayed, not
+				// prevented, but the delay is worth knowing.
+				name += fmt.Sprintf(" (for %ds)", *t.TolerationSeconds)
+			}
+			found = append(found, name)
+			break
+		}
+	}
+	if len(found) == 0 {
+		r.Status = StatusOK
+		r.Message = "no pod tolerates the out-of-service taint (DaemonSet and static pods, which belong to their node, not counted)"
+		return r
+	}
+	sort.Strings(found)
+	r.Status = StatusWarn
+	subject := fmt.Sprintf("%d pods tolerate", len(found))
+	if len(found) == 1 {
+		subject = "1 pod tolerates"
+	}
+	r.Message = fmt.Sprintf("%s %s=%s:%s and will not be moved off a fenced node: %s; remove the toleration (a toleration with operator Exists and no key tolerates every taint)",
+		subject, taint.Key, taint.Value, taint.Effect, list(found, 10))
+	return r
+}
+
+// boundToNode reports DaemonSet pods and static pods' mirrors.
+func boundToNode(p *corev1.Pod) bool {
+	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return true
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, appsv1.GroupName+"/") {
+		return true
+	}
+	return false
+}

@@ -1,0 +1,381 @@
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/internal/config"
+)
+
+// ---- builders ---------------------------------------------------------------
+
+func setVersion(c *fake.Clientset, git string) {
+	c.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: git}
+}
+
+// grant answers SubjectAccessReviews for the agent's ServiceAccount from a
+// set of "verb resource[.group] namespace" keys; "*" allows everything.
+func grant(c *fake.Clientset, allowed ...string) {
+	set := map[string]bool{}
+	for _, a := range allowed {
+		set[a] = true
+	}
+	c.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
+		ra := sar.Spec.ResourceAttributes
+		res := ra.Resource
+		if ra.Group != "" {
+			res += "." + ra.Group
+		}
+		key := strings.TrimSpace(ra.Verb + " " + res + " " + ra.Namespace)
+		right := sar.Spec.User == "system:serviceaccount:"+ns+":bmcfence-agent" &&
+			cmp.Equal(sar.Spec.Groups, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"})
+		sar.Status.Allowed = right && (set["*"] || set[key])
+		return true, sar, nil
+	})
+}
+
+func forbidSAR(c *fake.Clientset) {
+	c.PrependReactor("create", "subjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, "", errors.New(`user "dev" cannot create`))
+	})
+}
+
+type podOpt func(*corev1.Pod)
+
+func pod(nsName string, opts ...podOpt) *corev1.Pod {
+	pns, name, _ := strings.Cut(nsName, "/")
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pns, Name: name}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func tolerates(t corev1.Toleration) podOpt {
+	return func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, t) }
+}
+
+var (
+	everything  = corev1.Toleration{Operator: corev1.TolerationOpExists}
+	outOfSvc    = corev1.Toleration{Key: corev1.TaintNodeOutOfService, Operator: corev1.TolerationOpExists}
+	unreachable = corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}
+	noSchedule  = corev1.Toleration{Key: corev1.TaintNodeOutOfService, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+)
+
+func ownedBy(kind, apiVersion string) podOpt {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: kind, APIVersion: apiVersion, Name: "x", Controller: ptr.To(true)}}
+	}
+}
+
+func mirror() podOpt {
+	return func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }
+}
+
+func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
+
+func namespaceObj(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func serviceAccount(name string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+}
+
+// clusterOptions is a fake cluster with the agent installed unless told
+// otherwise, on Kubernetes 1.34.
+func clusterOptions(t *testing.T, objs ...runtime.Object) (Options, *fake.Clientset) {
+	t.Helper()
+	o := setup(t, nil, nil, nil, objs...)
+	c := o.Client.(*fake.Clientset)
+	setVersion(c, "v1.34.4")
+	return o, c
+}
+
+// ---- cluster checks ----------------------------------------------------------
+
+func TestVersion(t *testing.T) {
+	tests := []struct {
+		name     string
+		info     *version.Info
+		err      error
+		want     Status
+		contains string
+	}{
+		{name: "1.34 is fine", info: &version.Info{GitVersion: "v1.34.4"}, want: StatusOK, contains: "GA (1.28+)"},
+		{name: "exactly 1.28", info: &version.Info{GitVersion: "v1.28.0"}, want: StatusOK},
+		{name: "a vendor suffix", info: &version.Info{GitVersion: "v1.29.10-eks-7f9249a"}, want: StatusOK},
+		{name: "1.27 is too old", info: &version.Info{GitVersion: "v1.27.16"}, want: StatusFail, contains: "upgrade the control plane"},
+		{name: "Major.Minor when GitVersion is odd", info: &version.Info{GitVersion: "custom", Major: "1", Minor: "26+"}, want: StatusFail},
+		{name: "unparseable", info: &version.Info{GitVersion: "custom"}, want: StatusWarn, contains: `cannot parse the server version "custom"`},
+		{name: "discovery fails", err: errors.New("connection refused"), want: StatusWarn, contains: "cannot read the server version (connection refused)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fake.NewClientset()
+			d := c.Discovery().(*fakediscovery.FakeDiscovery)
+			d.FakedServerVersion = tt.info
+			if tt.err != nil {
+				c.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tt.err })
+			}
+			got := checkVersion(Options{Client: c})
+			if got.Status != tt.want || got.Scope != ScopeCluster || got.Check != CheckVersion || !strings.Contains(got.Message, tt.contains) {
+				t.Errorf("got %+v, want %s containing %q", got, tt.want, tt.contains)
+			}
+		})
+	}
+}
+
+// allGranted is every permission the agent needs, as grant keys.
+func allGranted() []string {
+	var keys []string
+	for _, p := range agentPermissions(ns) {
+		res := p.Resource
+		if p.Group != "" {
+			res += "." + p.Group
+		}
+		for _, v := range p.Verbs {
+			keys = append(keys, strings.TrimSpace(v+" "+res+" "+p.Namespace))
+		}
+	}
+	return keys
+}
+
+func without(keys []string, drop ...string) []string {
+	var out []string
+	for _, k := range keys {
+		if !contains(drop, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRBAC(t *testing.T) {
+	tests := []struct {
+		name     string
+		react    func(*fake.Clientset)
+		want     Status
+		contains string
+	}{
+		{name: "everything granted", react: func(c *fake.Clientset) { grant(c, allGranted()...) }, want: StatusOK,
+			contains: "system:serviceaccount:bmcfence-system:bmcfence-agent has every permission the agent uses"},
+		{name: "nothing granted names every rule", react: func(c *fake.Clientset) { grant(c) }, want: StatusFail,
+			contains: "may not: get, list, watch, patch, update nodes; get, list, watch, delete pods; get, list, watch volumeattachments.storage.k8s.io; " +
+				"get, list, watch leases.coordination.k8s.io in kube-node-lease; get, create, update leases.coordination.k8s.io in bmcfence-system; " +
+				"create, patch events in default; get, list, watch secrets in bmcfence-system; get, list, watch configmaps in bmcfence-system; apply deploy/base/rbac.yaml"},
+		{name: "missing verbs are named", want: StatusFail,
+			react: func(c *fake.Clientset) {
+				grant(c, without(allGranted(), "delete pods", "patch nodes", "get secrets bmcfence-system")...)
+			},
+			contains: "may not: patch nodes; delete pods; get secrets in bmcfence-system; apply"},
+		{name: "the caller may not ask", react: forbidSAR, want: StatusWarn, contains: "cannot check RBAC: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, c := clusterOptions(t)
+			tt.react(c)
+			got := checkRBAC(context.Background(), o)
+			if got.Status != tt.want || !strings.Contains(got.Message, tt.contains) {
+				t.Errorf("got %s: %s\nwant %s containing %q", got.Status, got.Message, tt.want, tt.contains)
+			}
+		})
+	}
+}
+
+func TestTolerations(t *testing.T) {
+	many := make([]runtime.Object, 12)
+	for i := range many {
+		many[i] = pod(fmt.Sprintf("db/p%02d", i), tolerates(everything))
+	}
+	tests := []struct {
+		name     string
+		pods     []runtime.Object
+		want     Status
+		contains string
+	}{
+		{name: "no pods", want: StatusOK, contains: "no pod tolerates the out-of-service taint"},
+		{name: "ordinary tolerations are fine", want: StatusOK, pods: []runtime.Object{
+			pod("db/a", tolerates(unreachable)), pod("db/b", tolerates(noSchedule)),
+		}},
+		{name: "a pod that tolerates everything", want: StatusWarn, pods: []runtime.Object{pod("db/a", tolerates(everything))},
+			contains: "1 pod tolerates node.kubernetes.io/out-of-service=nodeshutdown:NoExecute and will not be moved off a fenced node: db/a; remove the toleration"},
+		{name: "the key itself, and a delay", want: StatusWarn, pods: []runtime.Object{
+			pod("db/b", tolerates(outOfSvc)),
+			pod("db/a", tolerates(corev1.Toleration{Key: corev1.TaintNodeOutOfService, Operator: corev1.TolerationOpEqual, Value: "nodeshutdown", TolerationSeconds: ptr.To[int64](600)})),
+		}, contains: "2 pods tolerate node.kubernetes.io/out-of-service=nodeshutdown:NoExecute and will not be moved off a fenced node: db/a (for 600s), db/b;"},
+		{name: "DaemonSet, static and finished pods belong to their node", want: StatusOK, pods: []runtime.Object{
+			pod("kube-system/cni", tolerates(everything), ownedBy("DaemonSet", "apps/v1")),
+			pod("kube-system/etcd-cp1", tolerates(everything), mirror()),
+			pod("db/job", tolerates(everything), phase(corev1.PodSucceeded)),
+		}},
+		{name: "a ReplicaSet's pod counts", want: StatusWarn, pods: []runtime.Object{pod("db/web", tolerates(everything), ownedBy("ReplicaSet", "apps/v1"))}},
+		{name: "more than ten are summed up", want: StatusWarn, pods: many, contains: "db/p09 and 2 more;"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, _ := clusterOptions(t, tt.pods...)
+			got := checkTolerations(context.Background(), o)
+			if got.Status != tt.want || !strings.Contains(got.Message, tt.contains) {
+				t.Errorf("got %s: %s\nwant %s containing %q", got.Status, got.Message, tt.want, tt.contains)
+			}
+		})
+	}
+}
+
+func TestNamespaceAndServiceAccount(t *testing.T) {
+	tests := []struct {
+		name         string
+		objs         []runtime.Object
+		wantNS, want Status
+	}{
+		{name: "installed", objs: []runtime.Object{namespaceObj(ns), serviceAccount("bmcfence-agent")}, wantNS: StatusOK, want: StatusOK},
+		{name: "no ServiceAccount", objs: []runtime.Object{namespaceObj(ns)}, wantNS: StatusOK, want: StatusFail},
+		{name: "nothing", wantNS: StatusFail, want: StatusFail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, _ := clusterOptions(t, tt.objs...)
+			gotNS, got := checkNamespace(context.Background(), o), checkServiceAccount(context.Background(), o)
+			if gotNS.Status != tt.wantNS || got.Status != tt.want {
+				t.Errorf("namespace %s (%s), serviceaccount %s (%s); want %s, %s", gotNS.Status, gotNS.Message, got.Status, got.Message, tt.wantNS, tt.want)
+			}
+		})
+	}
+}
+
+// Run puts the cluster first, then nodes by name, each node's checks in
+// the order they were made.
+func TestRunOrdersClusterFirstThenNodesByName(t *testing.T) {
+	nodes := []*corev1.Node{node("w2"), node("w1", excluded()), node("a3")}
+	entries := []config.NodeBMC{redfish("w2"), redfish("a3")}
+	o := setup(t, nodes, entries, map[string]bmc.Controller{"w2": fakeBMC("w2"), "a3": fakeBMC("a3")},
+		namespaceObj(ns), serviceAccount("bmcfence-agent"))
+	c := o.Client.(*fake.Clientset)
+	setVersion(c, "v1.34.4")
+	grant(c, "*")
+	got, err := Run(context.Background(), Options{Client: c, Inventory: o.Inventory, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []row{
+		{ScopeCluster, CheckVersion, StatusOK}, {ScopeCluster, CheckNamespace, StatusOK}, {ScopeCluster, CheckServiceAccount, StatusOK},
+		{ScopeCluster, CheckRBAC, StatusOK}, {ScopeCluster, CheckTolerations, StatusOK},
+	}
+	want = append(want, healthy("a3")...)
+	want = append(want, row{NodeScope("w1"), CheckExcluded, StatusOK})
+	want = append(want, healthy("w2")...)
+	if diff := cmp.Diff(want, rows(got)); diff != "" {
+		t.Errorf("results (-want +got):\n%s\n%s", diff, messages(got))
+	}
+	if w := Worst(got); w != StatusOK {
+		t.Errorf("Worst = %s", w)
+	}
+}
+
+func TestRunRefusesMissingOptionsAndReportsCancellation(t *testing.T) {
+	if _, err := Run(context.Background(), Options{}); err == nil {
+		t.Error("Run without a client: no error")
+	}
+	o := setup(t, []*corev1.Node{node("w1")}, []config.NodeBMC{redfish("w1")}, map[string]bmc.Controller{"w1": fakeBMC("w1")})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, o); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+func TestWorst(t *testing.T) {
+	for _, tt := range []struct {
+		in   []Status
+		want Status
+	}{
+		{nil, StatusOK},
+		{[]Status{StatusOK, StatusWarn}, StatusWarn},
+		{[]Status{StatusWarn, StatusFail, StatusOK}, StatusFail},
+	} {
+		var rs []Result
+		for _, s := range tt.in {
+			rs = append(rs, Result{Status: s})
+		}
+		if got := Worst(rs); got != tt.want {
+			t.Errorf("Worst(%v) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+// The check must never demand what deploy/base/rbac.yaml does not grant:
+// then a fresh install would fail its own preflight.
+func TestManifestGrantsEveryCheckedPermission(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/base/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cluster, local []rbacv1.PolicyRule
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var obj struct {
+			Kind  string              `json:"kind"`
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		switch obj.Kind {
+		case "ClusterRole":
+			cluster = append(cluster, obj.Rules...)
+		case "Role": // kustomize puts it in the agent's namespace
+			local = append(local, obj.Rules...)
+		}
+	}
+	if len(cluster) == 0 || len(local) == 0 {
+		t.Fatalf("rbac.yaml: %d ClusterRole rules, %d Role rules; the test no longer understands the manifest", len(cluster), len(local))
+	}
+	for _, p := range agentPermissions(ns) {
+		for _, v := range p.Verbs {
+			if !allows(cluster, p, v) && !(p.Namespace == ns && allows(local, p, v)) {
+				t.Errorf("the check requires %q, which deploy/base/rbac.yaml does not grant", p.describe([]string{v}))
+			}
+		}
+	}
+}
+
+func allows(rules []rbacv1.PolicyRule, p permission, verb string) bool {
+	for _, r := range rules {
+		if (contains(r.APIGroups, p.Group) || contains(r.APIGroups, "*")) &&
+			(contains(r.Resources, p.Resource) || contains(r.Resources, "*")) &&
+			(contains(r.Verbs, verb) || contains(r.Verbs, "*")) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,356 @@
+package preflight
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/internal/inventory"
+)
+
+// Per-node check names, in the order they are made.
+const (
+	CheckExcluded  = "excluded"
+	CheckNode      = "node"
+	CheckInventory = "inventory"
+	CheckBMC       = "bmc"
+	CheckIdentity  = "identity"
+	CheckPower     = "power"
+	// CheckNodes (scope cluster) reports a Node list that failed.
+	CheckNodes = "nodes"
+)
+
+// checkNodes checks every Node (and every inventory entry without one), at
+// most o.Concurrency at a time.
+func checkNodes(ctx context.Context, o Options) []Result {
+	o.Inventory.Refresh(ctx)
+	// ResourceVersion "0" is served from the API server's cache: a check
+	// needs no quorum read, and a large cluster's list stays cheap.
+	nodes, err := o.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return []Result{{Scope: ScopeCluster, Check: CheckNodes, Status: StatusFail,
+			Message: fmt.Sprintf("cannot list Nodes, so no node was checked: %v", err)}}
+	}
+	problems := o.Inventory.Problems()
+
+	perNode := make([][]Result, len(nodes.Items))
+	sem := make(chan struct{}, o.Concurrency)
+	var wg sync.WaitGroup
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			perNode[i] = checkNode(ctx, o, n, problems)
+		}()
+	}
+	wg.Wait()
+
+	var out []Result
+	for _, rs := range perNode {
+		out = append(out, rs...)
+	}
+	return append(out, orphanEntries(o.Inventory, nodes.Items, problems)...)
+}
+
+// orphanEntries warns about inventory entries for nodes the cluster does not
+// have: usually a typo, and then the real node is the one without an entry
+// (its own line says so; this one says where the typo is).
+func orphanEntries(inv *inventory.Inventory, nodes []corev1.Node, problems map[string]error) []Result {
+	known := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		known[n.Name] = true
+	}
+	listed := inv.Names()
+	for name := range problems {
+		listed = append(listed, name)
+	}
+	sort.Strings(listed)
+	var out []Result
+	for _, name := range listed {
+		if !known[name] {
+			out = append(out, Result{Scope: NodeScope(name), Check: CheckNode, Status: StatusWarn,
+				Message: fmt.Sprintf("listed in the inventory, but the cluster has no Node %q: fix the name if it is a typo, or remove the entry", name)})
+		}
+	}
+	return out
+}
+
+// checkNode runs one node's checks. A failed step ends the node's checks:
+// what follows depends on it, and a line per unreachable step would bury
+// the one that matters.
+func checkNode(ctx context.Context, o Options, n *corev1.Node, problems map[string]error) []Result {
+	scope := NodeScope(n.Name)
+	res := func(check string, st Status, format string, args ...any) Result {
+		return Result{Scope: scope, Check: check, Status: st, Message: fmt.Sprintf(format, args...)}
+	}
+	if n.Labels[cluster.LabelExclude] == cluster.LabelExcludeValue {
+		return []Result{res(CheckExcluded, StatusOK, "labelled %s=%s: never fenced, not checked", cluster.LabelExclude, cluster.LabelExcludeValue)}
+	}
+
+	c, err := o.Inventory.Lookup(n.Name)
+	if err != nil {
+		if p, ok := problems[n.Name]; ok {
+			// The inventory prefixes its problems with the node's name,
+			// which the scope already says.
+			msg := strings.TrimPrefix(p.Error(), "node "+n.Name+": ")
+			return []Result{res(CheckInventory, StatusFail, "entry unusable, the node cannot be fenced: %s", msg)}
+		}
+		if n.Annotations[cluster.AnnotationBMCAddress] != "" {
+			// Annotations count only when the operator opted in (a node
+			// can write its own annotations), which is easy to miss.
+			return []Result{res(CheckInventory, StatusFail,
+				"no BMC entry: the Node has a %s annotation, but annotations count only with inventory.fromAnnotations: true; set it, or add the node to inventory.nodes",
+				cluster.AnnotationBMCAddress)}
+		}
+		return []Result{res(CheckInventory, StatusFail,
+			"no BMC entry: add it to the agent's inventory (inventory.nodes), or label the node %s=%s if it must never be fenced",
+			cluster.LabelExclude, cluster.LabelExcludeValue)}
+	}
+	t := c.Target
+	out := []Result{inventoryResult(scope, t)}
+
+	// The first request is the one Controller.Probe makes (the agent's
+	// fenceability probe): Identity for Redfish, a power read for IPMI,
+	// which has no identity to offer. It proves reachability, TLS and
+	// credentials; its answer feeds the identity or the power check.
+	call, cancel := context.WithTimeout(ctx, o.Timeout)
+	var (
+		id      bmc.Identity
+		power   bmc.PowerStatus
+		callErr error
+	)
+	if t.Address.Protocol == bmc.IPMI {
+		power, callErr = c.PowerStatus(call)
+	} else {
+		id, callErr = c.Identity(call)
+	}
+	cancel()
+	if callErr != nil {
+		return append(out, res(CheckBMC, StatusFail, "%s", bmcFailure(t, callErr, o.Timeout)))
+	}
+	out = append(out, res(CheckBMC, StatusOK, "answered and accepted user %q%s", t.Credentials.Username, tlsNote(t)))
+
+	identity, verified := identityResult(scope, c, n, id)
+	out = append(out, identity)
+	if identity.Status == StatusFail {
+		// A power reading from another machine says nothing about this one.
+		return out
+	}
+
+	if t.Address.Protocol != bmc.IPMI {
+		call, cancel := context.WithTimeout(ctx, o.Timeout)
+		power, callErr = c.PowerStatus(call)
+		cancel()
+		if callErr != nil {
+			return append(out, res(CheckPower, StatusFail, "cannot read the power state, so the agent could never confirm the node off: %s", bmcFailure(t, callErr, o.Timeout)))
+		}
+	}
+	return append(out, powerResult(scope, power, nodeReady(n), verified))
+}
+
+// inventoryResult describes the resolved entry, warning about settings that
+// expose the BMC's credentials (DESIGN §2.5: TLS is verified unless a BMC is
+// explicitly marked insecure, and such a mark deserves a reminder).
+func inventoryResult(scope string, t bmc.Target) Result {
+	r := Result{Scope: scope, Check: CheckInventory, Status: StatusOK}
+	where := t.Address.String()
+	if t.System != "" {
+		where += fmt.Sprintf(" system %q", t.System)
+	}
+	switch {
+	case t.Address.Protocol == bmc.IPMI:
+		r.Message = fmt.Sprintf("%s (IPMI lanplus, cipher suite %d)", where, t.IPMICipherSuite)
+	case t.Address.Scheme == "http":
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("%s: plain http sends the BMC password in clear text on every request; use https", where)
+	case t.InsecureSkipVerify:
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("%s: insecureSkipVerify is set, so anything answering at this address receives the BMC password; give the BMC's CA (caConfigMap) instead", where)
+	default:
+		r.Message = where
+	}
+	return r
+}
+
+// tlsNote says how the BMC's certificate was trusted.
+func tlsNote(t bmc.Target) string {
+	switch {
+	case t.Address.Scheme != "https":
+		return ""
+	case t.InsecureSkipVerify:
+		return "; TLS not verified"
+	case len(t.CACertificates) > 0:
+		return "; TLS verified with the caConfigMap CA"
+	default:
+		return "; TLS verified with the system CAs"
+	}
+}
+
+// bmcFailure turns a failed BMC request into one line: the fix first, then
+// the error as evidence. The network caveat matters because this check may
+// run from a laptop while the agent runs on control-plane nodes: neither
+// success nor failure here proves the agent's own path.
+func bmcFailure(t bmc.Target, err error, timeout time.Duration) string {
+	var fix string
+	switch bmc.Reason(err) {
+	case "auth":
+		fix = fmt.Sprintf("the BMC rejected user %q: check the credentials Secret this node's inventory entry names (keys username and password) against the BMC's accounts", t.Credentials.Username)
+	case "tls":
+		fix = "the BMC's certificate is not trusted: give the CA (caConfigMap, key ca.crt) or set insecureSkipVerify explicitly"
+	case "timeout":
+		fix = fmt.Sprintf("the BMC at %s did not answer within %s: check the address and the network path to the BMC network (from here and from the agent's nodes)", t.Address.HostPort(), timeout)
+	case "unreachable":
+		fix = fmt.Sprintf("cannot reach the BMC at %s: check the address and the network path to the BMC network (from here and from the agent's nodes)", t.Address.HostPort())
+	case "system":
+		fix = "the BMC has no such system, or several and none selected: set the entry's system to the Redfish system's Id or Name"
+	case "invalid-target":
+		fix = "the inventory entry is invalid: fix it in the agent's inventory"
+	case "unsupported":
+		fix = "the BMC does not support a read the agent needs: reach it through the other protocol (Redfish or IPMI) if it has one"
+	default:
+		fix = "the BMC answered with an error"
+	}
+	// Adapters already redact; this is the last line of defence, because
+	// this line is printed to a terminal and pasted into tickets.
+	return bmc.Redact(fmt.Sprintf("%s (%v)", fix, err), t.Credentials.Password)
+}
+
+// identityResult compares the BMC's system UUID with the node's, as the
+// agent's Verify does before every power-off (exact, case-insensitive), and
+// reports whether the BMC was proven to be this node's.
+func identityResult(scope string, c *inventory.Controller, n *corev1.Node, id bmc.Identity) (Result, bool) {
+	r := Result{Scope: scope, Check: CheckIdentity}
+	if c.Target.Address.Protocol == bmc.IPMI {
+		r.Status = StatusWarn
+		r.Message = "IPMI reports no system UUID, so nothing proves this BMC is this node's: double-check the address (the agent cannot either)"
+		return r, false
+	}
+	// The inventory's expectedUUID wins, else the Node's systemUUID. The
+	// caller's inventory may have no NodeSource; the Node listed here is the
+	// same object the agent's would read.
+	want, source := c.ExpectedUUID()
+	if want == "" && n.Status.NodeInfo.SystemUUID != "" {
+		want, source = n.Status.NodeInfo.SystemUUID, "Node's status.nodeInfo.systemUUID"
+	}
+	got := strings.TrimSpace(id.UUID)
+	switch {
+	case want == "" && got == "":
+		r.Status = StatusWarn
+		r.Message = "nothing to compare: neither the BMC nor the Node reports a system UUID, so nothing proves this BMC is this node's; double-check the address and system"
+		return r, false
+	case want == "":
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("nothing to compare: the Node reports no status.nodeInfo.systemUUID and the entry has no expectedUUID; the BMC's system UUID is %q: if that is this machine, set expectedUUID to it", got)
+		return r, false
+	case strings.EqualFold(got, strings.TrimSpace(want)):
+		r.Status = StatusOK
+		r.Message = fmt.Sprintf("system UUID %s matches the %s", got, source)
+		return r, true
+	case got == "":
+		r.Status = StatusFail
+		r.Message = fmt.Sprintf("the BMC reports no system UUID, but the %s is %q: the agent compares them before every power-off and will refuse to fence through this BMC; check that the entry selects the right system", source, want)
+		return r, false
+	case smbiosSwapped(got, want):
+		r.Status = StatusFail
+		r.Message = fmt.Sprintf("the BMC's system UUID %s is the %s %s with its first three fields byte-swapped (SMBIOS encoding): likely the same machine, but the agent compares exactly and will refuse to fence; set expectedUUID: %s in the entry", got, source, want, got)
+		return r, false
+	default:
+		r.Status = StatusFail
+		r.Message = fmt.Sprintf("the BMC's system UUID is %q but the %s is %q: the entry points at another machine, and fencing through it would power off the wrong one; fix the address or system", got, source, want)
+		return r, false
+	}
+}
+
+// smbiosSwapped reports whether a and b are the same UUID except that the
+// first three fields are byte-swapped. SMBIOS 2.6+ stores those fields
+// little-endian; firmware and kernels disagree on whether to swap them, so
+// a BMC and the node's kernel can print the same machine's UUID differently.
+func smbiosSwapped(a, b string) bool {
+	ab, ok1 := uuidBytes(a)
+	bb, ok2 := uuidBytes(b)
+	if !ok1 || !ok2 {
+		return false
+	}
+	swapped := ab
+	for _, f := range [][2]int{{0, 4}, {4, 6}, {6, 8}} {
+		for i, j := f[0], f[1]-1; i < j; i, j = i+1, j-1 {
+			swapped[i], swapped[j] = swapped[j], swapped[i]
+		}
+	}
+	return swapped == bb
+}
+
+func uuidBytes(s string) ([16]byte, bool) {
+	var out [16]byte
+	h := strings.ReplaceAll(strings.TrimSpace(s), "-", "")
+	if len(h) != 32 {
+		return out, false
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return out, false
+	}
+	copy(out[:], b)
+	return out, true
+}
+
+// powerResult reports the reading. On and Off are fine in themselves, but
+// Off on a node that reports Ready contradicts the cluster: the BMC may
+// belong to another machine. Where identity was proven that is most likely
+// a node that just went down (a warning); where nothing proved identity it
+// is the only evidence there is that the entry is wrong, and fencing
+// through a wrong entry powers off a healthy machine (a failure).
+func powerResult(scope string, st bmc.PowerStatus, ready, identityVerified bool) Result {
+	r := Result{Scope: scope, Check: CheckPower, Status: StatusOK}
+	switch st.State {
+	case bmc.PowerOn:
+		r.Message = "On"
+	case bmc.PowerOff:
+		switch {
+		case !ready:
+			r.Message = "Off"
+		case identityVerified:
+			r.Status = StatusWarn
+			r.Message = "Off, yet the Node reports Ready: if the node did not just go down, the BMC's answer is wrong; re-run to check"
+		default:
+			r.Status = StatusFail
+			r.Message = "Off, yet the Node reports Ready, and nothing proves this BMC is this node's: the entry likely points at another machine; fix it (re-run if the node just went down)"
+		}
+		if st.OSRunning() && r.Status == StatusOK {
+			// The agent never takes such a reading as Off.
+			r.Status = StatusWarn
+			r.Message = fmt.Sprintf("Off, but the BMC also reports BootProgress %s: it contradicts itself, and the agent will not accept its Off as proof", st.BootProgress)
+		}
+	case bmc.PoweringOn, bmc.PoweringOff:
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("%s: the machine is changing state; re-run the check once it settles", st.State)
+	case bmc.PowerUnknown:
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("the BMC answered %q, which is not a power state the agent accepts (exactly On or Off): while it answers so, the agent can never confirm this node off", st.Raw)
+	default:
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("unexpected power state %s (raw %q)", st.State, st.Raw)
+	}
+	return r
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,66 @@
+package preflight
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// permission is one thing the agent does to the API. deploy/base/rbac.yaml
+// grants each of them (TestManifestGrantsEveryCheckedPermission keeps the
+// two in step).
+type permission struct {
+	Group    string
+	Resource string
+	// Namespace the agent acts in; "" for cluster-scoped resources and for
+	// all namespaces.
+	Namespace string
+	Verbs     []string
+}
+
+// agentPermissions lists the manifest's grants, each checked in the
+// namespace the agent really acts in rather than "all", so a
+// least-privilege setup (a Role where the manifest has a ClusterRole) is not
+// failed for a reach the agent never uses. The verbs are the manifest's,
+// including a few the agent does not call today (nodes update, secrets and
+// configmaps list/watch), so that an install the check passes is one the
+// manifest describes.
+func agentPermissions(ns string) []permission {
+	return []permission{
+		// The cluster view's informer; the taint, the state and the
+		// annotations are patches.
+		{Resource: "nodes", Verbs: []string{"get", "list", "watch", "patch", "update"}},
+		// The view watches pods on every node; forceDeletePods deletes a
+		// fenced node's terminating pods, in any namespace.
+		{Resource: "pods", Verbs: []string{"get", "list", "watch", "delete"}},
+		// Detaching waits for the node's volumes to be released.
+		{Group: "storage.k8s.io", Resource: "volumeattachments", Verbs: []string{"get", "list", "watch"}},
+		// Node heartbeats: the kubelets' Leases.
+		{Group: "coordination.k8s.io", Resource: "leases", Namespace: corev1.NamespaceNodeLease, Verbs: []string{"get", "list", "watch"}},
+		// The agent's own leader Lease.
+		{Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Verbs: []string{"get", "create", "update"}},
+		// Events on Nodes: client-go's recorder writes core/v1 Events for
+		// cluster-scoped objects in "default", and patches them to count
+		// repeats.
+		{Resource: "events", Namespace: metav1.NamespaceDefault, Verbs: []string{"create", "patch"}},
+		// Credentials and CA bundles.
+		{Resource: "secrets", Namespace: ns, Verbs: []string{"get", "list", "watch"}},
+		{Resource: "configmaps", Namespace: ns, Verbs: []string{"get", "list", "watch"}},
+	}
+}
+
+// describe names the denied verbs: "patch, update nodes",
+// "get secrets in bmcfence-system", "list volumeattachments.storage.k8s.io".
+func (p permission) describe(verbs []string) string {
+	what := p.Resource
+	if p.Group != "" {
+		what += "." + p.Group
+	}
+	s := strings.Join(verbs, ", ") + " " + what
+	if p.Namespace != "" {
+		s += fmt.Sprintf(" in %s", p.Namespace)
+	}
+	return s
+}

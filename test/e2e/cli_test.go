@@ -1,0 +1,301 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/bmcfence/bmcfence/bmc/redfishmock"
+	"github.com/bmcfence/bmcfence/cluster"
+)
+
+// kf runs kubectl-fence against the shared cluster with the agent's
+// configuration, and returns stdout, stderr and the exit code.
+func (e *env) kf(args ...string) (string, string, int) {
+	e.t.Helper()
+	return e.kfWith("", args...)
+}
+
+// kfWith is kf with policy overrides in the configuration it reads.
+func (e *env) kfWith(extra string, args ...string) (string, string, int) {
+	e.t.Helper()
+	cfg, err := e.tb.AgentConfig(extra)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	args = append(args, "--kubeconfig", sharedCP.Kubeconfig(), "--config", cfg)
+	cmd := exec.Command(cliBin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Logf("$ kubectl-fence %s → exit %d\n%s%s", strings.Join(args[:len(args)-4], " "), code, out.String(), errOut.String())
+	return out.String(), errOut.String(), code
+}
+
+// ourWrites describes every field bmcfence's managers (the CLI, the agent)
+// own on the node, with when they last wrote it.
+func (e *env) ourWrites(node string) string {
+	var out []string
+	for _, m := range e.node(node).ManagedFields {
+		if strings.HasPrefix(m.Manager, "kubectl-fence") || strings.HasPrefix(m.Manager, "bmcfence") {
+			out = append(out, fmt.Sprintf("%s %s %s", m.Manager, m.Time, m.FieldsV1.String()))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// notReady waits until the node controller marks the node not Ready (a
+// fresh CLI has no history: it judges a node by what the API says now).
+func (e *env) notReady(node string) {
+	e.t.Helper()
+	e.waitFor(60*time.Second, node+" not Ready", func() (bool, error) {
+		for _, c := range e.node(node).Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status != corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func TestCLIStatusJSON(t *testing.T) {
+	e := newEnv(t)
+	out, _, code := e.kf("status", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if len(rows) != len(e.tb.Nodes) {
+		t.Fatalf("%d rows, want one per node (%d)", len(rows), len(e.tb.Nodes))
+	}
+	for _, r := range rows {
+		for _, k := range []string{"name", "ready", "powerState", "phase", "fenceable"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("row %v lacks %q", r["name"], k)
+			}
+		}
+		if r["powerState"] != "On" || r["fenceable"] != true || r["phase"] != "Healthy" {
+			t.Errorf("row %v", r)
+		}
+	}
+}
+
+// With no agent running, `fence` drives the engine itself: a node whose
+// kubelet died but whose machine runs is powered off, confirmed, tainted.
+// Then history shows the evidence, and unfence brings it back.
+func TestCLIFenceHistoryUnfenceWithoutAnAgent(t *testing.T) {
+	e := newEnv(t)
+	if err := e.tb.KubeletStop("n1"); err != nil {
+		t.Fatal(err)
+	}
+	e.notReady("n1")
+	// The node's resourceVersion moves with every status write of the
+	// controllers; what --dry-run must not change is anything of ours.
+	before := e.ourWrites("n1")
+	for _, args := range [][]string{
+		{"fence", "n1", "--reason", "e2e", "--dry-run"},
+		{"confirm", "n1", "--reason", "e2e", "--dry-run"},
+		{"abort", "n1", "--dry-run"},
+		{"unfence", "n1", "--power-on", "--dry-run"},
+	} {
+		if _, _, code := e.kf(args...); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+	}
+	if after := e.ourWrites("n1"); after != before {
+		t.Fatalf("--dry-run wrote to the node:\nbefore %s\nafter  %s", before, after)
+	}
+	if e.forceOffsSince("n1") != 0 {
+		t.Fatal("--dry-run powered the node off")
+	}
+	out, _, code := e.kf("fence", "n1", "--reason", "e2e: kubelet dead", "--yes", "-o", "json")
+	if code != 0 {
+		t.Fatalf("fence: exit %d", code)
+	}
+	var r map[string]any
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r["phase"] != "Fenced" || r["tainted"] != true || !strings.Contains(r["handledBy"].(string), "kubectl-fence") {
+		t.Errorf("report = %v", r)
+	}
+	if on, _ := e.tb.MachineOn("n1"); on || e.forceOffsSince("n1") != 1 {
+		t.Errorf("machine on %v after %d ForceOffs; want off after one", on, e.forceOffsSince("n1"))
+	}
+	out, _, _ = e.kf("history", "n1", "-o", "json")
+	var h struct {
+		Phase    string           `json:"phase"`
+		By       string           `json:"by"`
+		Evidence []map[string]any `json:"evidence"`
+		Events   []map[string]any `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(out), &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Phase != "Fenced" || h.By == "" || len(h.Evidence) < 5 || len(h.Events) == 0 {
+		t.Errorf("history = %+v", h)
+	}
+	e.tb.KubeletStart("n1")
+	if _, _, code := e.kf("unfence", "n1", "--power-on", "--yes", "--timeout", "2m"); code != 0 {
+		t.Fatalf("unfence: exit %d", code)
+	}
+	if hasTaint(e.node("n1")) {
+		t.Error("still tainted after unfence")
+	}
+}
+
+func TestCLIRefusals(t *testing.T) {
+	e := newEnv(t)
+	t.Run("a Ready node", func(t *testing.T) {
+		if _, errOut, code := e.kf("fence", "n2", "--reason", "test", "--yes", "--timeout", "30s"); code != 8 || !strings.Contains(errOut, "Ready") {
+			t.Errorf("exit %d, stderr %q; want 8 and a refusal naming Ready", code, errOut)
+		}
+	})
+	t.Run("a lying BMC", func(t *testing.T) {
+		if err := e.tb.SetFaults("n3", redfishmock.Faults{IgnoreCommands: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.tb.KubeletStop("n3"); err != nil {
+			t.Fatal(err)
+		}
+		e.notReady("n3")
+		short := "policy:\n  powerTimeout: 10s\n  powerOffAttempts: 2\n"
+		_, errOut, code := e.kfWith(short, "fence", "n3", "--reason", "test", "--yes", "--timeout", "2m")
+		if code != 7 || !strings.Contains(errOut, "never read Off") {
+			t.Errorf("exit %d, stderr %q; want 7", code, errOut)
+		}
+		if hasTaint(e.node("n3")) {
+			t.Error("tainted through a lying BMC")
+		}
+	})
+	t.Run("an unreachable BMC", func(t *testing.T) {
+		if err := e.tb.SetFaults("n4", redfishmock.Faults{Hang: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.tb.PowerLoss("n4"); err != nil {
+			t.Fatal(err)
+		}
+		e.notReady("n4")
+		_, errOut, code := e.kf("fence", "n4", "--reason", "test", "--yes", "--timeout", "40s")
+		if code != 4 || !strings.Contains(errOut, "cannot be read") {
+			t.Errorf("exit %d, stderr %q; want 4", code, errOut)
+		}
+		// A human who checked attests it is off instead.
+		if _, _, code := e.kf("confirm", "n4", "--reason", "checked the rack", "--yes", "--timeout", "1m"); code != 0 {
+			t.Errorf("confirm: exit %d", code)
+		}
+		if !hasTaint(e.node("n4")) || !e.hasEvent("n4", "FenceConfirmedByHuman") {
+			t.Error("confirm did not taint with the human's attestation")
+		}
+	})
+	t.Run("not our taint", func(t *testing.T) {
+		e.addForeignTaint("n5")
+		if _, _, code := e.kf("unfence", "n5", "--yes", "--timeout", "30s"); code != 8 {
+			t.Errorf("unfence of a foreign taint: exit %d, want 8", code)
+		}
+		if !hasTaint(e.node("n5")) {
+			t.Error("someone else's taint was removed")
+		}
+	})
+}
+
+// With the agent running, the CLI hands the request to it instead of racing
+// it, and reports what the agent did.
+func TestCLIHandsTheRequestToARunningAgent(t *testing.T) {
+	e := newEnv(t)
+	a := e.agent("a1", "")
+	e.waitFor(30*time.Second, "the agent leading", func() (bool, error) { return a.Leading(), nil })
+	if err := e.tb.PowerLoss("n2"); err != nil {
+		t.Fatal(err)
+	}
+	e.notReady("n2")
+	out, _, code := e.kf("fence", "n2", "--reason", "handoff", "--yes", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(out, `"handledBy": "the bmcfence agent a1"`) {
+		t.Errorf("report: %s", out)
+	}
+	n := e.node("n2")
+	if n.Annotations[cluster.AnnotationRequest] != "" {
+		t.Error("the agent did not acknowledge the request")
+	}
+}
+
+func TestCLIPowerThroughTheInventory(t *testing.T) {
+	e := newEnv(t)
+	out, _, code := e.kf("power", "status", "n6", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"powerState": "On"`) {
+		t.Fatalf("power status (IPMI): exit %d: %s", code, out)
+	}
+	if _, _, code := e.kf("power", "off", "n5", "--yes", "--dry-run"); code != 0 || e.forceOffsSince("n5") != 0 {
+		t.Fatalf("power off --dry-run: exit %d, %d ForceOffs sent", code, e.forceOffsSince("n5"))
+	}
+	if _, _, code := e.kf("power", "cycle", "n5", "--yes"); code != 0 {
+		t.Fatalf("power cycle: exit %d", code)
+	}
+	if e.forceOffsSince("n5") != 1 {
+		t.Errorf("%d ForceOffs, want 1", e.forceOffsSince("n5"))
+	}
+	if on, _ := e.tb.MachineOn("n5"); !on {
+		t.Error("n5 is not back on after a cycle")
+	}
+}
+
+// check passes on the e2e cluster once the agent's manifests are applied:
+// every BMC answers with its credentials, TLS is verified, identities match.
+func TestCLICheck(t *testing.T) {
+	e := newEnv(t)
+	kubectl := sharedCP.BinDir() + "/kubectl"
+	rendered, err := exec.Command(kubectl, "kustomize", "../../deploy/base").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.Command(kubectl, "--kubeconfig", sharedCP.Kubeconfig(), "apply", "--server-side", "-f", "-")
+	apply.Stdin = bytes.NewReader(rendered)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("applying deploy/base: %v\n%s", err, out)
+	}
+	var results []struct{ Scope, Check, Status, Message string }
+	// RBAC takes a moment to apply in the API server's authorizer.
+	e.waitFor(30*time.Second, "check to pass", func() (bool, error) {
+		out, _, code := e.kf("check", "-o", "json")
+		results = nil
+		if err := json.Unmarshal([]byte(out), &results); err != nil {
+			return false, err
+		}
+		return code == 0, nil
+	})
+	seen := map[string]bool{}
+	for _, r := range results {
+		if r.Status == "fail" {
+			t.Errorf("%s %s: %s", r.Scope, r.Check, r.Message)
+		}
+		if r.Check == "identity" && r.Scope != "node/n6" && r.Status != "ok" {
+			t.Errorf("%s identity: %s %s", r.Scope, r.Status, r.Message)
+		}
+		seen[r.Scope] = true
+	}
+	for _, n := range e.tb.Nodes {
+		if !seen["node/"+n.Name] {
+			t.Errorf("no result for %s", n.Name)
+		}
+	}
+}
