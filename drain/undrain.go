@@ -1,0 +1,100 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bmcfence/bmcfence/cluster"
+)
+
+// Undrain ends the node's maintenance: it uncordons the node and removes
+// the maintenance annotation in one conflict-safe write (from then on the
+// agent may fence it again), and records an Undrained Event. Nothing is
+// written when the node is neither cordoned nor in maintenance. Power and
+// readiness are the caller's (see WaitReady): the CLI powers the node on
+// and waits for it before undraining.
+func Undrain(ctx context.Context, client kubernetes.Interface, node string, opts Options) error {
+	opts = opts.withDefaults()
+	before, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("undrain %s: read the node: %w", node, err)
+	}
+	var since string
+	if m, err := cluster.DecodeMaintenance(before.Annotations[cluster.AnnotationMaintenance]); err == nil && !m.Since.IsZero() {
+		since = fmt.Sprintf(", in maintenance since %s", m.Since.UTC().Format(time.RFC3339))
+		if m.By != "" {
+			since += " by " + m.By
+		}
+	}
+	n, changed, err := clearMaintenance(ctx, client, node)
+	if err != nil {
+		return fmt.Errorf("undrain %s: uncordon and clear maintenance: %w", node, err)
+	}
+	if !changed {
+		return nil
+	}
+	if err := recordEvent(ctx, client, n, opts, corev1.EventTypeNormal, ReasonUndrained,
+		fmt.Sprintf("Maintenance of %s ended%s: uncordoned%s", node, who(opts), since)); err != nil {
+		return fmt.Errorf("undrain %s: done, but %w", node, err)
+	}
+	return nil
+}
+
+// ErrNotReady is wrapped by WaitReady when the node did not become Ready
+// with a fresh Lease in time.
+var ErrNotReady = errors.New("node not Ready")
+
+// WaitReady waits until the node is Ready and its kubelet has renewed its
+// Lease after since: a renewal we see happen (renewTime changes while we
+// watch) and, as the node wrote it, later than since. A renewTime is the
+// node's own clock, possibly skewed, and a dead node's stale Lease must
+// never pass for a live one; a change we observe cannot be stale. The cost
+// is up to one renewal interval (10 s for a kubelet). It gives up after
+// Options.Timeout or when ctx ends.
+func WaitReady(ctx context.Context, client kubernetes.Interface, node string, since time.Time, opts Options) error {
+	opts = opts.withDefaults()
+	ctx, cancel := withClockTimeout(ctx, opts.Clock, opts.Timeout, fmt.Errorf("gave up after %s", opts.Timeout))
+	defer cancel()
+	var first *metav1.MicroTime
+	seen := false
+	last := "not read yet"
+	for {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			last = "reading the node: " + err.Error()
+		case !nodeReady(n):
+			last = "the node is not Ready"
+		default:
+			lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				last = "the node has no Lease yet"
+			case err != nil:
+				last = "reading the node's Lease: " + err.Error()
+			case lease.Spec.RenewTime == nil:
+				last = "the node's Lease was never renewed"
+			default:
+				renew := lease.Spec.RenewTime
+				if !seen {
+					first, seen = renew.DeepCopy(), true
+				}
+				changed := !renew.Equal(first)
+				if changed && renew.After(since) {
+					return nil
+				}
+				last = fmt.Sprintf("Ready, waiting for a Lease renewal after %s (last renewed %s)", since.UTC().Format(time.RFC3339), renew.UTC().Format(time.RFC3339Nano))
+			}
+		}
+		if err := sleep(ctx, opts.Clock, opts.PollInterval); err != nil {
+			return fmt.Errorf("%w: %s: %s (%w)", ErrNotReady, node, last, context.Cause(ctx))
+		}
+	}
+}
