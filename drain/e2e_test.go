@@ -841,7 +841,7 @@ func TestUndrainUncordonsAndClearsMaintenance(t *testing.T) {
 	}
 
 	since := time.Now()
-	if err := drain.WaitReady(ctx, e.c, drained, since, opts); err != nil {
+	if err := drain.WaitReady(ctx, e.c, drained, opts); err != nil {
 		t.Fatalf("WaitReady: %v", err)
 	}
 	t.Logf("WaitReady saw a fresh Lease renewal after %s", time.Since(since).Round(time.Millisecond))

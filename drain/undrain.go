@@ -51,14 +51,14 @@ func Undrain(ctx context.Context, client kubernetes.Interface, node string, opts
 // with a fresh Lease in time.
 var ErrNotReady = errors.New("node not Ready")
 
-// WaitReady waits until the node is Ready and its kubelet has renewed its
-// Lease after since: a renewal we see happen (renewTime changes while we
-// watch) and, as the node wrote it, later than since. A renewTime is the
-// node's own clock, possibly skewed, and a dead node's stale Lease must
-// never pass for a live one; a change we observe cannot be stale. The cost
-// is up to one renewal interval (10 s for a kubelet). It gives up after
+// WaitReady waits until the node is Ready and its kubelet renews its Lease
+// while we watch: renewTime changes between two of our reads. A renewTime is
+// the node's own clock, possibly skewed either way, so its value proves
+// nothing (a dead node's stale Lease may even lie in our future); a change we
+// observe cannot be stale, whatever the node's clock says. The cost is up to
+// one renewal interval (10 s for a kubelet). It gives up after
 // Options.Timeout or when ctx ends.
-func WaitReady(ctx context.Context, client kubernetes.Interface, node string, since time.Time, opts Options) error {
+func WaitReady(ctx context.Context, client kubernetes.Interface, node string, opts Options) error {
 	opts = opts.withDefaults()
 	ctx, cancel := withClockTimeout(ctx, opts.Clock, opts.Timeout, fmt.Errorf("gave up after %s", opts.Timeout))
 	defer cancel()
@@ -87,10 +87,10 @@ func WaitReady(ctx context.Context, client kubernetes.Interface, node string, si
 					first, seen = renew.DeepCopy(), true
 				}
 				changed := !renew.Equal(first)
-				if changed && renew.After(since) {
+				if changed {
 					return nil
 				}
-				last = fmt.Sprintf("Ready, waiting for a Lease renewal after %s (last renewed %s)", since.UTC().Format(time.RFC3339), renew.UTC().Format(time.RFC3339Nano))
+				last = fmt.Sprintf("Ready, waiting to see its Lease renewed (renewTime still %s)", renew.UTC().Format(time.RFC3339Nano))
 			}
 		}
 		if err := sleep(ctx, opts.Clock, opts.PollInterval); err != nil {
