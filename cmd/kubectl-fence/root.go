@@ -87,11 +87,30 @@ Ready with a Lease renewed after the fence, then removes the out-of-service
 taint if it is ours (someone else's taint is never touched).`,
 			`  kubectl fence unfence worker-3 --power-on`, 10*time.Minute),
 		newHistoryCmd(s, &k),
+		newDrainCmd(s, &k),
+		newUndrainCmd(s, &k),
 		newPowerCmd(s, &k),
 		newCheckCmd(s, &k),
 		newBMCCmd(s),
 	)
+	argsAreUsage(root)
 	return root
+}
+
+// argsAreUsage makes a wrong number of arguments a usage error (exit 2)
+// that shows how the command is called.
+func argsAreUsage(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usageError("%v; usage: %s", err, c.UseLine())
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		argsAreUsage(sub)
+	}
 }
 
 // isTerminal reports whether f is a terminal (progress and prompts go only

@@ -97,10 +97,10 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 	}
 	var rows []nodeStatus
 	for _, info := range infos {
-		if len(want) > 0 && !want[info.Name] {
+		if len(names) > 0 && !want[info.Name] {
 			continue
 		}
-		delete(want, info.Name)
+		delete(want, info.Name) // what is left in want does not exist
 		v := info.View
 		r := nodeStatus{
 			Name: info.Name, Ready: v.Ready.String(), Phase: fence.Healthy.String(), Taint: taintName(v.Taint),
@@ -111,12 +111,16 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 			age := time.Since(t).Round(time.Second).Seconds()
 			r.LeaseAgeSeconds = &age
 		}
-		if info.State != "" {
+		switch {
+		case info.State != "":
 			if st, err := fence.Decode(info.State); err == nil {
 				r.Phase = st.Phase.String()
 			} else {
 				r.Phase = "unreadable"
 			}
+		case v.Maintenance:
+			// No agent has written a state yet; it would say this.
+			r.Phase = fence.Maintenance.String()
 		}
 		rows = append(rows, r)
 	}

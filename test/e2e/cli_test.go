@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,18 @@ func TestCLIStatusJSON(t *testing.T) {
 		if r["powerState"] != "On" || r["fenceable"] != true || r["phase"] != "Healthy" {
 			t.Errorf("row %v", r)
 		}
+	}
+	// Named nodes: exactly those, whatever their place in the list.
+	out, _, _ = e.kf("status", "n2", "n4", "-o", "json")
+	rows = nil
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if len(rows) != 2 || rows[0]["name"] != "n2" || rows[1]["name"] != "n4" {
+		t.Errorf("status n2 n4 gave %d rows: %v", len(rows), rows)
+	}
+	if _, _, code := e.kf("status", "n2", "nosuch"); code != 2 {
+		t.Errorf("status of a missing node: exit %d, want 2", code)
 	}
 }
 
@@ -296,6 +309,102 @@ func TestCLICheck(t *testing.T) {
 	for _, n := range e.tb.Nodes {
 		if !seen["node/"+n.Name] {
 			t.Errorf("no result for %s", n.Name)
+		}
+	}
+}
+
+// TestCLIDrainPowerOffIsNeverFenced is planned maintenance end to end, with
+// the agent running: the plan names every pod, the drain moves a StatefulSet
+// pod with its volume, the node is powered off and confirmed Off, and the
+// agent, which sees a NotReady node whose BMC reads Off (exactly what it
+// fences), leaves it alone because it is in maintenance. Undrain brings it
+// back without a taint ever being applied.
+func TestCLIDrainPowerOffIsNeverFenced(t *testing.T) {
+	e := newEnv(t)
+	a := e.agent("a1", "")
+	e.waitFor(30*time.Second, "the agent leading", func() (bool, error) { return a.Leading(), nil })
+	node := e.statefulSet("maint", "web")
+
+	out, _, code := e.kf("drain", node, "--dry-run", "-o", "json")
+	if code != 0 {
+		t.Fatalf("drain --dry-run: exit %d", code)
+	}
+	var plan struct {
+		Pods []struct{ Pod, Owner, Action, Reason string }
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range plan.Pods {
+		if p.Pod == "" || p.Action == "" || p.Reason == "" {
+			t.Errorf("plan entry missing a field: %+v", p)
+		}
+		if p.Pod == "maint/web-0" {
+			found = true
+			if p.Owner != "StatefulSet/web" || p.Action != "evict-one-at-a-time" {
+				t.Errorf("web-0 planned as %+v", p)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("maint/web-0 not in the plan: %s", out)
+	}
+	out, _, _ = e.kf("drain", node, "--dry-run")
+	if !regexp.MustCompile(`maint/web-0 +StatefulSet/web +evict-one-at-a-time +n\d`).MatchString(out) {
+		t.Errorf("the plan table lacks web-0's row:\n%s", out)
+	}
+	if n := e.node(node); n.Spec.Unschedulable || n.Annotations[cluster.AnnotationMaintenance] != "" {
+		t.Fatal("--dry-run cordoned the node or marked it in maintenance")
+	}
+
+	out, _, code = e.kf("drain", node, "--reason", "e2e: DIMM swap", "--power-off", "--yes", "--timeout", "2m", "-o", "json")
+	if code != 0 {
+		t.Fatalf("drain --power-off: exit %d", code)
+	}
+	var res struct {
+		Report   struct{ Complete bool }
+		PowerOff struct {
+			Confirmed  bool
+			PowerState string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Report.Complete || !res.PowerOff.Confirmed || res.PowerOff.PowerState != "Off" {
+		t.Fatalf("drain result: %s", out)
+	}
+	e.podMovedOff("maint", "web-0", node, time.Minute)
+	if on, _ := e.tb.MachineOn(node); on {
+		t.Fatal("the machine is still on after drain --power-off")
+	}
+
+	// Now the node looks exactly like a dead one: NotReady, BMC Off. The
+	// agent fences that in ~25 s; in maintenance it must not.
+	e.notReady(node)
+	e.neverTainted(node, 30*time.Second)
+	if got := e.forceOffsSince(node); got != 1 {
+		t.Errorf("%d ForceOffs, want 1 (the drain's)", got)
+	}
+	if p := e.phase(node); p != "Maintenance" {
+		t.Errorf("agent phase = %s, want Maintenance", p)
+	}
+	out, _, _ = e.kf("status", node, "-o", "json")
+	if !strings.Contains(out, `"maintenance": true`) || !strings.Contains(out, `"phase": "Maintenance"`) {
+		t.Errorf("status does not show the maintenance: %s", out)
+	}
+
+	if _, _, code := e.kf("undrain", node, "--power-on", "--timeout", "2m"); code != 0 {
+		t.Fatalf("undrain: exit %d", code)
+	}
+	n := e.node(node)
+	if n.Spec.Unschedulable || n.Annotations[cluster.AnnotationMaintenance] != "" || hasTaint(n) {
+		t.Errorf("after undrain: unschedulable=%v maintenance=%q tainted=%v", n.Spec.Unschedulable, n.Annotations[cluster.AnnotationMaintenance], hasTaint(n))
+	}
+	for _, r := range []string{"DrainStarted", "DrainCompleted", "Undrained"} {
+		if !e.hasEvent(node, r) {
+			t.Errorf("no %s Event on %s (have %v)", r, node, e.events(node))
 		}
 	}
 }

@@ -401,6 +401,7 @@ func (b *Testbed) Reset(ctx context.Context) error {
 				}
 			}
 			node.Spec.Taints = keep
+			node.Spec.Unschedulable = false // a drain test's cordon
 			for k := range node.Annotations {
 				if strings.HasPrefix(k, "bmcfence.dev/") {
 					delete(node.Annotations, k)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// Bad input is caught before anything touches a cluster or a BMC: exit 2,
+// one line that says what to fix.
+func TestUsageErrorsNeedNoCluster(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"drain"}, "usage: kubectl-fence drain NODE"},
+		{[]string{"drain", "n1", "n2"}, "accepts 1 arg(s), received 2"},
+		{[]string{"drain", "n1", "--parallelism", "0"}, "--parallelism 0: at least 1"},
+		{[]string{"drain", "n1", "--timeout", "0"}, "--timeout 0s: must be positive"},
+		{[]string{"drain", "n1", "--settle-reads", "1"}, "--settle-reads 1: at least 2"},
+		{[]string{"drain", "n1", "-o", "xml"}, `output "xml": want table, json or yaml`},
+		{[]string{"undrain"}, "usage: kubectl-fence undrain NODE"},
+		{[]string{"undrain", "n1", "--timeout", "-1s"}, "--timeout -1s: must be positive"},
+		{[]string{"power", "status"}, "usage: kubectl-fence power status NODE"},
+		{[]string{"fence"}, "usage: kubectl-fence fence NODE"},
+		{[]string{"bmc", "status", "extra"}, "usage: kubectl-fence bmc status"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, errOut, code := cli(t, tt.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d (stderr %q)", code, exitUsage, errOut)
+			}
+			if !strings.Contains(errOut, tt.want) || strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr %q: want one line containing %q", errOut, tt.want)
+			}
+		})
+	}
+}
+
+// Every runnable command shows how it is used.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Runnable() && c.Example == "" && !strings.HasPrefix(c.CommandPath(), "kubectl-fence completion") && c.Name() != "help" {
+			t.Errorf("%s has no Example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(streams{}))
+}
