@@ -408,3 +408,31 @@ func TestCLIDrainPowerOffIsNeverFenced(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIAbortStopsTheAgentBeforePowerOff: the agent suspects a node whose
+// kubelet died (its machine runs) and waits out fenceAfter; an abort handed
+// to it ends the fence with no power-off and no taint, and the node, once
+// back, is Healthy again.
+func TestCLIAbortStopsTheAgentBeforePowerOff(t *testing.T) {
+	e := newEnv(t)
+	a := e.agent("a1", "policy:\n  fenceAfter: 30s\n")
+	e.waitFor(30*time.Second, "the agent leading", func() (bool, error) { return a.Leading(), nil })
+	if err := e.tb.KubeletStop("n5"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(60*time.Second, "the agent suspecting n5", func() (bool, error) { return e.phase("n5") != "Healthy", nil })
+	out, _, code := e.kf("abort", "n5", "--reason", "e2e: kernel debugging, leave it", "-o", "json")
+	if code != 0 {
+		t.Fatalf("abort: exit %d", code)
+	}
+	if !strings.Contains(out, `"phase": "Stuck"`) || !strings.Contains(out, `"handledBy": "the bmcfence agent a1"`) {
+		t.Errorf("abort report: %s", out)
+	}
+	// Past fenceAfter and a settle window: nothing happens to the machine.
+	e.neverTainted("n5", 25*time.Second)
+	if got := e.forceOffsSince("n5"); got != 0 {
+		t.Errorf("%d ForceOffs after the abort", got)
+	}
+	e.tb.KubeletStart("n5")
+	e.waitFor(60*time.Second, "n5 Healthy again", func() (bool, error) { return e.phase("n5") == "Healthy", nil })
+}
