@@ -386,7 +386,9 @@ func TestPlanJSON(t *testing.T) {
 	for k := range first {
 		keys = append(keys, k)
 	}
-	wantKeys := []string{"action", "pod", "reason", "uid", "would"} // debug: refused, no owner
+	// debug has no controller: refused, and "owner" is there, empty, so
+	// every entry has pod, owner, action and reason.
+	wantKeys := []string{"action", "owner", "pod", "reason", "uid", "would"}
 	if diff := cmp.Diff(wantKeys, keys, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("keys of %s (-want +got):\n%s", b, diff)
 	}

@@ -125,7 +125,7 @@ type PodPlan struct {
 	UID types.UID `json:"uid"`
 	// Owner is Kind/name of the workload that decides (the Deployment, not
 	// its ReplicaSet); empty for a pod without a controller.
-	Owner  string `json:"owner,omitempty"`
+	Owner  string `json:"owner"`
 	Action Action `json:"action"`
 	Reason string `json:"reason"`
 	// Would is the action a refused pod would have had.
@@ -326,7 +326,7 @@ type WorkloadReport struct {
 // LeftPod is a pod still on the node and why.
 type LeftPod struct {
 	Pod    string `json:"pod"`
-	Owner  string `json:"owner,omitempty"`
+	Owner  string `json:"owner"`
 	Reason string `json:"reason"`
 	// BlockedBy names the PodDisruptionBudgets (namespace/name) that refused
 	// its eviction.
