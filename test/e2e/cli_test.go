@@ -181,13 +181,21 @@ func TestCLIRefusals(t *testing.T) {
 			t.Errorf("exit %d, stderr %q; want 8 and a refusal naming Ready", code, errOut)
 		}
 	})
+	// n3 (a lying BMC, kubelet dead) and n4 (a hung BMC, power lost) fail
+	// together, so the controller-manager's grace period is waited out once.
+	if err := e.tb.SetFaults("n3", redfishmock.Faults{IgnoreCommands: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.tb.KubeletStop("n3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.tb.SetFaults("n4", redfishmock.Faults{Hang: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.tb.PowerLoss("n4"); err != nil {
+		t.Fatal(err)
+	}
 	t.Run("a lying BMC", func(t *testing.T) {
-		if err := e.tb.SetFaults("n3", redfishmock.Faults{IgnoreCommands: true}); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.tb.KubeletStop("n3"); err != nil {
-			t.Fatal(err)
-		}
 		e.notReady("n3")
 		short := "policy:\n  powerTimeout: 10s\n  powerOffAttempts: 2\n"
 		_, errOut, code := e.kfWith(short, "fence", "n3", "--reason", "test", "--yes", "--timeout", "2m")
@@ -199,12 +207,6 @@ func TestCLIRefusals(t *testing.T) {
 		}
 	})
 	t.Run("an unreachable BMC", func(t *testing.T) {
-		if err := e.tb.SetFaults("n4", redfishmock.Faults{Hang: true}); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.tb.PowerLoss("n4"); err != nil {
-			t.Fatal(err)
-		}
 		e.notReady("n4")
 		_, errOut, code := e.kf("fence", "n4", "--reason", "test", "--yes", "--timeout", "40s")
 		if code != 4 || !strings.Contains(errOut, "cannot be read") {
