@@ -52,8 +52,10 @@ unit:
 sim:
 	@set -o pipefail; $(GO) test -count=1 -run 'TestSimulation$$' -v ./fence/fencesim/ | grep -E '^(simulation:|--- |ok|FAIL|\s+sim_test)'
 
-test: vet fmt-check build
-	@BIN=$(BIN) GO=$(GO) hack/test.sh
+# hack/test.sh runs vet, fmt-check and build itself, after it has started
+# the control plane's build in the background.
+test:
+	@BIN=$(BIN) GO=$(GO) MAKE=$(MAKE) hack/test.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./fence/ ./bmc/redfishmock/ ./bmc/bmclib/

@@ -83,35 +83,48 @@ fi
 
 rm -f "$STAMP"
 SCRATCH=$(mktemp -d "$BINDIR/.build.XXXXXX")
-trap 'rm -rf "$SCRATCH"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$SCRATCH"' EXIT
 trap 'say "interrupted; nothing half-built was installed"; exit 130' INT TERM
 
 export CGO_ENABLED=0
 START_ALL=$SECONDS
-N=0
-TOTAL=${#BINS[@]}
 
 # build NAME DIR PKG [go build flags...]: builds PKG inside module DIR and
 # installs it as BINDIR/NAME.
 build() {
 	local name=$1 dir=$2 pkg=$3
 	shift 3
-	N=$((N + 1))
 	local t0=$SECONDS
-	say "[$N/$TOTAL] $name: building $pkg ..."
+	say "$name: building $pkg ..."
 	if ! (cd "$dir" && go build -trimpath "$@" -o "$SCRATCH/$name" "$pkg"); then
-		die "[$N/$TOTAL] $name: 'go build $pkg' in $dir failed after $((SECONDS - t0))s (output above)"
+		die "$name: 'go build $pkg' in $dir failed after $((SECONDS - t0))s (output above)"
 	fi
 	mv -f "$SCRATCH/$name" "$BINDIR/$name"
-	say "[$N/$TOTAL] $name: done in $((SECONDS - t0))s"
+	say "$name: done in $((SECONDS - t0))s"
 }
 
 say "building into $BINDIR with $GOVERSION (a cold build takes ~10 min on 2 cores)"
 
-# etcd: the main package is go.etcd.io/etcd/server/v3 (binary name "server").
-ETCD_SHA="$ETCD_VERSION"
-build etcd "$WRAPPERS/etcd" go.etcd.io/etcd/server/v3 \
-	-ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_SHA"
+# etcd and kwok build beside Kubernetes: kube-apiserver's compile and link
+# are the long pole and leave a core mostly idle.
+(
+	# etcd: the main package is go.etcd.io/etcd/server/v3 (binary name "server").
+	build etcd "$WRAPPERS/etcd" go.etcd.io/etcd/server/v3 \
+		-ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+
+	# kwok: its own go.mod has no replaces, so a plain pinned go install works.
+	t0=$SECONDS
+	say "kwok: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION ..."
+	mkdir -p "$SCRATCH/kwok-bin"
+	if ! (cd "$SCRATCH" && GOBIN="$SCRATCH/kwok-bin" GOFLAGS=-trimpath go install \
+		-ldflags "-s -w" \
+		"sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"); then
+		die "kwok: go install failed after $((SECONDS - t0))s (output above)"
+	fi
+	mv -f "$SCRATCH/kwok-bin/kwok" "$BINDIR/kwok"
+	say "kwok: done in $((SECONDS - t0))s"
+) &
+side=$!
 
 # Kubernetes: without these -X flags /version reports v0.0.0-master.
 K8S_MINOR=${K8S_VERSION#v1.}
@@ -126,18 +139,7 @@ done
 for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 	build "$c" "$WRAPPERS/kubernetes" "k8s.io/kubernetes/cmd/$c" -ldflags "$K8S_LDFLAGS"
 done
-
-# kwok: its own go.mod has no replaces, so a plain pinned go install works.
-N=$((N + 1))
-t0=$SECONDS
-say "[$N/$TOTAL] kwok: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION ..."
-if ! (cd "$SCRATCH" && GOBIN="$SCRATCH" GOFLAGS=-trimpath go install \
-	-ldflags "-s -w" \
-	"sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"); then
-	die "[$N/$TOTAL] kwok: go install failed after $((SECONDS - t0))s (output above)"
-fi
-mv -f "$SCRATCH/kwok" "$BINDIR/kwok"
-say "[$N/$TOTAL] kwok: done in $((SECONDS - t0))s"
+wait "$side" || die "etcd or kwok failed to build (output above)"
 
 # Sanity: every binary runs and reports the pinned version.
 "$BINDIR/kube-apiserver" --version | grep -qF "$K8S_VERSION" ||
@@ -146,4 +148,4 @@ say "[$N/$TOTAL] kwok: done in $((SECONDS - t0))s"
 	die "etcd --version does not report $ETCD_VERSION: $("$BINDIR/etcd" --version 2>&1)"
 
 printf '%s\n' "$WANT" >"$STAMP"
-say "all ${TOTAL} binaries built in $((SECONDS - START_ALL))s into $BINDIR"
+say "all ${#BINS[@]} binaries built in $((SECONDS - START_ALL))s into $BINDIR"

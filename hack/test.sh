@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make test: race tests of everything, the real control plane included, and
-# the full randomized simulation.
+# make test: vet, gofmt, build, race tests of everything, the real control
+# plane included, and the full randomized simulation.
 #
 # The control plane's binaries take ~10 minutes to build the first time, on
 # one core mostly (linking, big packages). So they build in the background
@@ -27,6 +27,9 @@ hack/e2e-bins.sh "$BIN/e2e" >"$bins_log" 2>&1 &
 bins=$!
 trap 'kill $bins 2>/dev/null || true' EXIT
 echo "test: building the control plane in the background (progress: $bins_log)"
+
+# vet, gofmt and the build compile while the control plane builds.
+"${MAKE:-make}" --no-print-directory vet fmt-check build
 
 mapfile -t cp_list < <($GO list "${CP_PKGS[@]}")
 mapfile -t unit < <($GO list ./... | grep -vxF -f <(printf '%s\n' "${cp_list[@]}"))

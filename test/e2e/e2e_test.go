@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,14 +232,20 @@ func (e *env) events(node string) []string {
 	return out
 }
 
+// hasEvent reports whether the node gets an Event with the reason within
+// eventLag: the agent's Events go through client-go's asynchronous
+// broadcaster, so one can land just after the change it explains.
 func (e *env) hasEvent(node, reason string) bool {
-	for _, r := range e.events(node) {
-		if r == reason {
-			return true
-		}
-	}
-	return false
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), eventLag)
+	defer cancel()
+	return controlplane.WaitFor(ctx, nil, "Event "+reason+" on "+node, func() (bool, error) {
+		return slices.Contains(e.events(node), reason), nil
+	}) == nil
 }
+
+// eventLag bounds how long an Event may trail what it records.
+const eventLag = 10 * time.Second
 
 // neverTainted fails if the node gets the out-of-service taint within d.
 func (e *env) neverTainted(node string, d time.Duration) {
