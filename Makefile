@@ -52,7 +52,7 @@ unit:
 sim:
 	@set -o pipefail; $(GO) test -count=1 -run 'TestSimulation$$' -v ./fence/fencesim/ | grep -E '^(simulation:|--- |ok|FAIL|\s+sim_test)'
 
-# hack/test.sh runs vet, fmt-check and build itself, after it has started
+# hack/test.sh runs vet and fmt-check itself, after it has started
 # the control plane's build in the background.
 test:
 	@BIN=$(BIN) GO=$(GO) MAKE=$(MAKE) hack/test.sh

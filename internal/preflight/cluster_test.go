@@ -191,9 +191,9 @@ func TestRBAC(t *testing.T) {
 		{name: "everything granted", react: func(c *fake.Clientset) { grant(c, allGranted()...) }, want: StatusOK,
 			contains: "system:serviceaccount:bmcfence-system:bmcfence-agent has every permission the agent uses"},
 		{name: "nothing granted names every rule", react: func(c *fake.Clientset) { grant(c) }, want: StatusFail,
-			contains: "may not: get, list, watch, patch, update nodes; get, list, watch, delete pods; get, list, watch volumeattachments.storage.k8s.io; " +
+			contains: "may not: get, list, watch, patch nodes; get, list, watch, delete pods; get, list, watch volumeattachments.storage.k8s.io; " +
 				"get, list, watch leases.coordination.k8s.io in kube-node-lease; get, create, update leases.coordination.k8s.io in bmcfence-system; " +
-				"create, patch events in default; get, list, watch secrets in bmcfence-system; get, list, watch configmaps in bmcfence-system; apply deploy/base/rbac.yaml"},
+				"create, patch events in default; get secrets in bmcfence-system; get configmaps in bmcfence-system; apply deploy/base/rbac.yaml"},
 		{name: "missing verbs are named", want: StatusFail,
 			react: func(c *fake.Clientset) {
 				grant(c, without(allGranted(), "delete pods", "patch nodes", "get secrets bmcfence-system")...)

@@ -1,24 +1,13 @@
 package preflight
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/internal/config"
@@ -86,10 +75,12 @@ func TestOnARealControlPlane(t *testing.T) {
 	want = append(want, healthy("n3")...)
 	want = append(want, ipmiNode()...)
 	run("before the RBAC manifests", want,
-		"Kubernetes v1.34", "may not: get, list, watch, patch, update nodes;",
+		"Kubernetes v1.34", "may not: get, list, watch, patch nodes;",
 		"TLS verified with the caConfigMap CA", "matches the Node's status.nodeInfo.systemUUID")
 
-	applyAgentRBAC(ctx, t, tb)
+	if err := tb.ApplyAgentRBAC(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// The API server's RBAC authorizer reads bindings from an informer:
 	// new ones take effect shortly after they are created, not at once.
 	err := tb.CP.WaitFor(ctx, "the RBAC authorizer to see the agent's bindings", func() (bool, error) {
@@ -134,69 +125,4 @@ func TestOnARealControlPlane(t *testing.T) {
 			t.Errorf("a password appears in the results")
 		}
 	}
-}
-
-// applyAgentRBAC renders deploy/base with kubectl kustomize, as an install
-// does, and creates its ServiceAccount and RBAC objects (the rest, the
-// DaemonSet above all, has no place in this test).
-func applyAgentRBAC(ctx context.Context, t *testing.T, tb *testbed.Testbed) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, filepath.Join(tb.CP.BinDir(), "kubectl"), "kustomize", "../../deploy/base")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/base: %v\n%s", err, stderr.String())
-	}
-	c := tb.CP.Client()
-	applied := 0
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := create(ctx, c, obj); err != nil {
-			t.Fatal(err)
-		}
-		if isRBAC(obj) {
-			applied++
-		}
-	}
-	if applied != 5 {
-		t.Fatalf("deploy/base rendered %d ServiceAccount and RBAC objects, want 5", applied)
-	}
-}
-
-func isRBAC(obj any) bool {
-	switch obj.(type) {
-	case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *rbacv1.Role, *rbacv1.RoleBinding:
-		return true
-	}
-	return false
-}
-
-func create(ctx context.Context, c kubernetes.Interface, obj any) error {
-	opts := metav1.CreateOptions{}
-	var err error
-	switch o := obj.(type) {
-	case *corev1.ServiceAccount:
-		_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
-	case *rbacv1.ClusterRole:
-		_, err = c.RbacV1().ClusterRoles().Create(ctx, o, opts)
-	case *rbacv1.ClusterRoleBinding:
-		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
-	case *rbacv1.Role:
-		_, err = c.RbacV1().Roles(o.Namespace).Create(ctx, o, opts)
-	case *rbacv1.RoleBinding:
-		_, err = c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, opts)
-	}
-	return err
 }

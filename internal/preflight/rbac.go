@@ -23,15 +23,13 @@ type permission struct {
 // agentPermissions lists the manifest's grants, each checked in the
 // namespace the agent really acts in rather than "all", so a
 // least-privilege setup (a Role where the manifest has a ClusterRole) is not
-// failed for a reach the agent never uses. The verbs are the manifest's,
-// including a few the agent does not call today (nodes update, secrets and
-// configmaps list/watch), so that an install the check passes is one the
-// manifest describes.
+// failed for a reach the agent never uses. The verbs are exactly the
+// manifest's, and the manifest grants only what the agent calls.
 func agentPermissions(ns string) []permission {
 	return []permission{
 		// The cluster view's informer; the taint, the state and the
 		// annotations are patches.
-		{Resource: "nodes", Verbs: []string{"get", "list", "watch", "patch", "update"}},
+		{Resource: "nodes", Verbs: []string{"get", "list", "watch", "patch"}},
 		// The view watches pods on every node; forceDeletePods deletes a
 		// fenced node's terminating pods, in any namespace.
 		{Resource: "pods", Verbs: []string{"get", "list", "watch", "delete"}},
@@ -45,9 +43,9 @@ func agentPermissions(ns string) []permission {
 		// cluster-scoped objects in "default", and patches them to count
 		// repeats.
 		{Resource: "events", Namespace: metav1.NamespaceDefault, Verbs: []string{"create", "patch"}},
-		// Credentials and CA bundles.
-		{Resource: "secrets", Namespace: ns, Verbs: []string{"get", "list", "watch"}},
-		{Resource: "configmaps", Namespace: ns, Verbs: []string{"get", "list", "watch"}},
+		// Credentials and CA bundles, read by name.
+		{Resource: "secrets", Namespace: ns, Verbs: []string{"get"}},
+		{Resource: "configmaps", Namespace: ns, Verbs: []string{"get"}},
 	}
 }
 

@@ -70,6 +70,8 @@ func runMain(m *testing.M) int {
 	shared, err = testbed.Start(ctx, sharedCP, testbed.Options{
 		Nodes: []string{"n1", "n2", "n3", "n4", "n5", "n6"}, IPMINode: "n6",
 		NodeTiming: map[string]machine.Timing{"n2": slow}, Logf: logf,
+		// Every agent here runs with deploy/base's grants and no more.
+		AgentAsServiceAccount: true,
 	}, dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: testbed:", err)

@@ -27,7 +27,8 @@ type Agent struct {
 }
 
 // StartAgent runs the fence-agent binary with the control plane's admin
-// kubeconfig, the given config file and extra flags, on free local ports, and
+// kubeconfig (impersonating the agent's ServiceAccount when the testbed was
+// started with AgentAsServiceAccount), the given config file and extra flags, on free local ports, and
 // waits until it reports ready.
 func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, extra ...string) (*Agent, error) {
 	mport, err := freePort()
@@ -50,7 +51,7 @@ func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, 
 		return nil, err
 	}
 	args := append([]string{
-		"--kubeconfig", b.CP.Kubeconfig(), "--config", configPath, "--namespace", Namespace,
+		"--kubeconfig", b.agentKubeconfig, "--config", configPath, "--namespace", Namespace,
 		"--metrics-address", a.metrics, "--health-address", a.health, "--log-format", "json",
 	}, extra...)
 	a.cmd = exec.Command(bin, args...)

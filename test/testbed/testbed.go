@@ -54,7 +54,11 @@ type Options struct {
 	NodeTiming map[string]machine.Timing
 	// NodeMonitorGracePeriod for the controller-manager (default 20 s).
 	NodeMonitorGracePeriod time.Duration
-	Logf                   func(format string, args ...any)
+	// AgentAsServiceAccount applies deploy/base's ServiceAccount and RBAC
+	// and runs every agent as that ServiceAccount (the admin kubeconfig,
+	// impersonating it): the agent is proven with the grants it ships with.
+	AgentAsServiceAccount bool
+	Logf                  func(format string, args ...any)
 }
 
 // Node is one testbed node and how its BMC is reached.
@@ -77,6 +81,8 @@ type Testbed struct {
 
 	dir  string
 	logf func(string, ...any)
+	// agentKubeconfig is what StartAgent gives the agent.
+	agentKubeconfig string
 
 	mu          sync.Mutex
 	kubeletDown map[string]bool
@@ -147,6 +153,15 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 	}
 	if err := b.createInventoryObjects(ctx); err != nil {
 		return nil, err
+	}
+	b.agentKubeconfig = cp.Kubeconfig()
+	if opts.AgentAsServiceAccount {
+		if err := b.ApplyAgentRBAC(ctx); err != nil {
+			return nil, err
+		}
+		if b.agentKubeconfig, err = b.writeAgentKubeconfig(); err != nil {
+			return nil, err
+		}
 	}
 	for i, n := range b.Nodes {
 		labels := map[string]string{}
