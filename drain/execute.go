@@ -207,14 +207,22 @@ func (x *executor) runAll(ctx context.Context) {
 				t.set(StateDone, t.doneMessage())
 			case ctx.Err() != nil:
 				// Timed out or interrupted: the last message says what
-				// it was waiting for.
-				t.set(StateWaiting, t.lastMessage())
+				// it was waiting for, without the retry that will not come.
+				t.set(StateWaiting, withoutRetry(t.lastMessage()))
 			default:
 				t.set(StateFailed, err.Error())
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// withoutRetry drops a "; retrying in 4s" tail from a waiting message.
+func withoutRetry(msg string) string {
+	if i := strings.LastIndex(msg, "; retrying in "); i >= 0 {
+		return msg[:i]
+	}
+	return msg
 }
 
 // set records the task's state and reports a change to Progress.

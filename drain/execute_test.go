@@ -264,6 +264,11 @@ func TestExecuteTimeoutReportsTheBlockingBudget(t *testing.T) {
 	if diff := cmp.Diff([]string{ReasonDrainStarted, ReasonDrainIncomplete}, eventReasons(c)); diff != "" {
 		t.Errorf("Events (-want +got):\n%s", diff)
 	}
+	// The final word names the budget and promises no retry: none comes.
+	if len(rep.Workloads) != 1 || rep.Workloads[0].State != StateWaiting ||
+		!strings.Contains(rep.Workloads[0].Message, "shop/web-pdb") || strings.Contains(rep.Workloads[0].Message, "retrying") {
+		t.Errorf("workloads: %+v; want web waiting, naming shop/web-pdb, no retry promised", rep.Workloads)
+	}
 	if _, err := c.CoreV1().Pods(ns).Get(context.Background(), "web-a", metav1.GetOptions{}); err != nil {
 		t.Errorf("web-a: %v; the budget must keep it", err)
 	}
