@@ -407,7 +407,7 @@ func TestIntegrationRunnerFencesAndRecoversANode(t *testing.T) {
 		_, err := pods.Get(ctx, "db-0", metav1.GetOptions{})
 		return phaseOf(t, n) == fence.Fenced && apierrors.IsNotFound(err), ignoreNotFound(err)
 	})
-	if taintState(n) != fence.TaintOurs {
+	if TaintStateOf(n) != fence.TaintOurs {
 		t.Fatalf("fenced node: taints %+v, owner %q; want ours", n.Spec.Taints, n.Annotations[AnnotationTaintOwner])
 	}
 	t.Logf("fenced %.1fs after the shutdown (suspect after %s)", time.Since(down).Seconds(), policy.SuspectAfter)
@@ -430,7 +430,7 @@ func TestIntegrationRunnerFencesAndRecoversANode(t *testing.T) {
 		if n, err = admin.CoreV1().Nodes().Get(ctx, nodeFenced, metav1.GetOptions{}); err != nil {
 			return false, err
 		}
-		return phaseOf(t, n) == fence.Healthy && !hasOutOfServiceKey(n), nil
+		return phaseOf(t, n) == fence.Healthy && !HasOutOfServiceTaint(n), nil
 	})
 	t.Logf("untainted %.1fs after power-on", time.Since(back).Seconds())
 	if n.Annotations[AnnotationTaintOwner] != "" {
@@ -647,7 +647,7 @@ func TestIntegrationTaintRoundTrip(t *testing.T) {
 		}
 	}
 	n = get()
-	if hasOutOfServiceKey(n) || n.Annotations[AnnotationTaintOwner] != "" {
+	if HasOutOfServiceTaint(n) || n.Annotations[AnnotationTaintOwner] != "" {
 		t.Fatalf("after RemoveTaint: taints %+v, owner %q", n.Spec.Taints, n.Annotations[AnnotationTaintOwner])
 	}
 	viewTaint(fence.TaintAbsent)
@@ -666,7 +666,7 @@ func TestIntegrationTaintRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = get()
-	if !hasOutOfServiceKey(n) || n.Annotations[AnnotationTaintOwner] != "" {
+	if !HasOutOfServiceTaint(n) || n.Annotations[AnnotationTaintOwner] != "" {
 		t.Errorf("foreign taint after ApplyTaint+RemoveTaint: taints %+v, owner %q; want it untouched and unclaimed", n.Spec.Taints, n.Annotations[AnnotationTaintOwner])
 	}
 	if got := a.view(t, nodeTaint).Taint; got != fence.TaintForeign {

@@ -158,12 +158,18 @@ func readiness(n *corev1.Node) (fence.Readiness, time.Time) {
 	return fence.ReadyUnknown, time.Time{}
 }
 
-// taintState says whether the node carries the out-of-service taint and
+// NodeReady reports whether the node's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
+	r, _ := readiness(n)
+	return r == fence.ReadyTrue
+}
+
+// TaintStateOf says whether the node carries the out-of-service taint and
 // whose it is. Ours means: the taint we add (key and effect) is there, and
 // the owner annotation says we added it. Any other taint with the key is
 // foreign: the controllers act on the key alone, so the node is out of
 // service, but not by our hand.
-func taintState(n *corev1.Node) fence.TaintState {
+func TaintStateOf(n *corev1.Node) fence.TaintState {
 	if ourTaintIndex(n) >= 0 && n.Annotations[AnnotationTaintOwner] == TaintOwnerValue {
 		return fence.TaintOurs
 	}
@@ -187,7 +193,10 @@ func ourTaintIndex(n *corev1.Node) int {
 	return -1
 }
 
-func hasOutOfServiceKey(n *corev1.Node) bool {
+// HasOutOfServiceTaint reports whether the node carries a taint with the
+// out-of-service key, ours or anyone's: the key alone is what the
+// controllers act on.
+func HasOutOfServiceTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == TaintKey {
 			return true
@@ -207,7 +216,7 @@ func buildInfo(n *corev1.Node, o *observation, pods []*corev1.Pod, vas []*storag
 		RenewedAt:     o.renewedAt,
 		Maintenance:   n.Annotations[AnnotationMaintenance] != "",
 		Excluded:      n.Labels[LabelExclude] == LabelExcludeValue,
-		Taint:         taintState(n),
+		Taint:         TaintStateOf(n),
 	}
 	oos := OutOfServiceTaint()
 	var tolerating, others []*corev1.Pod

@@ -178,7 +178,7 @@ func (c *Cluster) ApplyTaint(ctx context.Context, node string) error {
 		if err != nil {
 			return err
 		}
-		if hasOutOfServiceKey(n) {
+		if HasOutOfServiceTaint(n) {
 			return nil
 		}
 		t := OutOfServiceTaint()

@@ -11,6 +11,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/bmcfence/bmcfence/cluster"
 )
 
 // The placement check answers, before anything is touched: does every pod
@@ -75,7 +77,7 @@ func place(drained string, nodes []*corev1.Node, staying []*corev1.Pod, movers [
 			r.ineligible = UnfitCordoned
 		case inMaintenance(n):
 			r.ineligible = UnfitMaintenance
-		case !nodeReady(n):
+		case !cluster.NodeReady(n):
 			r.ineligible = UnfitNotReady
 		}
 		byName[n.Name] = r

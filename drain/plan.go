@@ -119,7 +119,7 @@ func (p *planner) plan() (Plan, error) {
 		Force: p.opts.Force, DeleteLocalData: p.opts.DeleteLocalData,
 		Pods: []PodPlan{},
 	}
-	if !nodeReady(p.node) {
+	if !cluster.NodeReady(p.node) {
 		p.warn("node", "node %s is not Ready: its kubelet may never finish deleting evicted pods, which then stay Terminating until the timeout", p.node.Name)
 	}
 
@@ -590,15 +590,6 @@ func finished(p *corev1.Pod) bool {
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue
 		}
 	}

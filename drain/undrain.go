@@ -70,7 +70,7 @@ func WaitReady(ctx context.Context, client kubernetes.Interface, node string, op
 		switch {
 		case err != nil:
 			last = "reading the node: " + err.Error()
-		case !nodeReady(n):
+		case !cluster.NodeReady(n):
 			last = "the node is not Ready"
 		default:
 			lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})

@@ -182,7 +182,7 @@ func drainable(ctx context.Context, sess *session, n *corev1.Node, force bool) e
 	case taint != fence.TaintAbsent:
 		return withCode(exitRefused, fmt.Errorf("node %s carries the out-of-service taint: its pods are already being moved off; \"kubectl fence unfence\" it first", n.Name))
 	}
-	if !force && !nodeIsReady(n) {
+	if !force && !cluster.NodeReady(n) {
 		return withCode(exitRefused, fmt.Errorf("node %s is not Ready: its pods cannot leave by eviction, and maintenance would stop bmcfence from fencing it; fence it instead (\"kubectl fence fence %s\"), or pass --force", n.Name, n.Name))
 	}
 	return nil
@@ -203,15 +203,6 @@ func powerOffTarget(ctx context.Context, sess *session, node string) (*inventory
 		return nil, fmt.Errorf("--power-off: %w", err)
 	}
 	return c, nil
-}
-
-func nodeIsReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func nodeError(node string, err error) error {

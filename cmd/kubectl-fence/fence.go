@@ -271,15 +271,7 @@ func currentState(ctx context.Context, sess *session, node string) (fence.State,
 	if err != nil {
 		return fence.State{}, fence.TaintAbsent, err
 	}
-	taint := fence.TaintAbsent
-	for _, t := range n.Spec.Taints {
-		if t.Key == cluster.TaintKey {
-			taint = fence.TaintForeign
-			if n.Annotations[cluster.AnnotationTaintOwner] == cluster.TaintOwnerValue {
-				taint = fence.TaintOurs
-			}
-		}
-	}
+	taint := cluster.TaintStateOf(n)
 	raw := n.Annotations[cluster.AnnotationState]
 	if raw == "" {
 		return fence.State{}, taint, nil

@@ -123,7 +123,7 @@ func run(ctx context.Context, bin string) error {
 			tl.mark("confirmed: BMC read Off 3 times over 6s")
 		}
 		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err == nil && !tl.has("tainted") && hasTaint(n) {
+		if err == nil && !tl.has("tainted") && cluster.HasOutOfServiceTaint(n) {
 			tl.mark("tainted: node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
 		}
 		p, err := c.CoreV1().Pods("demo").Get(ctx, "db-0", metav1.GetOptions{})
@@ -156,10 +156,10 @@ func run(ctx context.Context, bin string) error {
 		if err != nil {
 			return false, nil
 		}
-		if !back.has("Ready") && ready(n) && cp.NodeAlive(node) {
+		if !back.has("Ready") && cluster.NodeReady(n) && cp.NodeAlive(node) {
 			back.mark(node + " Ready again, its kubelet renewing its lease")
 		}
-		if !hasTaint(n) {
+		if !cluster.HasOutOfServiceTaint(n) {
 			back.mark("our taint removed: " + node + " takes work again")
 			return true, nil
 		}
@@ -204,24 +204,6 @@ func reasons(ctx context.Context, c kubernetes.Interface, node string, since tim
 		}
 	}
 	return out
-}
-
-func hasTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == cluster.TaintKey {
-			return true
-		}
-	}
-	return false
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func attachedTo(ctx context.Context, cp *controlplane.ControlPlane, ns, claim string) string {

@@ -157,7 +157,7 @@ func checkNode(ctx context.Context, o Options, n *corev1.Node, problems map[stri
 			return append(out, res(CheckPower, StatusFail, "cannot read the power state, so the agent could never confirm the node off: %s", bmcFailure(t, callErr, o.Timeout)))
 		}
 	}
-	return append(out, powerResult(scope, power, nodeReady(n), verified))
+	return append(out, powerResult(scope, power, cluster.NodeReady(n), verified))
 }
 
 // inventoryResult describes the resolved entry, warning about settings that
@@ -344,13 +344,4 @@ func powerResult(scope string, st bmc.PowerStatus, ready, identityVerified bool)
 		r.Message = fmt.Sprintf("unexpected power state %s (raw %q)", st.State, st.Raw)
 	}
 	return r
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

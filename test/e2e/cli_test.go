@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/cluster"
 )
@@ -64,12 +62,7 @@ func (e *env) ourWrites(node string) string {
 func (e *env) notReady(node string) {
 	e.t.Helper()
 	e.waitFor(60*time.Second, node+" not Ready", func() (bool, error) {
-		for _, c := range e.node(node).Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status != corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
+		return !cluster.NodeReady(e.node(node)), nil
 	})
 }
 
@@ -169,7 +162,7 @@ func TestCLIFenceHistoryUnfenceWithoutAnAgent(t *testing.T) {
 	if _, _, code := e.kf("unfence", "n1", "--power-on", "--yes", "--timeout", "2m"); code != 0 {
 		t.Fatalf("unfence: exit %d", code)
 	}
-	if hasTaint(e.node("n1")) {
+	if cluster.HasOutOfServiceTaint(e.node("n1")) {
 		t.Error("still tainted after unfence")
 	}
 }
@@ -202,7 +195,7 @@ func TestCLIRefusals(t *testing.T) {
 		if code != 7 || !strings.Contains(errOut, "never read Off") {
 			t.Errorf("exit %d, stderr %q; want 7", code, errOut)
 		}
-		if hasTaint(e.node("n3")) {
+		if cluster.HasOutOfServiceTaint(e.node("n3")) {
 			t.Error("tainted through a lying BMC")
 		}
 	})
@@ -216,7 +209,7 @@ func TestCLIRefusals(t *testing.T) {
 		if _, _, code := e.kf("confirm", "n4", "--reason", "checked the rack", "--yes", "--timeout", "1m"); code != 0 {
 			t.Errorf("confirm: exit %d", code)
 		}
-		if !hasTaint(e.node("n4")) || !e.hasEvent("n4", "FenceConfirmedByHuman") {
+		if !cluster.HasOutOfServiceTaint(e.node("n4")) || !e.hasEvent("n4", "FenceConfirmedByHuman") {
 			t.Error("confirm did not taint with the human's attestation")
 		}
 	})
@@ -225,7 +218,7 @@ func TestCLIRefusals(t *testing.T) {
 		if _, _, code := e.kf("unfence", "n5", "--yes", "--timeout", "30s"); code != 8 {
 			t.Errorf("unfence of a foreign taint: exit %d, want 8", code)
 		}
-		if !hasTaint(e.node("n5")) {
+		if !cluster.HasOutOfServiceTaint(e.node("n5")) {
 			t.Error("someone else's taint was removed")
 		}
 	})
@@ -401,8 +394,8 @@ func TestCLIDrainPowerOffIsNeverFenced(t *testing.T) {
 		t.Fatalf("undrain: exit %d", code)
 	}
 	n := e.node(node)
-	if n.Spec.Unschedulable || n.Annotations[cluster.AnnotationMaintenance] != "" || hasTaint(n) {
-		t.Errorf("after undrain: unschedulable=%v maintenance=%q tainted=%v", n.Spec.Unschedulable, n.Annotations[cluster.AnnotationMaintenance], hasTaint(n))
+	if n.Spec.Unschedulable || n.Annotations[cluster.AnnotationMaintenance] != "" || cluster.HasOutOfServiceTaint(n) {
+		t.Errorf("after undrain: unschedulable=%v maintenance=%q tainted=%v", n.Spec.Unschedulable, n.Annotations[cluster.AnnotationMaintenance], cluster.HasOutOfServiceTaint(n))
 	}
 	for _, r := range []string{"DrainStarted", "DrainCompleted", "Undrained"} {
 		if !e.hasEvent(node, r) {

@@ -205,15 +205,6 @@ func (e *env) node(name string) *corev1.Node {
 	return n
 }
 
-func hasTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == cluster.TaintKey {
-			return true
-		}
-	}
-	return false
-}
-
 // events returns the reasons of the Events recorded on a node.
 func (e *env) events(node string) []string {
 	list, err := e.c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node})
@@ -255,7 +246,7 @@ func (e *env) neverTainted(node string, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
 	defer cancel()
 	if err := controlplane.Consistently(ctx, d, node+" never tainted", func() (bool, error) {
-		return !hasTaint(e.node(node)), nil
+		return !cluster.HasOutOfServiceTaint(e.node(node)), nil
 	}); err != nil {
 		e.t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestFailoverAfterPowerLoss(t *testing.T) {
 	var tainted, podGone, vaMoved, running time.Duration
 	e.waitFor(90*time.Second, "replacement web-0 Running on another node with its volume", func() (bool, error) {
 		el := time.Since(start)
-		if tainted == 0 && hasTaint(e.node(node)) {
+		if tainted == 0 && cluster.HasOutOfServiceTaint(e.node(node)) {
 			tainted = el
 		}
 		p, err := e.c.CoreV1().Pods("db").Get(ctx, "web-0", metav1.GetOptions{})

@@ -35,13 +35,13 @@ func TestKubeletDeadNodeIsPoweredOffOnlyAfterFenceAfter(t *testing.T) {
 		if e.forceOffsSince(node) > 0 {
 			return false, fmt.Errorf("ForceOff sent %s after the kubelet died, before fenceAfter", time.Since(start))
 		}
-		if hasTaint(e.node(node)) {
+		if cluster.HasOutOfServiceTaint(e.node(node)) {
 			return false, fmt.Errorf("tainted a node whose machine is On")
 		}
 		return time.Now().After(deadline), nil
 	})
 	e.waitFor(60*time.Second, node+" powered off and tainted", func() (bool, error) {
-		return hasTaint(e.node(node)), nil
+		return cluster.HasOutOfServiceTaint(e.node(node)), nil
 	})
 	if on, _ := e.tb.MachineOn(node); e.forceOffsSince(node) < 1 || on {
 		t.Errorf("%s: %d power-offs, machine on %v; want a power-off and the machine off", node, e.forceOffsSince(node), on)
@@ -82,7 +82,7 @@ func TestNoTaintWithoutProof(t *testing.T) {
 	defer cancel()
 	err := sharedCP.WaitFor(ctx, "n3 Stuck (lying BMC) after 80 s with no taint anywhere", func() (bool, error) {
 		for _, n := range []string{"n2", "n3", "n4"} {
-			if hasTaint(e.node(n)) {
+			if cluster.HasOutOfServiceTaint(e.node(n)) {
 				return false, fmt.Errorf("%s tainted without a settled Off", n)
 			}
 		}
@@ -122,17 +122,17 @@ func TestReturningNodeLosesOnlyOurTaint(t *testing.T) {
 	if err := e.tb.PowerLoss("n1"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(60*time.Second, "n1 tainted", func() (bool, error) { return hasTaint(e.node("n1")), nil })
+	e.waitFor(60*time.Second, "n1 tainted", func() (bool, error) { return cluster.HasOutOfServiceTaint(e.node("n1")), nil })
 	e.waitFor(30*time.Second, "n1 Fenced", func() (bool, error) { return e.phase("n1") == "Fenced", nil })
 	if err := e.tb.PowerRestore("n1"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(90*time.Second, "n1 back and untainted", func() (bool, error) { return !hasTaint(e.node("n1")), nil })
+	e.waitFor(90*time.Second, "n1 back and untainted", func() (bool, error) { return !cluster.HasOutOfServiceTaint(e.node("n1")), nil })
 	if !e.hasEvent("n1", "FenceUntainted") {
 		t.Errorf("n1 events: %v", e.events("n1"))
 	}
 	n5 := e.node("n5")
-	if !hasTaint(n5) || n5.Annotations[cluster.AnnotationTaintOwner] != "" {
+	if !cluster.HasOutOfServiceTaint(n5) || n5.Annotations[cluster.AnnotationTaintOwner] != "" {
 		t.Errorf("the foreign taint on n5 was touched: taints %v", n5.Spec.Taints)
 	}
 }
@@ -182,7 +182,7 @@ func TestTwoAgentsOneActsAndACrashResumes(t *testing.T) {
 	leader.Kill()
 	t.Logf("killed the leader %s mid-fence (SIGKILL)", leader.Name)
 	e.waitFor(90*time.Second, "the standby takes over and fences n1", func() (bool, error) {
-		return standby.Leading() && hasTaint(e.node("n1")) && e.phase("n1") == "Fenced", nil
+		return standby.Leading() && cluster.HasOutOfServiceTaint(e.node("n1")) && e.phase("n1") == "Fenced", nil
 	})
 	if v, _ := standby.Metric("bmcfence_fences_total"); v != 1 {
 		t.Errorf("the new leader applied %v taints, want 1", v)
@@ -199,7 +199,7 @@ func TestTwoAgentsOneActsAndACrashResumes(t *testing.T) {
 	if err := e.tb.PowerRestore("n1"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(90*time.Second, "n1 back and untainted", func() (bool, error) { return !hasTaint(e.node("n1")), nil })
+	e.waitFor(90*time.Second, "n1 back and untainted", func() (bool, error) { return !cluster.HasOutOfServiceTaint(e.node("n1")), nil })
 }
 
 // Failover through an IPMI BMC (ipmi_sim and ipmitool, via bmclib).
@@ -209,7 +209,7 @@ func TestFailoverThroughIPMI(t *testing.T) {
 	if err := e.tb.PowerLoss("n6"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(60*time.Second, "n6 (IPMI) tainted", func() (bool, error) { return hasTaint(e.node("n6")), nil })
+	e.waitFor(60*time.Second, "n6 (IPMI) tainted", func() (bool, error) { return cluster.HasOutOfServiceTaint(e.node("n6")), nil })
 	if !e.hasEvent("n6", "FenceConfirmedOff") {
 		t.Errorf("n6 events: %v", e.events("n6"))
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/bmcfence/bmcfence/bmc/machine"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock/redfishmocktest"
+	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 )
 
@@ -435,12 +436,7 @@ func (b *Testbed) Reset(ctx context.Context) error {
 			if err != nil {
 				return false, nil
 			}
-			for _, cond := range node.Status.Conditions {
-				if cond.Type == corev1.NodeReady {
-					return cond.Status == corev1.ConditionTrue && b.CP.NodeAlive(n.Name), nil
-				}
-			}
-			return false, nil
+			return cluster.NodeReady(node) && b.CP.NodeAlive(n.Name), nil
 		})
 		if err != nil {
 			return err
