@@ -38,15 +38,19 @@ type Endpoint struct {
 // credentials in a URL end up in logs.
 func ParseAddress(s string) (Endpoint, error) {
 	const want = "want https://HOST[:PORT], http://HOST[:PORT] or ipmi://HOST[:PORT]"
+	// Every error shows the address redacted: a password with a '/', '?'
+	// or '#' in it makes url.Parse read the user info as host and path, so
+	// u.User alone does not find every credential.
+	shown := redactURL(s)
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || u.Opaque != "" {
-		return Endpoint{}, fmt.Errorf("%w: address %q: %s", ErrInvalidTarget, redactURL(s), want)
+		return Endpoint{}, fmt.Errorf("%w: address %q: %s", ErrInvalidTarget, shown, want)
 	}
-	if u.User != nil {
-		return Endpoint{}, fmt.Errorf("%w: address %q carries credentials: remove them and use a password file, env var or Secret", ErrInvalidTarget, redactURL(s))
+	if u.User != nil || strings.Contains(s, "@") {
+		return Endpoint{}, fmt.Errorf("%w: address %q carries credentials: remove them and use a password file, env var or Secret", ErrInvalidTarget, shown)
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return Endpoint{}, fmt.Errorf("%w: address %q has a path or query: give only scheme, host and port (choose a Redfish system with the system setting)", ErrInvalidTarget, s)
+		return Endpoint{}, fmt.Errorf("%w: address %q has a path or query: give only scheme, host and port (choose a Redfish system with the system setting)", ErrInvalidTarget, shown)
 	}
 	ep := Endpoint{Scheme: strings.ToLower(u.Scheme), Host: u.Hostname()}
 	var defaultPort int
@@ -58,18 +62,18 @@ func ParseAddress(s string) (Endpoint, error) {
 	case "ipmi":
 		ep.Protocol, defaultPort = IPMI, 623
 	default:
-		return Endpoint{}, fmt.Errorf("%w: address %q: unknown scheme %q: %s", ErrInvalidTarget, s, u.Scheme, want)
+		return Endpoint{}, fmt.Errorf("%w: address %q: unknown scheme %q: %s", ErrInvalidTarget, shown, u.Scheme, want)
 	}
 	ep.Port = defaultPort
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return Endpoint{}, fmt.Errorf("%w: address %q: port %q must be 1-65535", ErrInvalidTarget, s, p)
+			return Endpoint{}, fmt.Errorf("%w: address %q: port %q must be 1-65535", ErrInvalidTarget, shown, p)
 		}
 		ep.Port = n
 	}
 	if ep.Host == "" {
-		return Endpoint{}, fmt.Errorf("%w: address %q has no host: %s", ErrInvalidTarget, s, want)
+		return Endpoint{}, fmt.Errorf("%w: address %q has no host: %s", ErrInvalidTarget, shown, want)
 	}
 	return ep, nil
 }

@@ -74,7 +74,9 @@ func (c Recheck) blocks(k fence.ActionKind) string {
 		return "the node is now under maintenance"
 	case c.Excluded:
 		return "the node is now excluded from fencing"
-	case c.LeaseRenewed && k == fence.ActPowerOff:
+	case c.LeaseRenewed:
+		// Before a power-off: it is alive. Before a taint: it is alive
+		// while its BMC reads Off, so the BMC is not this node's.
 		return "the node renewed its Lease since we last saw it (our view was behind)"
 	}
 	return ""

@@ -172,17 +172,26 @@ func TestPerNodeLockLetsOneOfTwoAgentsAct(t *testing.T) {
 }
 
 // The cached view says the node may be fenced; the server says it went into
-// maintenance. The server wins.
+// maintenance, was excluded, or renewed its Lease (alive while its BMC reads
+// Off: the wrong BMC). The server wins.
 func TestFreshRecheckBlocksTheTaint(t *testing.T) {
-	w, c := world(t)
-	c.recheck = &runner.Recheck{Maintenance: true}
-	r := newRunner(t, w, c)
-	syncFor(w, r, time.Minute)
-	if w.Node("n1").Taint() != fence.TaintAbsent || c.taints.Load() != 0 {
-		t.Fatal("tainted a node the server says is in maintenance")
-	}
-	if !slices.Contains(events(w, "n1"), "FenceTaintFailed") {
-		t.Errorf("events = %v, want FenceTaintFailed naming the recheck", events(w, "n1"))
+	for name, recheck := range map[string]runner.Recheck{
+		"maintenance":   {Maintenance: true},
+		"excluded":      {Excluded: true},
+		"lease renewed": {LeaseRenewed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, c := world(t)
+			c.recheck = &recheck
+			r := newRunner(t, w, c)
+			syncFor(w, r, time.Minute)
+			if w.Node("n1").Taint() != fence.TaintAbsent || c.taints.Load() != 0 {
+				t.Fatalf("tainted a node the server says: %+v", recheck)
+			}
+			if !slices.Contains(events(w, "n1"), "FenceTaintFailed") {
+				t.Errorf("events = %v, want FenceTaintFailed naming the recheck", events(w, "n1"))
+			}
+		})
 	}
 }
 
