@@ -393,7 +393,7 @@ func (c *Cluster) adoptNode(n *corev1.Node) {
 
 func (c *Cluster) takeNodeLocked(e *entry, n *corev1.Node, now time.Time) error {
 	e.obs.observeNode(n, now)
-	reqErr := e.obs.observeRequest(n)
+	reqErr := e.obs.observeRequest(n, now)
 	e.node, e.stale = n, true
 	return reqErr
 }
@@ -401,7 +401,7 @@ func (c *Cluster) takeNodeLocked(e *entry, n *corev1.Node, now time.Time) error 
 // afterNode warns about a malformed request and notifies.
 func (c *Cluster) afterNode(name string, reqErr error) {
 	if reqErr != nil {
-		c.log.Warn("ignoring a malformed fence request annotation", zap.String("node", name), zap.Error(reqErr))
+		c.log.Warn("ignoring a fence request annotation", zap.String("node", name), zap.Error(reqErr))
 		c.Event(name, fence.Event{Warning: true, Reason: "FenceRequestInvalid",
 			Message: fmt.Sprintf("ignoring the %s annotation: %v; write requests with kubectl fence", AnnotationRequest, reqErr)})
 	}

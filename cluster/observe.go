@@ -116,10 +116,18 @@ func (o *observation) observeNode(n *corev1.Node, now time.Time) {
 	o.nodeVersion = n.ResourceVersion
 }
 
+// MaxRequestAge bounds how old a fence or confirm request may be when we
+// first see it. An older one (left by a CLI that timed out, or written while
+// no agent would act on it) speaks of a machine that may have changed since:
+// a human's "it is off" from yesterday is no proof today. Abort and unfence
+// only make things safer, so they have no limit. 15 minutes exceeds the
+// CLI's wait for an agent and tolerates some clock skew between the two.
+const MaxRequestAge = 15 * time.Minute
+
 // observeRequest decodes the request annotation when it changed. It returns
-// a non-nil error once per distinct malformed value, for the caller to warn
-// about; a malformed request is ignored.
-func (o *observation) observeRequest(n *corev1.Node) error {
+// a non-nil error once per distinct malformed or stale value, for the caller
+// to warn about; such a request is ignored.
+func (o *observation) observeRequest(n *corev1.Node, now time.Time) error {
 	raw := n.Annotations[AnnotationRequest]
 	if raw == o.requestRaw {
 		return nil
@@ -131,6 +139,10 @@ func (o *observation) observeRequest(n *corev1.Node) error {
 	r, err := DecodeRequest(raw)
 	if err != nil {
 		return err
+	}
+	if acts := r.Kind == fence.CmdFence || r.Kind == fence.CmdConfirm; acts && (r.At.IsZero() || now.Sub(r.At) > MaxRequestAge) {
+		return fmt.Errorf("%w: the %s request %s by %s was written at %s, more than %s before we saw it: run kubectl fence again",
+			ErrStaleRequest, r.Kind, r.ID, r.User, r.At.UTC().Format(time.RFC3339), MaxRequestAge)
 	}
 	cmd := r.Command()
 	o.command, o.commandID = &cmd, r.ID

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -371,6 +372,36 @@ func TestRequestAnnotation(t *testing.T) {
 	h.deliver(node("w1", rv("9")))
 	if info := h.view("w1"); info.Command != nil {
 		t.Errorf("request removed: Command = %+v, want nil", info.Command)
+	}
+}
+
+// A fence or confirm request older than MaxRequestAge when first seen is
+// ignored with a warning: a human's word about a machine's power is only
+// good for a while. An old abort still counts: it only makes things safer.
+func TestStaleRequestIsIgnored(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		req  Request
+		want bool // acted on
+	}{
+		{"fresh confirm", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", At: at(-MaxRequestAge)}, true},
+		{"stale confirm", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", At: at(-MaxRequestAge - time.Second)}, false},
+		{"stale fence", Request{ID: "r1", Kind: fence.CmdFence, User: "alice", At: at(-24 * time.Hour)}, false},
+		{"confirm without a time", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice"}, false},
+		{"stale abort", Request{ID: "r1", Kind: fence.CmdAbort, User: "alice", At: at(-24 * time.Hour)}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, node("w1"))
+			h.deliver(node("w1", withRequest(t, tt.req)))
+			if got := h.view("w1").Command != nil; got != tt.want {
+				t.Fatalf("acted on = %v, want %v", got, tt.want)
+			}
+			flush(t, h.c)
+			warned := slices.Contains(reasons(h.client.Actions()), "Warning/FenceRequestInvalid")
+			if warned == tt.want {
+				t.Errorf("FenceRequestInvalid Event = %v, want %v", warned, !tt.want)
+			}
+		})
 	}
 }
 

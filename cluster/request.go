@@ -35,6 +35,10 @@ func (r Request) Command() fence.Command {
 // A malformed request is ignored (with a warning), never acted upon.
 var ErrMalformedRequest = errors.New("malformed fence request")
 
+// ErrStaleRequest: a fence or confirm request older than MaxRequestAge when
+// first seen. It is ignored (with a warning), never acted upon.
+var ErrStaleRequest = errors.New("stale fence request")
+
 // maxRequestLen bounds what DecodeRequest reads: a request is a few hundred
 // bytes; anything much larger is not one of ours.
 const maxRequestLen = 8 << 10

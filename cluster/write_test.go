@@ -86,7 +86,7 @@ func serverNode(t *testing.T, h *harness, name string) *corev1.Node {
 }
 
 func TestSaveState(t *testing.T) {
-	req := Request{ID: "r1", Kind: fence.CmdFence, User: "alice"}
+	req := Request{ID: "r1", Kind: fence.CmdFence, User: "alice", At: at(0)}
 	newer := Request{ID: "r2", Kind: fence.CmdAbort, User: "bob"}
 	tests := []struct {
 		name        string
@@ -463,7 +463,7 @@ func TestRecheckAsksTheServer(t *testing.T) {
 // the informer delivers them, and a late event from before the write must
 // not roll the view back.
 func TestOwnWritesAreVisibleAtOnce(t *testing.T) {
-	req := Request{ID: "r1", Kind: fence.CmdFence, User: "alice"}
+	req := Request{ID: "r1", Kind: fence.CmdFence, User: "alice", At: at(0)}
 	h := newHarness(t, node("w1", rv("5"), withState("S1"), withRequest(t, req)))
 	h.deliver(node("w1", rv("5"), withState("S1"), withRequest(t, req)))
 	ctx := context.Background()
