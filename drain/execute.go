@@ -80,7 +80,7 @@ func Execute(ctx context.Context, client kubernetes.Interface, plan Plan, opts O
 			allDone = false
 		}
 	}
-	left, err := x.leftovers(wctx, plan)
+	left, err := x.leftovers(wctx)
 	if err != nil {
 		rep.Warnings = append(rep.Warnings, err.Error())
 		allDone = false
@@ -134,6 +134,10 @@ type task struct {
 	mu      sync.Mutex
 	state   State
 	message string
+	// retryIn, when set, is when the task tries again: Progress shows it
+	// after the message; the report, written when no retry will come,
+	// does not.
+	retryIn time.Duration
 	started time.Time
 	ended   time.Time
 	// why holds, per pod, why it is still there; blockedBy the
@@ -207,8 +211,8 @@ func (x *executor) runAll(ctx context.Context) {
 				t.set(StateDone, t.doneMessage())
 			case ctx.Err() != nil:
 				// Timed out or interrupted: the last message says what
-				// it was waiting for, without the retry that will not come.
-				t.set(StateWaiting, withoutRetry(t.lastMessage()))
+				// it was waiting for (set drops the retry that will not come).
+				t.set(StateWaiting, t.lastMessage())
 			default:
 				t.set(StateFailed, err.Error())
 			}
@@ -217,22 +221,19 @@ func (x *executor) runAll(ctx context.Context) {
 	wg.Wait()
 }
 
-// withoutRetry drops a "; retrying in 4s" tail from a waiting message.
-func withoutRetry(msg string) string {
-	if i := strings.LastIndex(msg, "; retrying in "); i >= 0 {
-		return msg[:i]
-	}
-	return msg
-}
-
 // set records the task's state and reports a change to Progress.
-func (t *task) set(s State, msg string) {
+func (t *task) set(s State, msg string) { t.update(s, msg, 0) }
+
+func (t *task) update(s State, msg string, retryIn time.Duration) {
 	t.mu.Lock()
-	changed := t.state != s || t.message != msg
-	t.state, t.message = s, msg
+	changed := t.state != s || t.message != msg || t.retryIn != retryIn
+	t.state, t.message, t.retryIn = s, msg, retryIn
 	t.mu.Unlock()
 	if !changed || t.x.opts.Progress == nil {
 		return
+	}
+	if retryIn > 0 {
+		msg = fmt.Sprintf("%s; retrying in %s", msg, retryIn)
 	}
 	t.x.progressMu.Lock()
 	defer t.x.progressMu.Unlock()
@@ -240,6 +241,11 @@ func (t *task) set(s State, msg string) {
 }
 
 func (t *task) waiting(format string, args ...any) { t.set(StateWaiting, fmt.Sprintf(format, args...)) }
+
+// retrying says what the task waits for and that it tries again in backoff.
+func (t *task) retrying(backoff time.Duration, format string, args ...any) {
+	t.update(StateWaiting, fmt.Sprintf(format, args...), backoff)
+}
 
 // podWhy records why pod uid is still there (and who blocks it).
 func (t *task) podWhy(uid types.UID, why string, blockedBy []string) {
@@ -300,7 +306,7 @@ func (t *task) report() WorkloadReport {
 
 // leftovers lists the pods still on the node that should have moved, with
 // the reason their task last gave.
-func (x *executor) leftovers(ctx context.Context, plan Plan) ([]LeftPod, error) {
+func (x *executor) leftovers(ctx context.Context) ([]LeftPod, error) {
 	list, err := x.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: podsOnNodeSelector(x.node)})
 	if err != nil {
 		return nil, fmt.Errorf("list the pods left on %s: %w", x.node, err)

@@ -258,7 +258,7 @@ func (t *task) tryEvict(ctx context.Context, p PodPlan, backoff time.Duration) (
 	case isGone(pod, err, p.UID):
 		return evictionGone, nil
 	case err != nil:
-		t.waiting("%s: reading the pod: %v; retrying in %s", p.Pod, err, backoff)
+		t.retrying(backoff, "%s: reading the pod: %v", p.Pod, err)
 		return evictionRetry, nil
 	case pod.DeletionTimestamp != nil:
 		return evictionAccepted, nil // by us earlier, or by someone else
@@ -277,7 +277,7 @@ func (t *task) tryEvict(ctx context.Context, p PodPlan, backoff time.Duration) (
 	case apierrors.IsTooManyRequests(err):
 		why, names := x.blockedEviction(ctx, pod, err)
 		t.podWhy(p.UID, why, names)
-		t.waiting("%s: %s; retrying in %s", p.Pod, why, backoff)
+		t.retrying(backoff, "%s: %s", p.Pod, why)
 		return evictionRetry, nil
 	case apierrors.IsForbidden(err):
 		t.podWhy(p.UID, "eviction forbidden: "+err.Error(), nil)
@@ -288,7 +288,7 @@ func (t *task) tryEvict(ctx context.Context, p PodPlan, backoff time.Duration) (
 	// 500 for a pod under several PodDisruptionBudgets, or a transient
 	// error: retried, and reported if it lasts.
 	t.podWhy(p.UID, "eviction failed: "+err.Error(), nil)
-	t.waiting("%s: eviction failed: %v; retrying in %s", p.Pod, err, backoff)
+	t.retrying(backoff, "%s: eviction failed: %v", p.Pod, err)
 	return evictionRetry, nil
 }
 

@@ -48,16 +48,15 @@ func (f *requestFlags) register(cmd *cobra.Command, timeout time.Duration, reaso
 
 // requestSpec describes one of the four commands.
 type requestSpec struct {
-	kind        fence.CommandKind
-	prompt      string // confirmation question; "" for none
-	destructive bool
+	kind   fence.CommandKind
+	prompt string // confirmation question; "" for none
 	// done reports whether the request finished, successfully (err nil) or
 	// not, from the node's state after the request was acknowledged.
 	done func(s fence.State, taint fence.TaintState) (bool, error)
 }
 
 var requests = map[string]requestSpec{
-	"fence": {kind: fence.CmdFence, prompt: "Fence %s: power it off if needed, confirm Off, taint it out-of-service?", destructive: true,
+	"fence": {kind: fence.CmdFence, prompt: "Fence %s: power it off if needed, confirm Off, taint it out-of-service?",
 		done: func(s fence.State, _ fence.TaintState) (bool, error) {
 			switch s.Phase {
 			case fence.Fenced:
@@ -70,13 +69,13 @@ var requests = map[string]requestSpec{
 			}
 			return false, nil
 		}},
-	"confirm": {kind: fence.CmdConfirm, prompt: "You attest %s is off, and it will be tainted out-of-service without its BMC's proof. Continue?", destructive: true,
+	"confirm": {kind: fence.CmdConfirm, prompt: "You attest %s is off, and it will be tainted out-of-service without its BMC's proof. Continue?",
 		done: func(s fence.State, _ fence.TaintState) (bool, error) { return s.Phase == fence.Fenced, nil }},
 	"abort": {kind: fence.CmdAbort,
 		done: func(s fence.State, _ fence.TaintState) (bool, error) {
 			return s.Phase == fence.Stuck && s.Stuck == fence.StuckAborted, nil
 		}},
-	"unfence": {kind: fence.CmdUnfence, prompt: "Unfence %s: remove our out-of-service taint once it is Ready with a fresh heartbeat?", destructive: true,
+	"unfence": {kind: fence.CmdUnfence, prompt: "Unfence %s: remove our out-of-service taint once it is Ready with a fresh heartbeat?",
 		done: func(s fence.State, taint fence.TaintState) (bool, error) {
 			return s.Phase == fence.Healthy && taint != fence.TaintOurs, nil
 		}},

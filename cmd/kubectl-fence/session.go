@@ -71,11 +71,9 @@ func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{client: client, cfg: cfg, user: whoAmI(ctx, client, kc)}
-	s.inv = inventory.New(inventory.Options{
-		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout, Client: client,
-	})
-	return s, nil
+	// inv and view come with startView: the inventory needs the view's
+	// Nodes to resolve annotations and identities.
+	return &session{client: client, cfg: cfg, user: whoAmI(ctx, client, kc)}, nil
 }
 
 // agentConfig reads --config, else the agent's ConfigMap, else the defaults
