@@ -26,12 +26,9 @@ fails (warnings do not fail it). The BMCs are reached from where you run this.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			sess, err := openSession(ctx, k)
-			if err != nil {
-				return err
-			}
 			// The view's inventory also knows the Nodes (annotations, UUIDs).
-			if err := sess.startView(ctx); err != nil {
+			sess, err := openView(ctx, k)
+			if err != nil {
 				return err
 			}
 			results, err := preflight.Run(ctx, preflight.Options{

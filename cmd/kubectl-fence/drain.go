@@ -10,8 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/bmcfence/bmcfence/cluster"
@@ -99,9 +97,9 @@ func runDrain(ctx context.Context, s streams, k *kubeFlags, node string, f drain
 	if err != nil {
 		return err
 	}
-	n, err := sess.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err := sess.getNode(ctx, node)
 	if err != nil {
-		return nodeError(node, err)
+		return err
 	}
 	if err := drainable(ctx, sess, n, f.force); err != nil {
 		return err
@@ -205,13 +203,6 @@ func powerOffTarget(ctx context.Context, sess *session, node string) (*inventory
 	return c, nil
 }
 
-func nodeError(node string, err error) error {
-	if apierrors.IsNotFound(err) {
-		return usageError("node %q not found", node)
-	}
-	return err
-}
-
 func planTable(w *tabwriter.Writer, p drain.Plan) {
 	fmt.Fprintln(w, "POD\tOWNER\tACTION\tTARGET\tREASON")
 	for _, pp := range p.Pods {
@@ -295,9 +286,9 @@ bmcfence watches it again.`,
 			if err != nil {
 				return err
 			}
-			n, err := sess.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			n, err := sess.getNode(ctx, node)
 			if err != nil {
-				return nodeError(node, err)
+				return err
 			}
 			var ctrl *inventory.Controller
 			if powerOn {

@@ -124,7 +124,7 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 	if err != nil {
 		return err
 	}
-	if err := sess.node(ctx, node); err != nil {
+	if _, err := sess.getNode(ctx, node); err != nil {
 		return err
 	}
 	leader, err := sess.agentLeader(ctx)

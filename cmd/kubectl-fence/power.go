@@ -46,14 +46,11 @@ func newPowerOpCmd(s streams, k *kubeFlags, op, short, example string) *cobra.Co
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			node := args[0]
-			sess, err := openSession(ctx, k)
+			sess, err := openView(ctx, k)
 			if err != nil {
 				return err
 			}
-			if err := sess.startView(ctx); err != nil {
-				return err
-			}
-			if err := sess.node(ctx, node); err != nil {
+			if _, err := sess.getNode(ctx, node); err != nil {
 				return err
 			}
 			c, err := sess.inv.Lookup(node)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -166,11 +167,24 @@ func (s *session) agentLeader(ctx context.Context) (string, error) {
 	return *l.Spec.HolderIdentity, nil
 }
 
-// node gets a Node or says it does not exist.
-func (s *session) node(ctx context.Context, name string) error {
-	_, err := s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+// getNode gets a Node or says it does not exist.
+func (s *session) getNode(ctx context.Context, name string) (*corev1.Node, error) {
+	n, err := s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return usageError("node %q not found", name)
+		return nil, usageError("node %q not found", name)
 	}
-	return err
+	return n, err
+}
+
+// openView opens a session with the cluster view (and the inventory that
+// needs it) started.
+func openView(ctx context.Context, k *kubeFlags) (*session, error) {
+	sess, err := openSession(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	if err := sess.startView(ctx); err != nil {
+		return nil, err
+	}
+	return sess, nil
 }

@@ -47,11 +47,8 @@ can be fenced (and why not).`,
   kubectl fence status worker-3 -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			sess, err := openSession(ctx, k)
+			sess, err := openView(ctx, k)
 			if err != nil {
-				return err
-			}
-			if err := sess.startView(ctx); err != nil {
 				return err
 			}
 			rows, err := statuses(ctx, sess, args)
@@ -249,7 +246,7 @@ and the node's Events.`,
 				return err
 			}
 			node := args[0]
-			if err := sess.node(ctx, node); err != nil {
+			if _, err := sess.getNode(ctx, node); err != nil {
 				return err
 			}
 			st, _, err := currentState(ctx, sess, node)

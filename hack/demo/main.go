@@ -97,7 +97,7 @@ func run(ctx context.Context, bin string) error {
 			return false, nil
 		}
 		node = p.Spec.NodeName
-		return attachedTo(ctx, cp, "demo", "data-db-0") == node, nil
+		return cp.AttachedNode(ctx, "demo", "data-db-0") == node, nil
 	}); err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func run(ctx context.Context, bin string) error {
 		if !tl.has("pods moved") && (err != nil || p.Spec.NodeName != node) {
 			tl.mark("pods moved: the old db-0 is deleted")
 		}
-		on := attachedTo(ctx, cp, "demo", "data-db-0")
+		on := cp.AttachedNode(ctx, "demo", "data-db-0")
 		if !tl.has("volumes detached") && tl.has("pods moved") && on != node {
 			tl.mark("volumes detached from " + node)
 		}
@@ -204,23 +204,6 @@ func reasons(ctx context.Context, c kubernetes.Interface, node string, since tim
 		}
 	}
 	return out
-}
-
-func attachedTo(ctx context.Context, cp *controlplane.ControlPlane, ns, claim string) string {
-	pv, _, err := cp.VolumeOfClaim(ctx, ns, claim)
-	if err != nil || pv == nil {
-		return ""
-	}
-	vas, err := cp.VolumeAttachments(ctx, pv.Name)
-	if err != nil {
-		return ""
-	}
-	for _, va := range vas {
-		if va.Status.Attached && va.DeletionTimestamp == nil {
-			return va.Spec.NodeName
-		}
-	}
-	return ""
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -79,6 +79,25 @@ func (cp *ControlPlane) VolumeOfClaim(ctx context.Context, namespace, claim stri
 	return pv, UniqueVolumeName(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle), nil
 }
 
+// AttachedNode returns the node the claim's volume is attached to: an
+// attached VolumeAttachment not being deleted ("" if none, or unreadable).
+func (cp *ControlPlane) AttachedNode(ctx context.Context, ns, claim string) string {
+	pv, _, err := cp.VolumeOfClaim(ctx, ns, claim)
+	if err != nil || pv == nil {
+		return ""
+	}
+	vas, err := cp.VolumeAttachments(ctx, pv.Name)
+	if err != nil {
+		return ""
+	}
+	for _, va := range vas {
+		if va.Status.Attached && va.DeletionTimestamp == nil {
+			return va.Spec.NodeName
+		}
+	}
+	return ""
+}
+
 // VolumeAttachments returns the VolumeAttachments of a PV.
 func (cp *ControlPlane) VolumeAttachments(ctx context.Context, pvName string) ([]storagev1.VolumeAttachment, error) {
 	list, err := cp.client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})

@@ -131,12 +131,21 @@ func BinariesAvailable(binDir string) error {
 	return nil
 }
 
-// defaultBinDir finds <repo>/bin/e2e by walking up from the working
-// directory to this module's go.mod.
+// defaultBinDir is <repo>/bin/e2e, unless BMCFENCE_E2E_BINDIR says otherwise.
 func defaultBinDir() (string, error) {
 	if d := os.Getenv("BMCFENCE_E2E_BINDIR"); d != "" {
 		return d, nil
 	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin", "e2e"), nil
+}
+
+// RepoRoot finds the bmcfence repository by walking up from the working
+// directory to this module's go.mod.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -144,7 +153,7 @@ func defaultBinDir() (string, error) {
 	for d := dir; ; d = filepath.Dir(d) {
 		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil &&
 			modulePath(data) == "github.com/bmcfence/bmcfence" {
-			return filepath.Join(d, "bin", "e2e"), nil
+			return d, nil
 		}
 		if filepath.Dir(d) == d {
 			return "", fmt.Errorf("cannot find the bmcfence repository root above %s", dir)
@@ -465,7 +474,7 @@ func (cp *ControlPlane) startServing(ctx context.Context, name string, nPorts in
 	for attempt := 1; attempt <= 3; attempt++ {
 		ports := make([]int, nPorts)
 		for i := range ports {
-			p, err := freePort()
+			p, err := FreePort()
 			if err != nil {
 				return err
 			}

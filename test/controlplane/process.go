@@ -141,9 +141,9 @@ func tailFile(path string, n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// freePort asks the kernel for an unused loopback port. The port is free only
+// FreePort asks the kernel for an unused loopback port. The port is free only
 // until someone else takes it; callers retry a start that loses that race.
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

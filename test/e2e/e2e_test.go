@@ -164,27 +164,9 @@ func (e *env) statefulSet(ns, name string) string {
 			return false, nil
 		}
 		node = p.Spec.NodeName
-		return e.attachedTo(ns, "data-"+name+"-0") == node, nil
+		return e.tb.CP.AttachedNode(context.Background(), ns, "data-"+name+"-0") == node, nil
 	})
 	return node
-}
-
-// attachedTo returns the node the claim's volume is attached to ("" if none).
-func (e *env) attachedTo(ns, claim string) string {
-	pv, _, err := e.tb.CP.VolumeOfClaim(context.Background(), ns, claim)
-	if err != nil || pv == nil {
-		return ""
-	}
-	vas, err := e.tb.CP.VolumeAttachments(context.Background(), pv.Name)
-	if err != nil {
-		return ""
-	}
-	for _, va := range vas {
-		if va.Status.Attached && va.DeletionTimestamp == nil {
-			return va.Spec.NodeName
-		}
-	}
-	return ""
 }
 
 func (e *env) waitFor(limit time.Duration, desc string, cond func() (bool, error)) {

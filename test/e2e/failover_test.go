@@ -40,7 +40,7 @@ func TestFailoverAfterPowerLoss(t *testing.T) {
 		if err != nil || p.Spec.NodeName == node {
 			return false, nil
 		}
-		if on := e.attachedTo("db", "data-web-0"); vaMoved == 0 && on != "" && on != node {
+		if on := e.tb.CP.AttachedNode(context.Background(), "db", "data-web-0"); vaMoved == 0 && on != "" && on != node {
 			vaMoved = el
 		}
 		if running == 0 && p.Status.Phase == corev1.PodRunning && vaMoved != 0 {

@@ -322,7 +322,7 @@ func (e *env) podMovedOff(ns, pod, node string, limit time.Duration) {
 		if err != nil || p.Spec.NodeName == node || p.Status.Phase != corev1.PodRunning {
 			return false, nil
 		}
-		on := e.attachedTo(ns, claim)
+		on := e.tb.CP.AttachedNode(context.Background(), ns, claim)
 		return on != "" && on != node, nil
 	})
 }

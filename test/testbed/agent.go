@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bmcfence/bmcfence/test/controlplane"
 )
 
 // Agent is a fence-agent process.
@@ -31,11 +32,11 @@ type Agent struct {
 // started with AgentAsServiceAccount), the given config file and extra flags, on free local ports, and
 // waits until it reports ready.
 func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, extra ...string) (*Agent, error) {
-	mport, err := freePort()
+	mport, err := controlplane.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	hport, err := freePort()
+	hport, err := controlplane.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -90,15 +91,6 @@ func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, 
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Kill sends SIGKILL (a crash mid-fence) and waits for the process.
 func (a *Agent) Kill() {
 	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
@@ -112,16 +104,6 @@ func (a *Agent) Stop() {
 	case <-a.done:
 	case <-time.After(10 * time.Second):
 		a.Kill()
-	}
-}
-
-// Exited reports whether the process ended.
-func (a *Agent) Exited() bool {
-	select {
-	case <-a.done:
-		return true
-	default:
-		return false
 	}
 }
 

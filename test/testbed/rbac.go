@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bmcfence/bmcfence/test/controlplane"
 )
 
 // AgentServiceAccount is the identity deploy/base gives the agent.
@@ -27,7 +29,7 @@ const AgentServiceAccount = "system:serviceaccount:" + Namespace + ":bmcfence-ag
 // manifest grants, nothing more. The rest (the DaemonSet above all) has no
 // place on a testbed, where the agent is a local process.
 func (b *Testbed) ApplyAgentRBAC(ctx context.Context) error {
-	root, err := repoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
 	}

@@ -452,7 +452,7 @@ func BuildAgent(dir string) (string, error) { return Build(dir, "fence-agent") }
 
 // Build builds cmd/NAME into dir and returns its path.
 func Build(dir, name string) (string, error) {
-	root, err := repoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -463,21 +463,4 @@ func Build(dir, name string) (string, error) {
 		return "", fmt.Errorf("building %s: %v\n%s", name, err, b)
 	}
 	return out, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/bmcfence/bmcfence\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cannot find the bmcfence repository root above the working directory")
-		}
-		dir = parent
-	}
 }
