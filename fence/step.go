@@ -908,8 +908,17 @@ func (st *stepper) command() {
 			refuse("the node is under maintenance")
 		case n.Excluded || !n.HasBMC:
 			refuse("the node is " + unfenceableWhy(n) + " (use confirm if you know it is off)")
+		case st.s.Phase == ConfirmingOff || st.s.Phase == PoweringOff || st.s.Phase == Tainting:
+			// The agent may have started this fence a moment before the
+			// request arrived. Refusing would race the human against the
+			// agent; what they asked for is under way, so it goes on as
+			// theirs: no thresholds, no storm guard, nothing else changes.
+			st.s.Manual, st.s.By = true, c.User
+			st.event(false, "FenceManual", "fence requested by %s: %s; following the fence already %s", c.User, c.Reason, st.s.Phase)
+		case st.s.Phase == Detaching || st.s.Phase == Fenced:
+			st.event(false, "FenceManual", "fence requested by %s: %s; the node is already tainted (%s)", c.User, c.Reason, st.s.Phase)
 		case st.s.Phase != Healthy && st.s.Phase != Suspect && st.s.Phase != Stuck:
-			refuse("a fence is already " + st.s.Phase.String())
+			refuse("the node is " + st.s.Phase.String() + "; wait, or abort first")
 		case st.looksAlive():
 			refuse("the node is Ready with a fresh heartbeat")
 		default:

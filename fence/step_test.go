@@ -541,6 +541,40 @@ func TestCommands(t *testing.T) {
 			t.Errorf("events (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("manual fence follows a fence the agent already started", func(t *testing.T) {
+		d := newDriver(t)
+		n := view()
+		d.suspect(n)
+		d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+		d.wantPhase(ConfirmingOff)
+		out := d.step(command(n, at(sec(21)), alice(CmdFence)), at(sec(21)))
+		d.wantPhase(ConfirmingOff)
+		if diff := cmp.Diff([]string{"FenceManual"}, eventReasons(out)); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		if !d.s.Manual || d.s.By != "alice" {
+			t.Errorf("state %+v: the fence is not the human's now", d.s)
+		}
+	})
+	t.Run("manual fence of a node being brought back is refused", func(t *testing.T) {
+		for _, p := range []Phase{PoweringOn, Recovering, Untainting} {
+			d := newDriver(t)
+			d.s = State{Phase: p, TaintOwned: true, TaintedAt: at(0)}
+			out := d.step(command(view(withTaint(TaintOurs), notReady(sec(1))), at(sec(5)), alice(CmdFence)), at(sec(5)))
+			if !slices.Contains(eventReasons(out), "FenceCommandRefused") || has(out, ActPowerOff) {
+				t.Errorf("%s: events %v, actions %v: want a refusal", p, eventReasons(out), kinds(out))
+			}
+		}
+	})
+	t.Run("manual fence of a fenced node changes nothing", func(t *testing.T) {
+		d := newDriver(t)
+		d.s = State{Phase: Fenced, TaintOwned: true, TaintedAt: at(0)}
+		out := d.step(command(view(withTaint(TaintOurs), notReady(sec(1))), at(sec(5)), alice(CmdFence)), at(sec(5)))
+		d.wantPhase(Fenced)
+		if diff := cmp.Diff([]string{"FenceManual"}, eventReasons(out)); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("confirm taints without a BMC", func(t *testing.T) {
 		d := newDriver(t)
 		n := view(noBMC(), notReady(sec(40)))

@@ -69,7 +69,9 @@ is on, confirm a settled Off (several exact-Off reads over the settle window),
 apply the out-of-service taint, and wait until its pods and volumes have moved,
 naming whatever blocks. It refuses when the BMC cannot confirm Off, and when the
 node is Ready with a fresh heartbeat. When the bmcfence agent runs, the request
-goes to it (no race); otherwise this command drives the same engine itself.`,
+goes to it (no race); otherwise this command drives the same engine itself.
+A fence already under way (the agent may have begun it) is followed, not
+refused: the command waits for its outcome.`,
 			`  kubectl fence fence worker-3 --reason "PSU failed, ticket OPS-1234"`, 5*time.Minute),
 		newRequestCmd(s, &k, "confirm", "Attest that a node is off when no BMC can say so, and taint it",
 			`A human attests the node is off (like Pacemaker's manual ack), for nodes whose
