@@ -89,17 +89,18 @@ func (e Endpoint) String() string {
 	return e.Scheme + "://" + e.HostPort()
 }
 
-// redactURL drops user info from an unparseable or credential-carrying
-// address before it is echoed in an error.
+// redactURL drops everything before the last '@' (user info, whatever
+// shape the address has: "user:pass@host" and "//user:pass@host" have no
+// "://") before the address is echoed in an error; a scheme stays.
 func redactURL(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
 		return s
 	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		return scheme + "://[redacted]@" + rest[at+1:]
+	if scheme, _, ok := strings.Cut(s[:at], "://"); ok {
+		return scheme + "://[redacted]@" + s[at+1:]
 	}
-	return s
+	return "[redacted]@" + s[at+1:]
 }
 
 // Secret is a password. Every way fmt, JSON or YAML can print it prints

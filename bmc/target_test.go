@@ -56,7 +56,9 @@ func TestParseAddress(t *testing.T) {
 func TestParseAddressNeverEchoesPassword(t *testing.T) {
 	for _, in := range []string{"https://admin:hunter22@10.0.0.5", "https://admin:hunter22@", "ipmi://u:hunter22@h:1/x",
 		// url.Parse takes these for host and path: user info all the same.
-		"https://admin:12/hunter22@host", "https://admin:?hunter22@host", "https://admin:#hunter22@host", "ftp://u:12/hunter22@h"} {
+		"https://admin:12/hunter22@host", "https://admin:?hunter22@host", "https://admin:#hunter22@host", "ftp://u:12/hunter22@h",
+		// No "://" at all.
+		"admin:hunter22@10.0.0.5", "//admin:hunter22@host", "https:/admin:hunter22@host"} {
 		_, err := ParseAddress(in)
 		if err == nil || strings.Contains(err.Error(), "hunter22") {
 			t.Errorf("ParseAddress(%q) error = %v; want an error without the password", in, err)

@@ -908,7 +908,9 @@ func (st *stepper) command() {
 			refuse("the node is under maintenance")
 		case n.Excluded || !n.HasBMC:
 			refuse("the node is " + unfenceableWhy(n) + " (use confirm if you know it is off)")
-		case st.s.Phase == ConfirmingOff || st.s.Phase == PoweringOff || st.s.Phase == Tainting:
+		case st.looksAlive():
+			refuse("the node is Ready with a fresh heartbeat")
+		case st.s.Phase.InFlight():
 			// The agent may have started this fence a moment before the
 			// request arrived. Refusing would race the human against the
 			// agent; what they asked for is under way, so it goes on as
@@ -917,10 +919,10 @@ func (st *stepper) command() {
 			st.event(false, "FenceManual", "fence requested by %s: %s; following the fence already %s", c.User, c.Reason, st.s.Phase)
 		case st.s.Phase == Detaching || st.s.Phase == Fenced:
 			st.event(false, "FenceManual", "fence requested by %s: %s; the node is already tainted (%s)", c.User, c.Reason, st.s.Phase)
+		case st.s.Phase == PoweringOn || st.s.Phase == Recovering:
+			refuse("the node is being brought back (" + st.s.Phase.String() + "); abort that first")
 		case st.s.Phase != Healthy && st.s.Phase != Suspect && st.s.Phase != Stuck:
-			refuse("the node is " + st.s.Phase.String() + "; wait, or abort first")
-		case st.looksAlive():
-			refuse("the node is Ready with a fresh heartbeat")
+			refuse("the node is " + st.s.Phase.String() + "; wait until that ends")
 		default:
 			keep := st.s.Phase == Suspect
 			st.s.Manual, st.s.By, st.s.Stuck = true, c.User, StuckNone

@@ -556,6 +556,16 @@ func TestCommands(t *testing.T) {
 			t.Errorf("state %+v: the fence is not the human's now", d.s)
 		}
 	})
+	t.Run("manual fence does not take over a fence of a node that looks alive", func(t *testing.T) {
+		d := newDriver(t)
+		n := view()
+		d.suspect(n)
+		d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+		out := d.step(command(view(heartbeat(sec(20.9))), at(sec(21)), alice(CmdFence)), at(sec(21)))
+		if !slices.Contains(eventReasons(out), "FenceCommandRefused") || d.s.Manual {
+			t.Errorf("events %v, manual %v: want a refusal", eventReasons(out), d.s.Manual)
+		}
+	})
 	t.Run("manual fence of a node being brought back is refused", func(t *testing.T) {
 		for _, p := range []Phase{PoweringOn, Recovering, Untainting} {
 			d := newDriver(t)
