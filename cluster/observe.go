@@ -185,10 +185,8 @@ func TaintStateOf(n *corev1.Node) fence.TaintState {
 	if ourTaintIndex(n) >= 0 && n.Annotations[AnnotationTaintOwner] == TaintOwnerValue {
 		return fence.TaintOurs
 	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == TaintKey {
-			return fence.TaintForeign
-		}
+	if HasOutOfServiceTaint(n) {
+		return fence.TaintForeign
 	}
 	return fence.TaintAbsent
 }
@@ -204,6 +202,10 @@ func ourTaintIndex(n *corev1.Node) int {
 	}
 	return -1
 }
+
+// InMaintenance reports whether a planned drain has put the node in
+// maintenance: it is never fenced until the mark is removed.
+func InMaintenance(n *corev1.Node) bool { return n.Annotations[AnnotationMaintenance] != "" }
 
 // HasOutOfServiceTaint reports whether the node carries a taint with the
 // out-of-service key, ours or anyone's: the key alone is what the
@@ -226,7 +228,7 @@ func buildInfo(n *corev1.Node, o *observation, pods []*corev1.Pod, vas []*storag
 		NotReadySince: o.notReadySince,
 		HeartbeatAt:   o.heartbeatAt,
 		RenewedAt:     o.renewedAt,
-		Maintenance:   n.Annotations[AnnotationMaintenance] != "",
+		Maintenance:   InMaintenance(n),
 		Excluded:      n.Labels[LabelExclude] == LabelExcludeValue,
 		Taint:         TaintStateOf(n),
 	}

@@ -162,16 +162,22 @@ func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, err
 	c.mu.Unlock()
 	return runner.Recheck{
 		LeaseRenewed: leaseSeen.newerThanObserved(renew) || beatSeen.newerThanObserved(beat),
-		Maintenance:  n.Annotations[AnnotationMaintenance] != "",
+		Maintenance:  InMaintenance(n),
 		Excluded:     n.Labels[LabelExclude] == LabelExcludeValue,
 	}, nil
 }
+
+// ErrMaintenance is returned by ApplyTaint when the node it read is in
+// maintenance: a drain marked it after the runner's recheck.
+var ErrMaintenance = errors.New("the node is in maintenance")
 
 // ApplyTaint adds the out-of-service taint, with TimeAdded from our clock,
 // and the owner annotation, in one write against the node as read (retried
 // on conflict). If a taint with the key is already there, ours or anyone's,
 // it does nothing: the node is already out of service, and a foreign taint
-// is never claimed.
+// is never claimed. A node in maintenance is refused (ErrMaintenance): the
+// drain's mark is written the same way and refuses a taint, so whichever
+// write lands first wins and the other sees it.
 func (c *Cluster) ApplyTaint(ctx context.Context, node string) error {
 	err := retry.RetryOnConflict(c.writeBackoff, func() error {
 		n, err := c.getNode(ctx, node)
@@ -180,6 +186,9 @@ func (c *Cluster) ApplyTaint(ctx context.Context, node string) error {
 		}
 		if HasOutOfServiceTaint(n) {
 			return nil
+		}
+		if InMaintenance(n) {
+			return ErrMaintenance
 		}
 		t := OutOfServiceTaint()
 		t.TimeAdded = ptr.To(metav1.NewTime(c.clock.Now()))

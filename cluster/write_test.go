@@ -275,6 +275,33 @@ func TestApplyTaint(t *testing.T) {
 	}
 }
 
+// A drain's maintenance mark that lands between the runner's recheck and
+// the taint stops the taint: the two writes exclude each other.
+func TestApplyTaintRefusesAMaintenanceMark(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		node *corev1.Node
+		race func(*corev1.Node)
+	}{
+		{name: "marked before our read", node: node("w1", withAnnotation(AnnotationMaintenance, `{"by":"alice"}`))},
+		{name: "marked between our read and write", node: node("w1"),
+			race: func(n *corev1.Node) { n.Annotations = map[string]string{AnnotationMaintenance: `{"by":"alice"}`} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.node)
+			if tt.race != nil {
+				raceOnFirstPatch(h, tt.race)
+			}
+			if err := h.c.ApplyTaint(context.Background(), "w1"); !errors.Is(err, ErrMaintenance) {
+				t.Fatalf("ApplyTaint = %v, want ErrMaintenance", err)
+			}
+			if n := serverNode(t, h, "w1"); HasOutOfServiceTaint(n) {
+				t.Errorf("tainted a node in maintenance: %v", n.Spec.Taints)
+			}
+		})
+	}
+}
+
 func TestApplyTaintIsIdempotent(t *testing.T) {
 	h := newHarness(t, node("w1"))
 	for range 3 {

@@ -564,18 +564,7 @@ func TestBudgetBlockingAnEvictionIsReported(t *testing.T) {
 		pods := e.readyPods("web")
 		return len(pods[drained]) == 1 && len(pods["n2"]) == 1, nil
 	})
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "web-pdb"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-	}
-	if _, err := e.c.PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(30*time.Second, "the disruption controller to process web-pdb", func() (bool, error) {
-		b, err := e.c.PolicyV1().PodDisruptionBudgets(e.ns).Get(ctx, "web-pdb", metav1.GetOptions{})
-		return err == nil && b.Status.ObservedGeneration == b.Generation && b.Status.CurrentHealthy == 2, nil
-	})
+	e.webPDB(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 2)
 	victim := e.readyPods("web")[drained][0]
 
 	opts := e.options(4 * time.Second)
@@ -747,20 +736,8 @@ func TestNodeSelectorPinnedPodIsRefused(t *testing.T) {
 // budget keep their resourceVersions).
 func TestDryRunChangesNothing(t *testing.T) {
 	e := newEnv(t, "drain-dry")
-	ctx := context.Background()
 	e.deploy(deploymentObject(e.ns, "web", 2), drained)
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "web-pdb"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-	}
-	if _, err := e.c.PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(30*time.Second, "web-pdb processed", func() (bool, error) {
-		b, err := e.c.PolicyV1().PodDisruptionBudgets(e.ns).Get(ctx, "web-pdb", metav1.GetOptions{})
-		return err == nil && b.Status.ObservedGeneration == b.Generation && b.Status.CurrentHealthy == 2, nil
-	})
+	e.webPDB(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 2)
 	before := e.stableVersions("web")
 	plan := e.plan(e.options(time.Minute))
 	if plan.Count(drain.ActionRolloutRestart) != 2 {
@@ -777,6 +754,23 @@ func TestDryRunChangesNothing(t *testing.T) {
 // stableVersions waits until versions stops changing (controllers finish
 // their status writes, the node lifecycle controller its taints) and
 // returns it.
+// webPDB creates web-pdb over the pods labelled app=web and waits until the
+// disruption controller counts healthy of them: before that, evictions
+// are judged against a budget it has not computed.
+func (e *env) webPDB(spec policyv1.PodDisruptionBudgetSpec, healthy int32) {
+	e.t.Helper()
+	ctx := context.Background()
+	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "web-pdb"}, Spec: spec}
+	if _, err := e.c.PolicyV1().PodDisruptionBudgets(e.ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitFor(30*time.Second, "the disruption controller to process web-pdb", func() (bool, error) {
+		b, err := e.c.PolicyV1().PodDisruptionBudgets(e.ns).Get(ctx, "web-pdb", metav1.GetOptions{})
+		return err == nil && b.Status.ObservedGeneration == b.Generation && b.Status.CurrentHealthy == healthy, nil
+	})
+}
+
 func (e *env) stableVersions(app string) map[string]string {
 	e.t.Helper()
 	last := e.versions(app)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -26,6 +27,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/fence"
 )
 
 var (
@@ -360,6 +362,50 @@ func TestExecuteRefusedPlanChangesNothing(t *testing.T) {
 	}
 }
 
+// TestExecuteRefusesANodeAFenceHandles: a fence that begins between the
+// plan and Execute (the agent confirming Off, or its taint) stops the drain
+// in the write that would mark maintenance: nothing is changed.
+func TestExecuteRefusesANodeAFenceHandles(t *testing.T) {
+	confirming, err := fence.Encode(fence.State{Phase: fence.ConfirmingOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		fence func(*corev1.Node)
+	}{
+		{"the agent is confirming Off", func(n *corev1.Node) {
+			n.Annotations = map[string]string{cluster.AnnotationState: confirming}
+		}},
+		{"the out-of-service taint is on", func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, cluster.OutOfServiceTaint())
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fake.NewClientset(node("n1"), node("n2"))
+			opts, _ := fakeOptions()
+			plan, err := MakePlan(context.Background(), c, "n1", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, _ := c.Tracker().Get(nodesResource, "", "n1")
+			n := obj.(*corev1.Node).DeepCopy()
+			tt.fence(n)
+			n.ResourceVersion = "2"
+			if err := c.Tracker().Update(nodesResource, n, ""); err != nil {
+				t.Fatal(err)
+			}
+			c.ClearActions()
+			if _, err := Execute(context.Background(), c, plan, opts); !errors.Is(err, ErrFenced) {
+				t.Fatalf("Execute = %v, want ErrFenced", err)
+			}
+			if w := writes(c); len(w) > 0 {
+				t.Errorf("a drain of a node being fenced wrote %v", w)
+			}
+		})
+	}
+}
+
 // TestExecuteContinuesAHalfDoneDrain: n1 is already cordoned and in
 // maintenance, and the Deployment is mid-rollout (its pod on n1 is in the
 // old ReplicaSet). A second drain neither rewrites the node nor restarts the
@@ -483,7 +529,7 @@ func TestMarkMaintenanceRetriesConflicts(t *testing.T) {
 	if len(bodies) != 2 || !strings.Contains(bodies[0], `"resourceVersion":"1"`) || !strings.Contains(bodies[1], `"resourceVersion":"2"`) {
 		t.Errorf("patches %q: want a retry carrying the fresh resourceVersion", bodies)
 	}
-	if !n.Spec.Unschedulable || !inMaintenance(n) {
+	if !n.Spec.Unschedulable || !cluster.InMaintenance(n) {
 		t.Errorf("node after markMaintenance: unschedulable=%v annotations=%v", n.Spec.Unschedulable, n.Annotations)
 	}
 }
@@ -495,7 +541,7 @@ func TestUndrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
-	if n.Spec.Unschedulable || inMaintenance(n) {
+	if n.Spec.Unschedulable || cluster.InMaintenance(n) {
 		t.Errorf("after Undrain: unschedulable=%v maintenance=%q", n.Spec.Unschedulable, n.Annotations[cluster.AnnotationMaintenance])
 	}
 	if diff := cmp.Diff([]string{"patch nodes", "create events"}, writes(c)); diff != "" {
@@ -600,5 +646,22 @@ func TestRolloutStatus(t *testing.T) {
 				t.Errorf("rolloutStatus = %q, %v, %v; want done=%v err=%v", msg, done, err, tc.wantDone, tc.wantErr)
 			}
 		})
+	}
+}
+
+// A long Event message is cut at a character boundary, within the cap.
+func TestRecordEventCutsLongMessagesAtACharacter(t *testing.T) {
+	c := fake.NewClientset(node("n1"))
+	opts, _ := fakeOptions()
+	n, _ := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if err := recordEvent(context.Background(), c, n, opts.withDefaults(), corev1.EventTypeNormal, ReasonDrainStarted, "x"+strings.Repeat("é", maxEventMessage)); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if len(evs.Items) != 1 {
+		t.Fatalf("%d Events, want 1", len(evs.Items))
+	}
+	if m := evs.Items[0].Message; len(m) > maxEventMessage || !utf8.ValidString(m) || !strings.HasSuffix(m, "…") {
+		t.Errorf("message of %d bytes (valid UTF-8: %v) does not end in an ellipsis within %d bytes", len(m), utf8.ValidString(m), maxEventMessage)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/bmcfence/bmcfence/cluster"
 )
 
 // RestartedAtAnnotation is the pod-template annotation `kubectl rollout
@@ -101,13 +103,13 @@ func (t *task) rollout(ctx context.Context) error {
 func restart(ctx context.Context, x *executor, dep *appsv1.Deployment, at string) error {
 	body := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartedAtAnnotation, at)
 	_, err := x.client.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.StrategicMergePatchType, []byte(body),
-		metav1.PatchOptions{FieldManager: "bmcfence"})
+		metav1.PatchOptions{FieldManager: cluster.DefaultComponent})
 	return err
 }
 
-// remaining returns the task's planned pods that still exist.
-func (t *task) remaining(ctx context.Context) ([]PodPlan, error) {
-	var out []PodPlan
+// remaining reads the task's planned pods that still exist.
+func (t *task) remaining(ctx context.Context) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
 	for _, p := range t.pods {
 		pod, err := t.x.client.CoreV1().Pods(p.Namespace()).Get(ctx, p.Name(), metav1.GetOptions{})
 		if isGone(pod, err, p.UID) {
@@ -117,25 +119,18 @@ func (t *task) remaining(ctx context.Context) ([]PodPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, p)
+		out = append(out, pod)
 	}
 	return out, nil
 }
 
-// inCurrentReplicaSet reports whether any remaining, not terminating pod
-// belongs to the Deployment's current ReplicaSet (same revision). When the
-// revision cannot be told, it says yes: one restart too many costs a
-// rollout; one too few leaves the drain waiting for nothing.
-func (t *task) inCurrentReplicaSet(ctx context.Context, dep *appsv1.Deployment, remaining []PodPlan) (bool, error) {
+// inCurrentReplicaSet reports whether any remaining (as just read), not
+// terminating pod belongs to the Deployment's current ReplicaSet (same
+// revision). When the revision cannot be told, it says yes: one restart too
+// many costs a rollout; one too few leaves the drain waiting for nothing.
+func (t *task) inCurrentReplicaSet(ctx context.Context, dep *appsv1.Deployment, remaining []*corev1.Pod) (bool, error) {
 	want := dep.Annotations[revisionAnnotation]
-	for _, p := range remaining {
-		pod, err := t.x.client.CoreV1().Pods(p.Namespace()).Get(ctx, p.Name(), metav1.GetOptions{})
-		if isGone(pod, err, p.UID) {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
+	for _, pod := range remaining {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
@@ -389,11 +384,7 @@ func wantsOrdinal(sts *appsv1.StatefulSet, n int) bool {
 // pod and what they allow, or the server's own words when none is found.
 func (x *executor) blockedEviction(ctx context.Context, pod *corev1.Pod, evictErr error) (string, []string) {
 	var budgets []*policyv1.PodDisruptionBudget
-	if list, err := x.client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
-		all := make([]*policyv1.PodDisruptionBudget, 0, len(list.Items))
-		for i := range list.Items {
-			all = append(all, &list.Items[i])
-		}
+	if all, err := listBudgets(ctx, x.client, pod.Namespace); err == nil {
 		budgets = matchingBudgets(all, pod)
 	}
 	if len(budgets) == 0 {

@@ -3,8 +3,10 @@ package drain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,8 +14,10 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/fence"
 )
 
 // Event reasons recorded on the Node.
@@ -69,20 +73,50 @@ func updateNode(ctx context.Context, client kubernetes.Interface, name string, c
 	return out, err
 }
 
+// ErrFenced: a fence handles the node (it is being powered off or
+// confirmed Off, or carries the out-of-service taint). Its pods cannot leave
+// by eviction, and a maintenance mark would stop the fence halfway. Abort or
+// unfence it first.
+var ErrFenced = errors.New("a fence handles the node")
+
+// CheckNotFenced returns ErrFenced, wrapped with what to do, when a fence
+// handles the node. Execute checks it in the write that marks the node in
+// maintenance (the fence's taint checks the mark the same way), so the two
+// never both go ahead; a caller may check it earlier to refuse sooner.
+func CheckNotFenced(n *corev1.Node) error {
+	if raw := n.Annotations[cluster.AnnotationState]; raw != "" {
+		st, err := fence.Decode(raw)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		if st.Phase.InFlight() {
+			return fmt.Errorf("node %s is being fenced (phase %s): a drain cannot move its pods; \"kubectl fence abort\" or \"kubectl fence unfence\" it first: %w", n.Name, st.Phase, ErrFenced)
+		}
+	}
+	if cluster.HasOutOfServiceTaint(n) {
+		return fmt.Errorf("node %s carries the out-of-service taint: its pods are already being moved off; \"kubectl fence unfence\" it first: %w", n.Name, ErrFenced)
+	}
+	return nil
+}
+
 // markMaintenance cordons the node and puts it in maintenance, in one
-// write. An existing maintenance value is kept: a second drain continues
-// the first one's maintenance (its by/since stay true).
+// write, unless a fence handles it (CheckNotFenced). An existing maintenance
+// value is kept: a second drain continues the first one's maintenance (its
+// by/since stay true).
 func markMaintenance(ctx context.Context, client kubernetes.Interface, name string, opts Options) (*corev1.Node, error) {
 	value, err := cluster.EncodeMaintenance(cluster.Maintenance{By: opts.User, Reason: opts.Reason, Since: opts.Clock.Now().UTC()})
 	if err != nil {
 		return nil, err
 	}
 	return updateNode(ctx, client, name, func(n *corev1.Node) (*nodePatch, error) {
-		if n.Spec.Unschedulable && inMaintenance(n) {
+		if err := CheckNotFenced(n); err != nil {
+			return nil, err
+		}
+		if n.Spec.Unschedulable && cluster.InMaintenance(n) {
 			return nil, nil
 		}
-		p := &nodePatch{Spec: nodePatchSpec{Unschedulable: ptrTo(true)}}
-		if !inMaintenance(n) {
+		p := &nodePatch{Spec: nodePatchSpec{Unschedulable: ptr.To(true)}}
+		if !cluster.InMaintenance(n) {
 			p.Metadata.Annotations = map[string]*string{cluster.AnnotationMaintenance: &value}
 		}
 		return p, nil
@@ -106,8 +140,6 @@ func clearMaintenance(ctx context.Context, client kubernetes.Interface, name str
 	return n, changed, err
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 // maxEventMessage: events.k8s.io caps a note at 1 KiB; core/v1 Events do
 // not, but a longer message is unreadable in `kubectl describe node`.
 const maxEventMessage = 1024
@@ -119,7 +151,12 @@ const maxEventMessage = 1024
 func recordEvent(ctx context.Context, client kubernetes.Interface, node *corev1.Node, opts Options, typ, reason, message string) error {
 	now := metav1.NewTime(opts.Clock.Now())
 	if len(message) > maxEventMessage {
-		message = message[:maxEventMessage-len("…")] + "…"
+		// Cut at a character boundary: a reason may be any UTF-8.
+		cut := maxEventMessage - len("…")
+		for cut > 0 && !utf8.RuneStart(message[cut]) {
+			cut--
+		}
+		message = message[:cut] + "…"
 	}
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{

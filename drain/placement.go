@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,13 +57,16 @@ type room struct {
 	free       corev1.ResourceList
 	freePods   int64
 	pods       []*corev1.Pod // there now, plus placed by this check
+	// repelling: those of pods with required anti-affinity terms, the
+	// only ones whose terms can keep a pod away (few in most clusters).
+	repelling []*corev1.Pod
 }
 
 // place decides a target for each mover. drained is the node being
 // drained; staying are the bound, unfinished pods that do not move.
 func place(drained string, nodes []*corev1.Node, staying []*corev1.Pod, movers []mover, nsLabels func(string) labels.Set) map[types.UID]placement {
 	rooms := make([]*room, 0, len(nodes)) // candidates
-	all := make([]*room, 0, len(nodes))
+	all := &domains{byKey: map[string]map[string][]*room{}}
 	byName := map[string]*room{}
 	for _, n := range nodes {
 		r := &room{node: n, free: n.Status.Allocatable.DeepCopy()}
@@ -75,20 +79,20 @@ func place(drained string, nodes []*corev1.Node, staying []*corev1.Pod, movers [
 		switch {
 		case n.Spec.Unschedulable:
 			r.ineligible = UnfitCordoned
-		case inMaintenance(n):
+		case cluster.InMaintenance(n):
 			r.ineligible = UnfitMaintenance
 		case !cluster.NodeReady(n):
 			r.ineligible = UnfitNotReady
 		}
 		byName[n.Name] = r
-		all = append(all, r)
+		all.rooms = append(all.rooms, r)
 		if n.Name != drained {
 			rooms = append(rooms, r)
 		}
 	}
 	for _, p := range staying {
 		if r := byName[p.Spec.NodeName]; r != nil {
-			r.take(p)
+			all.take(r, p)
 		}
 	}
 
@@ -124,7 +128,7 @@ func place(drained string, nodes []*corev1.Node, staying []*corev1.Pod, movers [
 			out[m.pod.UID] = placement{unfit: unfit.list()}
 			continue
 		}
-		best.take(m.pod)
+		all.take(best, m.pod)
 		out[m.pod.UID] = placement{target: best.node.Name}
 	}
 	return out
@@ -139,6 +143,9 @@ func (r *room) take(p *corev1.Pod) {
 	}
 	r.freePods--
 	r.pods = append(r.pods, p)
+	if len(requiredAntiAffinity(p)) > 0 {
+		r.repelling = append(r.repelling, p)
+	}
 }
 
 func (r *room) moreFreeThan(o *room) bool {
@@ -152,7 +159,7 @@ func (r *room) moreFreeThan(o *room) bool {
 
 // fits returns "" when m's pod fits on r, else the first cause found (in
 // the order a human would fix them) and its detail.
-func (r *room) fits(m mover, all []*room, nsLabels func(string) labels.Set) (UnfitCause, string) {
+func (r *room) fits(m mover, all *domains, nsLabels func(string) labels.Set) (UnfitCause, string) {
 	if r.ineligible != "" {
 		return r.ineligible, ""
 	}
@@ -163,7 +170,7 @@ func (r *room) fits(m mover, all []*room, nsLabels func(string) labels.Set) (Unf
 	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}); untolerated {
-		return UnfitTaint, taintString(t)
+		return UnfitTaint, t.ToString()
 	}
 	for _, pv := range m.volumes {
 		if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
@@ -196,22 +203,56 @@ func (r *room) fits(m mover, all []*room, nsLabels func(string) labels.Set) (Unf
 	return "", ""
 }
 
-// antiAffinityConflict names a pod that required pod anti-affinity keeps
-// away from node (either side's terms), or returns "". all holds every
-// node's room, the drained node's too: the pods staying there (DaemonSets)
-// share its zone with the candidates.
-func antiAffinityConflict(pod *corev1.Pod, node *corev1.Node, all []*room, nsLabels func(string) labels.Set) string {
-	sameDomain := func(r *room, key string) bool {
-		want, ok := node.Labels[key]
-		got, has := r.node.Labels[key]
-		return ok && has && want == got // no label, no domain: nothing to violate
+// domains finds the rooms in a topology domain (the nodes sharing a label
+// value), for pod anti-affinity: only pods in the candidate's domain can
+// conflict with a pod placed there. It holds every node's room, the drained
+// node's too: the pods staying there (DaemonSets) share its zone with the
+// candidates.
+type domains struct {
+	rooms []*room
+	// byKey: topology key → label value → rooms, in rooms' order; built
+	// for a key the first time it is asked about.
+	byKey map[string]map[string][]*room
+	// repelKeys: the topology keys of the pods' required anti-affinity
+	// terms, sorted.
+	repelKeys []string
+}
+
+func (d *domains) roomsIn(key, value string) []*room {
+	byValue, ok := d.byKey[key]
+	if !ok {
+		byValue = map[string][]*room{}
+		for _, r := range d.rooms {
+			if v, ok := r.node.Labels[key]; ok {
+				byValue[v] = append(byValue[v], r)
+			}
+		}
+		d.byKey[key] = byValue
 	}
+	return byValue[value]
+}
+
+// take books p on r and notes the topology keys p's terms repel in.
+func (d *domains) take(r *room, p *corev1.Pod) {
+	r.take(p)
+	for _, term := range requiredAntiAffinity(p) {
+		if i, found := slices.BinarySearch(d.repelKeys, term.TopologyKey); !found {
+			d.repelKeys = slices.Insert(d.repelKeys, i, term.TopologyKey)
+		}
+	}
+}
+
+// antiAffinityConflict names a pod that required pod anti-affinity keeps
+// away from node (either side's terms), or returns "". A node without the
+// term's topology label is in no domain: there is nothing to violate.
+func antiAffinityConflict(pod *corev1.Pod, node *corev1.Node, all *domains, nsLabels func(string) labels.Set) string {
 	// The pod's own terms against the pods in the same topology domain.
 	for _, term := range requiredAntiAffinity(pod) {
-		for _, r := range all {
-			if !sameDomain(r, term.TopologyKey) {
-				continue
-			}
+		value, ok := node.Labels[term.TopologyKey]
+		if !ok {
+			continue
+		}
+		for _, r := range all.roomsIn(term.TopologyKey, value) {
 			for _, other := range r.pods {
 				if other.UID != pod.UID && termMatches(pod, term, other, nsLabels) {
 					return podKey(other) + " on " + r.node.Name
@@ -220,14 +261,20 @@ func antiAffinityConflict(pod *corev1.Pod, node *corev1.Node, all []*room, nsLab
 		}
 	}
 	// The other pods' terms against this pod (the scheduler checks both).
-	for _, r := range all {
-		for _, other := range r.pods {
-			if other.UID == pod.UID {
-				continue
-			}
-			for _, term := range requiredAntiAffinity(other) {
-				if sameDomain(r, term.TopologyKey) && termMatches(other, term, pod, nsLabels) {
-					return podKey(other) + " on " + r.node.Name
+	for _, key := range all.repelKeys {
+		value, ok := node.Labels[key]
+		if !ok {
+			continue
+		}
+		for _, r := range all.roomsIn(key, value) {
+			for _, other := range r.repelling {
+				if other.UID == pod.UID {
+					continue
+				}
+				for _, term := range requiredAntiAffinity(other) {
+					if term.TopologyKey == key && termMatches(other, term, pod, nsLabels) {
+						return podKey(other) + " on " + r.node.Name
+					}
 				}
 			}
 		}
@@ -270,13 +317,6 @@ func termMatches(owner *corev1.Pod, term corev1.PodAffinityTerm, target *corev1.
 
 func podRequests(p *corev1.Pod) corev1.ResourceList {
 	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-}
-
-func taintString(t corev1.Taint) string {
-	if t.Value == "" {
-		return t.Key + ":" + string(t.Effect)
-	}
-	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }
 
 // unfitSet groups unfit nodes by cause and detail.

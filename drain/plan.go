@@ -553,12 +553,7 @@ func (p *planner) volumeOfClaim(ns, claim string) (*corev1.PersistentVolume, err
 func (p *planner) budgetsFor(pod *corev1.Pod) []*policyv1.PodDisruptionBudget {
 	all, ok := p.pdbs[pod.Namespace]
 	if !ok {
-		list, err := p.client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(p.ctx, metav1.ListOptions{})
-		if err == nil {
-			for i := range list.Items {
-				all = append(all, &list.Items[i])
-			}
-		}
+		all, _ = listBudgets(p.ctx, p.client, pod.Namespace)
 		p.pdbs[pod.Namespace] = all
 	}
 	return matchingBudgets(all, pod)
@@ -596,8 +591,6 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-func inMaintenance(n *corev1.Node) bool { return n.Annotations[cluster.AnnotationMaintenance] != "" }
-
 // maxSurge and maxUnavailable resolve a RollingUpdate Deployment's
 // parameters the way the deployment controller does (surge rounds up,
 // unavailable down; API defaults 25 % each).
@@ -626,6 +619,19 @@ func maxUnavailable(d *appsv1.Deployment) int32 {
 		return 0
 	}
 	return int32(n)
+}
+
+// listBudgets lists a namespace's PodDisruptionBudgets.
+func listBudgets(ctx context.Context, client kubernetes.Interface, ns string) ([]*policyv1.PodDisruptionBudget, error) {
+	list, err := client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	all := make([]*policyv1.PodDisruptionBudget, 0, len(list.Items))
+	for i := range list.Items {
+		all = append(all, &list.Items[i])
+	}
+	return all, nil
 }
 
 // podsOnNodeSelector selects a node's pods server-side.

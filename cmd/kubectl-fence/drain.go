@@ -93,15 +93,11 @@ func runDrain(ctx context.Context, s streams, k *kubeFlags, node string, f drain
 	if err != nil {
 		return err
 	}
-	sess, err := openSession(ctx, k)
+	sess, n, err := openNode(ctx, k, node)
 	if err != nil {
 		return err
 	}
-	n, err := sess.getNode(ctx, node)
-	if err != nil {
-		return err
-	}
-	if err := drainable(ctx, sess, n, f.force); err != nil {
+	if err := drainable(n, f.force); err != nil {
 		return err
 	}
 	opts := drain.Options{
@@ -154,6 +150,9 @@ func runDrain(ctx context.Context, s streams, k *kubeFlags, node string, f drain
 		return perr
 	}
 	switch {
+	case errors.Is(derr, drain.ErrFenced):
+		// A fence began after the check above; nothing was changed.
+		return withCode(exitRefused, derr)
 	case errors.Is(derr, drain.ErrIncomplete):
 		msg := "%w: %s stays cordoned and in maintenance; run the drain again to continue, or \"kubectl fence undrain %s\""
 		if f.powerOff {
@@ -169,16 +168,11 @@ func runDrain(ctx context.Context, s streams, k *kubeFlags, node string, f drain
 // drainable refuses to drain a node a fence is handling, and (without
 // --force) a node that is not Ready: its pods cannot leave by eviction, and
 // the maintenance mark would stop the agent from fencing a dead node.
-func drainable(ctx context.Context, sess *session, n *corev1.Node, force bool) error {
-	st, taint, err := currentState(ctx, sess, n.Name)
-	if err != nil {
+func drainable(n *corev1.Node, force bool) error {
+	if err := drain.CheckNotFenced(n); errors.Is(err, drain.ErrFenced) {
+		return withCode(exitRefused, err)
+	} else if err != nil {
 		return err
-	}
-	switch {
-	case st.Phase.InFlight() && st.Phase != fence.Maintenance:
-		return withCode(exitRefused, fmt.Errorf("node %s is being fenced (phase %s): a drain cannot move its pods; \"kubectl fence abort\" or \"kubectl fence unfence\" it first", n.Name, st.Phase))
-	case taint != fence.TaintAbsent:
-		return withCode(exitRefused, fmt.Errorf("node %s carries the out-of-service taint: its pods are already being moved off; \"kubectl fence unfence\" it first", n.Name))
 	}
 	if !force && !cluster.NodeReady(n) {
 		return withCode(exitRefused, fmt.Errorf("node %s is not Ready: its pods cannot leave by eviction, and maintenance would stop bmcfence from fencing it; fence it instead (\"kubectl fence fence %s\"), or pass --force", n.Name, n.Name))
@@ -195,9 +189,7 @@ func powerOffTarget(ctx context.Context, sess *session, node string) (*inventory
 	if err != nil {
 		return nil, withCode(exitUnsupported, fmt.Errorf("--power-off: %w", err))
 	}
-	if err := c.Verify(ctx); errors.Is(err, inventory.ErrIdentity) {
-		return nil, withCode(exitRefused, fmt.Errorf("refusing --power-off: %w", err))
-	} else if err != nil {
+	if err := verifyIdentity(ctx, c); err != nil {
 		return nil, fmt.Errorf("--power-off: %w", err)
 	}
 	return c, nil
@@ -282,11 +274,7 @@ bmcfence watches it again.`,
 			if timeout <= 0 {
 				return usageError("--timeout %s: must be positive", timeout)
 			}
-			sess, err := openSession(ctx, k)
-			if err != nil {
-				return err
-			}
-			n, err := sess.getNode(ctx, node)
+			sess, n, err := openNode(ctx, k, node)
 			if err != nil {
 				return err
 			}
@@ -311,7 +299,7 @@ bmcfence watches it again.`,
 			prog := newProgress(s)
 			opts := drain.Options{Timeout: timeout, Reason: reason, User: sess.user, Clock: clock.RealClock{}}
 			if powerOn {
-				r, err := power.On(ctx, ctrl, true, fence.DefaultPolicy().PowerOnTimeout, fence.DefaultPolicy().PowerPollInterval, prog.say)
+				r, err := powerOnNode(ctx, ctrl, true, prog)
 				r.Address, r.System = ctrl.Target.Address.String(), ctrl.Target.System
 				res.PowerOn = &r
 				if err != nil {
@@ -341,13 +329,13 @@ bmcfence watches it again.`,
 
 func undrainTable(w *tabwriter.Writer, r undrainResult, n *corev1.Node, ctrl *inventory.Controller) {
 	if r.DryRun {
-		m := n.Annotations[cluster.AnnotationMaintenance]
-		fmt.Fprintf(w, "Dry run for %s (cordoned: %v, in maintenance: %v); nothing was changed. It would:\n", r.Node, n.Spec.Unschedulable, m != "")
+		m := cluster.InMaintenance(n)
+		fmt.Fprintf(w, "Dry run for %s (cordoned: %v, in maintenance: %v); nothing was changed. It would:\n", r.Node, n.Spec.Unschedulable, m)
 		if ctrl != nil {
 			fmt.Fprintf(w, "  power it on through %s,\n", ctrl.Target.Address)
 		}
 		fmt.Fprintln(w, "  wait until it is Ready and renews its Lease while watched,")
-		if m != "" || n.Spec.Unschedulable {
+		if m || n.Spec.Unschedulable {
 			fmt.Fprintln(w, "  then uncordon it and clear the maintenance mark.")
 		} else {
 			fmt.Fprintln(w, "  and have nothing to undo.")

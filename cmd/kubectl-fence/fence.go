@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bmcfence/bmcfence/cluster"
@@ -120,11 +121,8 @@ func newRequestCmd(s streams, k *kubeFlags, name, short, long, example string, t
 // runRequest hands the request to the agent when one leads, else drives the
 // same runner and engine here, for this one node, until done or timeout.
 func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec requestSpec, name string, f requestFlags) error {
-	sess, err := openSession(ctx, k)
+	sess, n, err := openNode(ctx, k, node)
 	if err != nil {
-		return err
-	}
-	if _, err := sess.getNode(ctx, node); err != nil {
 		return err
 	}
 	leader, err := sess.agentLeader(ctx)
@@ -137,7 +135,7 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 	}
 	report := requestReport{Node: node, Command: name, By: sess.user, HandledBy: handler}
 	if f.dryRun {
-		st, taint, err := currentState(ctx, sess, node)
+		st, taint, err := nodeState(n)
 		if err != nil {
 			return err
 		}
@@ -183,8 +181,15 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 			after, _ := r.Sync(timed, node)
 			wait = min(after, wait)
 		}
-		st, taint, err := currentState(ctx, sess, node)
+		// One read a tick: the state, the taint and the acknowledgement.
+		n, err := sess.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil && ctx.Err() == nil {
+			return err
+		} else if err != nil {
+			n = nil // interrupted: the timeout below reports it
+		}
+		st, taint, err := nodeState(n)
+		if err != nil {
 			return err
 		}
 		report.Phase, report.Tainted, report.Elapsed = st.Phase.String(), taint != fence.TaintAbsent, time.Since(start).Round(100*time.Millisecond).String()
@@ -192,10 +197,7 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 			prog.say("%6s  %s", report.Elapsed, st.Phase)
 			last = st.Phase
 		}
-		acked, err := requestAcked(ctx, sess, node, id)
-		if err != nil && ctx.Err() == nil {
-			return err
-		}
+		acked := requestAcked(n, id)
 		if acked {
 			if msg := refusal(ctx, sess, node, start); msg != "" {
 				report.Message = msg
@@ -264,11 +266,11 @@ func writeRequest(ctx context.Context, sess *session, node string, spec requestS
 	return id, nil
 }
 
-// currentState reads the node's fence state and taint from the server.
-func currentState(ctx context.Context, sess *session, node string) (fence.State, fence.TaintState, error) {
-	n, err := sess.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return fence.State{}, fence.TaintAbsent, err
+// nodeState decodes a node's fence state and taint; a nil node (not read)
+// has neither.
+func nodeState(n *corev1.Node) (fence.State, fence.TaintState, error) {
+	if n == nil {
+		return fence.State{}, fence.TaintAbsent, nil
 	}
 	taint := cluster.TaintStateOf(n)
 	raw := n.Annotations[cluster.AnnotationState]
@@ -277,18 +279,19 @@ func currentState(ctx context.Context, sess *session, node string) (fence.State,
 	}
 	st, err := fence.Decode(raw)
 	if err != nil {
-		return fence.State{}, taint, fmt.Errorf("node %s: %w", node, err)
+		return fence.State{}, taint, fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	return st, taint, nil
 }
 
-func requestAcked(ctx context.Context, sess *session, node, id string) (bool, error) {
-	n, err := sess.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return false, err
+// requestAcked reports whether request id has left the node (whoever runs
+// the engine removes it in the write that records its effect).
+func requestAcked(n *corev1.Node, id string) bool {
+	if n == nil {
+		return false
 	}
 	r, err := cluster.DecodeRequest(n.Annotations[cluster.AnnotationRequest])
-	return err != nil || r.ID != id, nil
+	return err != nil || r.ID != id
 }
 
 // refusal returns the engine's refusal of our request, if it refused.

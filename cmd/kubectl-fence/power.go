@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -68,10 +69,7 @@ func newPowerOpCmd(s streams, k *kubeFlags, op, short, example string) *cobra.Co
 				return printReport(s, out, power.Report{Address: c.Target.Address.String(), System: c.Target.System, Action: op + " (dry run: nothing sent)"})
 			}
 			if op != "on" {
-				// Never power off a machine that may not be this node.
-				if err := c.Verify(ctx); errors.Is(err, inventory.ErrIdentity) {
-					return withCode(exitRefused, fmt.Errorf("refusing to power off: %w", err))
-				} else if err != nil {
+				if err := verifyIdentity(ctx, c); err != nil {
 					return err
 				}
 			}
@@ -100,12 +98,27 @@ func newPowerOpCmd(s streams, k *kubeFlags, op, short, example string) *cobra.Co
 	return cmd
 }
 
+// verifyIdentity refuses (exitRefused) a BMC that does not prove it is the
+// node's machine: never power off a machine that may not be this node.
+func verifyIdentity(ctx context.Context, c *inventory.Controller) error {
+	err := c.Verify(ctx)
+	if errors.Is(err, inventory.ErrIdentity) {
+		return withCode(exitRefused, fmt.Errorf("refusing to power off: %w", err))
+	}
+	return err
+}
+
+// powerOnNode powers the machine on, within the default policy's limit.
+func powerOnNode(ctx context.Context, c bmc.Controller, wait bool, prog progress) (power.Report, error) {
+	p := fence.DefaultPolicy()
+	return power.On(ctx, c, wait, p.PowerOnTimeout, p.PowerPollInterval, prog.say)
+}
+
 func powerOp(cmd *cobra.Command, c bmc.Controller, op string, sf settleFlags, wait bool, prog progress) (power.Report, error) {
 	ctx := cmd.Context()
-	onLimit, poll := fence.DefaultPolicy().PowerOnTimeout, fence.DefaultPolicy().PowerPollInterval
 	switch op {
 	case "on":
-		return power.On(ctx, c, wait, onLimit, poll, prog.say)
+		return powerOnNode(ctx, c, wait, prog)
 	case "off", "cycle":
 		p, err := sf.policy()
 		if err != nil {
@@ -116,7 +129,7 @@ func powerOp(cmd *cobra.Command, c bmc.Controller, op string, sf settleFlags, wa
 			return r, err
 		}
 		start := time.Now()
-		on, err := power.On(ctx, c, wait, onLimit, poll, prog.say)
+		on, err := powerOnNode(ctx, c, wait, prog)
 		on.Action, on.Elapsed = "cycle", time.Since(start).Round(time.Millisecond).String()
 		return on, err
 	}

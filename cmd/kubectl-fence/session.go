@@ -176,6 +176,19 @@ func (s *session) getNode(ctx context.Context, name string) (*corev1.Node, error
 	return n, err
 }
 
+// openNode opens a session and reads the named node.
+func openNode(ctx context.Context, k *kubeFlags, name string) (*session, *corev1.Node, error) {
+	sess, err := openSession(ctx, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := sess.getNode(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sess, n, nil
+}
+
 // openView opens a session with the cluster view (and the inventory that
 // needs it) started.
 func openView(ctx context.Context, k *kubeFlags) (*session, error) {

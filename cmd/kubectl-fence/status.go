@@ -241,15 +241,12 @@ and the node's Events.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			sess, err := openSession(ctx, k)
+			node := args[0]
+			sess, n, err := openNode(ctx, k, node)
 			if err != nil {
 				return err
 			}
-			node := args[0]
-			if _, err := sess.getNode(ctx, node); err != nil {
-				return err
-			}
-			st, _, err := currentState(ctx, sess, node)
+			st, _, err := nodeState(n)
 			if err != nil {
 				return err
 			}

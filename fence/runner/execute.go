@@ -163,7 +163,7 @@ func (r *Runner) sideEffect(ctx context.Context, name string, k fence.ActionKind
 		if err != nil {
 			return fmt.Errorf("not acting: cannot read the node from the API server: %w", err)
 		}
-		if why := c.blocks(k); why != "" {
+		if why := c.blocks(); why != "" {
 			return errors.New("not acting: " + why)
 		}
 	}

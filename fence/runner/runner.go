@@ -67,8 +67,8 @@ type Recheck struct {
 	Excluded     bool
 }
 
-// blocks says why the recheck forbids action k, or "".
-func (c Recheck) blocks(k fence.ActionKind) string {
+// blocks says why the recheck forbids a power-off or a taint, or "".
+func (c Recheck) blocks() string {
 	switch {
 	case c.Maintenance:
 		return "the node is now under maintenance"
