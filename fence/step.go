@@ -899,6 +899,10 @@ func (st *stepper) command() {
 	n := st.node()
 	st.s.Evidence.add(Record{At: st.now, Kind: RecCommand, Phase: st.s.Phase, Note: commandNote(c)})
 	refuse := func(why string) {
+		// Recorded in the state as well as said in an Event: the write
+		// that acknowledges the request carries it, so whoever waits on the
+		// request reads the answer with the acknowledgement (Events trail).
+		st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: why})
 		st.event(true, "FenceCommandRefused", "%s requested by %s refused: %s", c.Kind, c.User, why)
 	}
 	switch c.Kind {

@@ -540,6 +540,12 @@ func TestCommands(t *testing.T) {
 		if diff := cmp.Diff([]string{"FenceCommandRefused"}, eventReasons(out)); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
 		}
+		// The refusal is in the state, which the write acknowledging the
+		// request carries, right after the command.
+		recs := d.s.Evidence.Records()
+		if n := len(recs); n < 2 || recs[n-2].Kind != RecCommand || recs[n-1].Kind != RecRefusal {
+			t.Errorf("evidence %+v: want the command, then its refusal", recs)
+		}
 	})
 	t.Run("manual fence follows a fence the agent already started", func(t *testing.T) {
 		d := newDriver(t)

@@ -199,7 +199,7 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 		}
 		acked := requestAcked(n, id)
 		if acked {
-			if msg := refusal(ctx, sess, node, start); msg != "" {
+			if msg := refusal(st); msg != "" {
 				report.Message = msg
 				_ = printRequest(s, f.out, report)
 				return withCode(exitRefused, errors.New(msg))
@@ -294,12 +294,19 @@ func requestAcked(n *corev1.Node, id string) bool {
 	return err != nil || r.ID != id
 }
 
-// refusal returns the engine's refusal of our request, if it refused.
-func refusal(ctx context.Context, sess *session, node string, since time.Time) string {
-	for _, e := range nodeEvents(ctx, sess, node, since) {
-		if e.Reason == "FenceCommandRefused" {
-			return e.Message
+// refusal returns the engine's refusal of the newest command in the
+// node's evidence (ours, read with its acknowledgement), if it refused it:
+// the engine records a refusal right after the command.
+func refusal(st fence.State) string {
+	recs := st.Evidence.Records()
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Kind != fence.RecCommand {
+			continue
 		}
+		if i+1 < len(recs) && recs[i+1].Kind == fence.RecRefusal {
+			return recs[i].Note + ": refused: " + recs[i+1].Note
+		}
+		return ""
 	}
 	return ""
 }
