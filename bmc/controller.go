@@ -10,9 +10,13 @@ import (
 // must bound every call by the context and their target's timeout.
 //
 // PowerOff means a hard off (Redfish ForceOff, IPMI `chassis power off`),
-// never a cycle or reset, which can leave the machine on. A nil error from
-// PowerOff or PowerOn only means the BMC accepted the command: BMCs lie, and
-// only a later PowerStatus reading proves anything.
+// never a cycle or reset, which can leave the machine on. PowerOff always
+// sends the command, whatever the BMC last read: no "already off" short cut
+// (bmclib's SetPowerState has one), because a restart's off-dwell reads Off
+// too and only an Off we caused proves anything. A nil error means the BMC
+// accepted the command; an error wrapping ErrAlreadyInState means it
+// answered "already in that state" and did nothing. Neither proves the
+// machine is off: BMCs lie, and only later PowerStatus readings do.
 type Controller interface {
 	PowerStatus(ctx context.Context) (PowerStatus, error)
 	PowerOff(ctx context.Context) (Result, error)

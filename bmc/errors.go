@@ -17,6 +17,13 @@ var (
 	ErrBMC           = errors.New("BMC answered with an error")
 	ErrSystem        = errors.New("BMC system selection failed")
 	ErrInvalidTarget = errors.New("invalid BMC target")
+	// ErrAlreadyInState: the BMC refused a power command because the
+	// system already is (or claims to be) in the requested state: iDRAC's
+	// 409, iLO's 400 InvalidOperationForSystemState, IPMI completion code
+	// 0xD5. The BMC did nothing. It is not an error that stops a fence, and
+	// it is not acceptance either: BMCs answer the same during a restart's
+	// off-dwell, so an Off after it is not an Off we caused.
+	ErrAlreadyInState = errors.New("BMC did nothing: the system is already in that state")
 )
 
 // Op names an operation in errors and metrics.
@@ -57,6 +64,8 @@ func Reason(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
+	case errors.Is(err, ErrAlreadyInState):
+		return "already"
 	case errors.Is(err, ErrAuth):
 		return "auth"
 	case errors.Is(err, ErrTLS):

@@ -83,7 +83,23 @@ fi
 
 rm -f "$STAMP"
 SCRATCH=$(mktemp -d "$BINDIR/.build.XXXXXX")
-trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$SCRATCH"' EXIT
+# cleanup runs on every exit. It must never change the exit status: under
+# set -e a bare `kill` with no jobs left exits 2 and once turned every
+# successful first build into a failure. It kills the whole process group
+# of each background job (the go build inside the etcd/kwok subshell too).
+cleanup() {
+	local status=$? pids
+	pids=$(jobs -p)
+	if [ -n "$pids" ]; then
+		# shellcheck disable=SC2086
+		kill $pids 2>/dev/null || true
+		pkill -P "$(echo $pids | tr ' ' ',')" 2>/dev/null || true
+		wait 2>/dev/null || true
+	fi
+	rm -rf "$SCRATCH"
+	exit "$status"
+}
+trap cleanup EXIT
 trap 'say "interrupted; nothing half-built was installed"; exit 130' INT TERM
 
 export CGO_ENABLED=0
