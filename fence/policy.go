@@ -20,6 +20,13 @@ type Policy struct {
 	// SettleWindow apart.
 	SettleWindow time.Duration
 	SettleReads  int
+	// UnassistedSettleWindow is how long a machine must read Off, with
+	// SettleReads reads spanning it, when no ForceOff of ours was accepted
+	// (the BMC answered "already in that state", ErrAlreadyInState, or the
+	// command failed): an Off we did not cause. It must outlast any
+	// restart's or power cycle's off-dwell, because a BMC answers "already
+	// off" during one too.
+	UnassistedSettleWindow time.Duration
 	// MaxReadGap: two Off reads further apart than this are not
 	// consecutive, and the run starts over.
 	MaxReadGap time.Duration
@@ -79,6 +86,13 @@ func DefaultPolicy() Policy {
 		// Raise both for BMCs with a longer off-dwell.
 		SettleWindow: 6 * time.Second,
 		SettleReads:  3,
+		// An Off we did not cause may be a restart's off-dwell: BMCs hold
+		// power off for 1-5 s in a power cycle by default, and the IPMI
+		// power cycle interval and vendor settings stretch it to tens of
+		// seconds. A minute outlasts every dwell we know of; a BMC that
+		// answers "already off" costs one minute of failover, never a
+		// rebooting node tainted.
+		UnassistedSettleWindow: 60 * time.Second,
 		// A hole this long (an agent restart, a stretch of slow reads)
 		// means we did not watch the machine; it covers a BMC timing out
 		// twice (2 × 10 s) plus the settle cadence.
@@ -136,6 +150,7 @@ func (p Policy) Validate() error {
 		{"suspectAfter", p.SuspectAfter, 5 * time.Second, time.Hour},
 		{"fenceAfter", p.FenceAfter, p.SuspectAfter, 24 * time.Hour},
 		{"settleWindow", p.SettleWindow, time.Second, 10 * time.Minute},
+		{"unassistedSettleWindow", p.UnassistedSettleWindow, p.SettleWindow, time.Hour},
 		{"maxReadGap", p.MaxReadGap, p.SettleWindow / time.Duration(max(p.SettleReads-1, 1)), time.Hour},
 		{"readInterval", p.ReadInterval, 100 * time.Millisecond, 10 * time.Minute},
 		{"readBackoffMax", p.ReadBackoffMax, p.ReadInterval, time.Hour},

@@ -102,9 +102,14 @@ func (r OffRun) Observe(rd Reading, notBefore time.Time, maxGap time.Duration) O
 	return r
 }
 
-// Settled reports whether the run proves the machine is off and staying off.
-func (r OffRun) Settled(p Policy) bool {
-	return r.Count >= p.SettleReads && r.Last.Sub(r.First) >= p.SettleWindow
+// Settled reports whether the run proves the machine is off and staying off
+// after a ForceOff of ours that the BMC accepted.
+func (r OffRun) Settled(p Policy) bool { return r.SettledOver(p.SettleWindow, p.SettleReads) }
+
+// SettledOver reports whether the run holds at least reads readings spanning
+// at least window (UnassistedSettleWindow for an Off we did not cause).
+func (r OffRun) SettledOver(window time.Duration, reads int) bool {
+	return r.Count >= reads && r.Last.Sub(r.First) >= window
 }
 
 // RecordKind classifies evidence.
