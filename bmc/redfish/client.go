@@ -265,9 +265,14 @@ func (cn *conn) login() error {
 	}
 	if !resp.ok() {
 		herr := newHTTPError(http.MethodPost, sessionsURI, resp)
-		if resp.status == http.StatusNotFound || resp.status == http.StatusMethodNotAllowed {
-			return fmt.Errorf("%w: the BMC has no Redfish SessionService (%s answers HTTP %d): use basic authentication (--auth basic)",
-				bmc.ErrUnsupported, sessionsURI, resp.status)
+		switch resp.status {
+		case http.StatusUnauthorized, http.StatusNotFound, http.StatusMethodNotAllowed:
+			// A refused login may mean there is no SessionService at all;
+			// the service root, which needs no login, says whether there is.
+			if !cn.hasSessionService() {
+				return fmt.Errorf("%w: the BMC has no Redfish SessionService (its service root names none; the login answered HTTP %d): use basic authentication (--auth basic)",
+					bmc.ErrUnsupported, resp.status)
+			}
 		}
 		return herr
 	}
@@ -285,6 +290,25 @@ func (cn *conn) login() error {
 		}
 	}
 	return nil
+}
+
+// hasSessionService reports whether the service root links a
+// SessionService (true when that cannot be read: no claim is made then).
+func (cn *conn) hasSessionService() bool {
+	resp, err := cn.request(http.MethodGet, "/redfish/v1/", nil, true)
+	if err != nil || !resp.ok() {
+		return true
+	}
+	var root struct {
+		SessionService *link `json:"SessionService"`
+		Links          struct {
+			Sessions *link `json:"Sessions"`
+		} `json:"Links"`
+	}
+	if json.Unmarshal(resp.body, &root) != nil {
+		return true
+	}
+	return root.SessionService != nil || root.Links.Sessions != nil
 }
 
 // logout ends the operation's session with a short context of its own: the

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,7 +48,7 @@ func (e *httpError) Error() string {
 func (e *httpError) specificIDs() []string {
 	var out []string
 	for _, id := range e.messageIDs {
-		if isGenericID(id) && len(e.messageIDs) > 1 {
+		if (isGenericID(id) && len(e.messageIDs) > 1) || slices.Contains(out, id) {
 			continue
 		}
 		out = append(out, id)
