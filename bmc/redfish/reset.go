@@ -74,14 +74,7 @@ func (c *Client) reset(ctx context.Context, op bmc.Op) (bmc.Result, error) {
 func (cn *conn) resetAction() (string, []string, error) {
 	sys, uri, err := cn.system()
 	var herr *httpError
-	if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 {
-		uri = cn.c.cached().systemURI
-		if uri == "" && cn.c.target.System != "" && validSegment(cn.c.target.System) {
-			uri = systemsURI + "/" + cn.c.target.System
-		}
-		if uri == "" {
-			return "", nil, err
-		}
+	if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 && uri != "" {
 		return uri + "/Actions/ComputerSystem.Reset", nil, nil
 	}
 	if err != nil {

@@ -92,6 +92,8 @@ func (c *Client) forget() {
 // DSP0266 derives from the Id), else by Name among all members, else the
 // only member. It refuses rather than guesses: several systems and no
 // selector, an unknown selector, or a Name shared by several systems.
+// When the system is known but cannot be read, the error comes with its
+// URI.
 func (cn *conn) system() (*systemDoc, string, error) {
 	c := cn.c
 	if uri := c.cached().systemURI; uri != "" {
@@ -107,7 +109,7 @@ func (cn *conn) system() (*systemDoc, string, error) {
 	}
 	sys, uri, err := cn.resolve(c.target.System)
 	if err != nil {
-		return nil, "", err
+		return nil, uri, err
 	}
 	c.remember(sys, uri)
 	return sys, uri, nil
@@ -130,7 +132,7 @@ func (cn *conn) resolve(selector string) (*systemDoc, string, error) {
 		case errors.As(err, &herr) && (herr.status == http.StatusNotFound || herr.status == http.StatusBadRequest):
 			// Not an Id: perhaps a Name.
 		default:
-			return nil, "", err
+			return nil, uri, err
 		}
 	}
 	var coll collectionDoc
@@ -148,7 +150,7 @@ func (cn *conn) resolve(selector string) (*systemDoc, string, error) {
 		case 1:
 			var sys systemDoc
 			if err := cn.get(links[0], &sys); err != nil {
-				return nil, "", err
+				return nil, links[0], err
 			}
 			return &sys, links[0], nil
 		default:
@@ -215,10 +217,10 @@ func (c *Client) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
 
 func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 	var st bmc.PowerStatus
-	sys, _, err := cn.system()
+	sys, uri, err := cn.system()
 	var herr *httpError
-	if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 {
-		return cn.statusFromChassis(herr)
+	if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 && uri != "" {
+		return cn.statusFromChassis(uri, herr)
 	}
 	if err != nil {
 		return st, err
@@ -263,12 +265,12 @@ func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 // statusFromChassis reads the power of a system that answered 503 (without
 // Retry-After: not busy, but unavailable) from its chassis. Only a chassis
 // that reports power answers; otherwise the system's error stands.
-func (cn *conn) statusFromChassis(sysErr *httpError) (bmc.PowerStatus, error) {
+func (cn *conn) statusFromChassis(sysURI string, sysErr *httpError) (bmc.PowerStatus, error) {
 	var st bmc.PowerStatus
 	uri := cn.c.cached().chassisURI
 	if uri == "" {
 		var err error
-		if uri, err = cn.findChassis(); err != nil || uri == "" {
+		if uri, err = cn.findChassis(sysURI); err != nil || uri == "" {
 			return st, sysErr
 		}
 	}
@@ -283,14 +285,7 @@ func (cn *conn) statusFromChassis(sysErr *httpError) (bmc.PowerStatus, error) {
 
 // findChassis finds the chassis whose Links.ComputerSystems names the
 // target's system, for a system that cannot be read itself.
-func (cn *conn) findChassis() (string, error) {
-	sysURI := cn.c.cached().systemURI
-	if sysURI == "" {
-		if cn.c.target.System == "" || !validSegment(cn.c.target.System) {
-			return "", nil
-		}
-		sysURI = systemsURI + "/" + url.PathEscape(cn.c.target.System)
-	}
+func (cn *conn) findChassis(sysURI string) (string, error) {
 	var coll collectionDoc
 	if err := cn.get(chassisURI, &coll); err != nil {
 		return "", err
@@ -303,10 +298,9 @@ func (cn *conn) findChassis() (string, error) {
 		for _, s := range ch.Links.ComputerSystems {
 			if strings.TrimSuffix(s.ODataID, "/") == strings.TrimSuffix(sysURI, "/") {
 				cn.c.mu.Lock()
-				if cn.c.cache.systemURI == "" {
-					cn.c.cache.systemURI = sysURI
+				if cn.c.cache.systemURI == "" || cn.c.cache.systemURI == sysURI {
+					cn.c.cache = resolved{systemURI: sysURI, chassisURI: m.ODataID}
 				}
-				cn.c.cache.chassisURI = m.ODataID
 				cn.c.mu.Unlock()
 				return m.ODataID, nil
 			}
