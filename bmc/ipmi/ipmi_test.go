@@ -324,7 +324,8 @@ func TestWrongPasswordIsAnAuthErrorAtOnce(t *testing.T) {
 			start := time.Now()
 			_, err := c.PowerOff(context.Background())
 			checkOpError(t, err, bmc.ErrAuth, bmc.OpPowerOff, wrong)
-			if took := time.Since(start); took > 2*time.Second {
+			// Well within the 10 s timeout: refused at once, not taken for silence.
+			if took := time.Since(start); took > 5*time.Second {
 				t.Errorf("a rejected password took %v to report", took)
 			}
 			if n := len(p.commands()); n != 0 {
@@ -358,7 +359,7 @@ func TestUnreachable(t *testing.T) {
 		start := time.Now()
 		_, err = c.PowerStatus(context.Background())
 		checkOpError(t, err, bmc.ErrUnreachable, bmc.OpPowerStatus, "secret-pw")
-		if took := time.Since(start); took > 2*time.Second {
+		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("a closed port took %v", took)
 		}
 	})
