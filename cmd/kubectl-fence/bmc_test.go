@@ -329,9 +329,12 @@ func TestBMCOffFailuresAreHonest(t *testing.T) {
 					password = tt.password
 				}
 				flags := caFlags(t, srv, password)
+				// With a 60 s power timeout, only a command that fails at once
+				// ends in seconds: a polled one would take the whole minute.
 				start := time.Now()
-				out, errOut, code := cli(t, append(append(append([]string{"bmc", "off", "--yes", "-o", format}, flags...), tt.extra...), fast...)...)
-				if took := time.Since(start); took > 2*time.Second {
+				out, errOut, code := cli(t, append(append(append([]string{"bmc", "off", "--yes", "-o", format}, flags...), tt.extra...),
+					"--settle-window", "200ms", "--settle-reads", "2", "--power-timeout", "60s")...)
+				if took := time.Since(start); took > 10*time.Second {
 					t.Errorf("took %v: a failed command must be reported at once, not polled", took)
 				}
 				if code != tt.code || !strings.Contains(errOut, tt.want) || strings.Count(errOut, "\n") != 1 {
@@ -361,9 +364,11 @@ func TestBMCOffFailuresAreHonest(t *testing.T) {
 
 func TestBMCWrongPasswordOverIPMIExits3(t *testing.T) {
 	sim := ipmisim.StartT(t, ipmisim.Options{InitialPower: true})
+	// Well within the 10 s request timeout: a wrong password is refused at
+	// once, not mistaken for a silent BMC.
 	start := time.Now()
 	out, errOut, code := cli(t, append([]string{"bmc", "off", "--yes", "-o", "json"}, ipmiFlags(t, sim.Address(), sim.Username(), "wrong-Pa55word")...)...)
-	if took := time.Since(start); took > 2*time.Second || code != exitAuth || !strings.Contains(errOut, "rejected the credentials") {
+	if took := time.Since(start); took > 5*time.Second || code != exitAuth || !strings.Contains(errOut, "rejected the credentials") {
 		t.Errorf("exit %d after %v, stderr %q; want 3 at once", code, took, errOut)
 	}
 	if !strings.Contains(out, `"reason": "auth"`) || strings.Contains(out+errOut, "wrong-Pa55word") {
