@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -132,3 +133,49 @@ func RedactCredentials(msg string, c Credentials) string {
 	}
 	return msg
 }
+
+// RedactError returns err with every occurrence of secret removed from its
+// text, keeping what errors.Is finds in it (our sentinels, context's). Every
+// error leaving an adapter passes through it: a BMC whose error body echoes
+// the login must not put the password into a reading, an Event, a log line
+// or an annotation. The wrapped chain is not exposed (Unwrap gives only the
+// sentinels), so nothing can reach the unredacted text through errors.As.
+func RedactError(err error, secret Secret) error {
+	if err == nil || len(secret) < 4 || !strings.Contains(err.Error(), secret.Reveal()) {
+		return err
+	}
+	return redactErrorText(err, Redact(err.Error(), secret))
+}
+
+// RedactCredentialsError is RedactError for every form of the login
+// RedactCredentials knows.
+func RedactCredentialsError(err error, c Credentials) error {
+	if err == nil {
+		return nil
+	}
+	msg := RedactCredentials(err.Error(), c)
+	if msg == err.Error() {
+		return err
+	}
+	return redactErrorText(err, msg)
+}
+
+// redactErrorText is err with the text msg, keeping only its sentinels.
+func redactErrorText(err error, msg string) error {
+	r := &redactedError{msg: msg}
+	for _, s := range []error{ErrUnreachable, ErrTimeout, ErrAuth, ErrTLS, ErrUnsupported, ErrBMC, ErrSystem,
+		ErrInvalidTarget, ErrAlreadyInState, ErrBusy, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, s) {
+			r.kinds = append(r.kinds, s)
+		}
+	}
+	return r
+}
+
+type redactedError struct {
+	msg   string
+	kinds []error
+}
+
+func (e *redactedError) Error() string   { return e.msg }
+func (e *redactedError) Unwrap() []error { return e.kinds }

@@ -268,7 +268,7 @@ func (e *busyError) Is(target error) bool {
 func (c *Client) classify(ctx context.Context, err error) error {
 	for _, s := range []error{bmc.ErrAlreadyInState, bmc.ErrBusy, bmc.ErrUnsupported, bmc.ErrBMC, bmc.ErrInvalidTarget, bmc.ErrAuth} {
 		if errors.Is(err, s) {
-			return redacted(err, c.target.Credentials)
+			return bmc.RedactCredentialsError(err, c.target.Credentials)
 		}
 	}
 	msg := bmc.RedactCredentials(oneLine(err.Error()), c.target.Credentials)
@@ -330,22 +330,6 @@ func shorten(s string) string {
 		return s[:max] + "…"
 	}
 	return s
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-func redacted(err error, creds bmc.Credentials) error {
-	msg := bmc.RedactCredentials(oneLine(err.Error()), creds)
-	if msg == err.Error() {
-		return err
-	}
-	return &redactedError{msg: msg, err: err}
 }
 
 func expired(ctx context.Context) bool {

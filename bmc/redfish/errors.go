@@ -241,22 +241,10 @@ func (c *Client) redact(msg string) string {
 	return bmc.RedactCredentials(msg, c.target.Credentials)
 }
 
-// redactedError keeps an error's chain (for errors.Is) and shows its text
-// with the credentials removed.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
+// redacted is err with every form of the password removed from its text,
+// keeping its sentinels (bmc.RedactCredentialsError).
 func (c *Client) redacted(err error) error {
-	msg := c.redact(oneLine(err.Error()))
-	if msg == err.Error() {
-		return err
-	}
-	return &redactedError{msg: msg, err: err}
+	return bmc.RedactCredentialsError(err, c.target.Credentials)
 }
 
 // expired reports whether ctx's deadline has passed. ctx.Err() alone is not
