@@ -197,13 +197,14 @@ func holdsOff(t *testing.T, d time.Duration, on func() bool) {
 	}
 }
 
-// The reproduction from the safety work: a restart's off-dwell reads Off,
-// and `bmc off` must send its own ForceOff rather than take that Off for
-// proof. Generic BMCs take the ForceOff (the restart is cancelled); iDRAC
-// answers "already off" (and SYS518 first), does nothing, and the machine
-// comes back on: the CLI sends ForceOff again and confirms that Off.
+// The reproduction from the safety work, on every vendor profile: a
+// restart's off-dwell reads Off, and `bmc off` must send its own ForceOff
+// rather than take that Off for proof. Most BMCs take the ForceOff (the
+// restart is cancelled); iDRAC and iLO answer "already off" (iDRAC SYS518
+// first), do nothing, and the machine comes back on: the CLI sends ForceOff
+// again and confirms that Off.
 func TestBMCOffDuringARestartIsOurOwnOff(t *testing.T) {
-	for _, profile := range []redfishmock.Profile{redfishmock.ProfileGeneric, redfishmock.ProfileIDRAC9, redfishmock.ProfileILO6, redfishmock.ProfileAMIMulti} {
+	for _, profile := range redfishmock.Profiles() {
 		t.Run(string(profile), func(t *testing.T) {
 			t.Parallel()
 			const dwell = 2 * time.Second
