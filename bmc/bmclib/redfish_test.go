@@ -1090,3 +1090,33 @@ func TestRedfishPowerCommandIsBoundedByTheTimeout(t *testing.T) {
 		t.Errorf("PowerOff took %v with a %v timeout", took, timeout)
 	}
 }
+
+// A long-lived adapter (the agent keeps one per node) reuses one kept-alive
+// connection, and once it knows the system's URI a power read is one GET.
+func TestRedfishLongLivedAdapterReusesItsConnection(t *testing.T) {
+	mock, err := redfishmock.New(mockConfig(redfishmock.Systems(2)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns, requests atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		mock.ServeHTTP(w, r)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(func() { mock.Close(); srv.Close() })
+	a := newAdapter(t, redfishTarget(t, srv.URL, nil, withSystem("2"), withInsecure()))
+	for range 5 {
+		if st := mustPowerStatus(t, a); st.State != bmc.PowerOn {
+			t.Fatalf("PowerStatus = %v", st.State)
+		}
+	}
+	if conns.Load() != 1 || requests.Load() != 5 {
+		t.Errorf("5 reads took %d connections and %d requests; want 1 connection and one GET each", conns.Load(), requests.Load())
+	}
+}
