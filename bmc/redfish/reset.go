@@ -30,9 +30,14 @@ const (
 	busyMaxWait   = 2 * time.Second
 )
 
-// taskPoll is the default wait between task monitor reads when the BMC
-// gives no Retry-After.
-const taskPoll = 500 * time.Millisecond
+// taskFirstPoll and taskPoll are the waits before the first and every
+// later task monitor read when the BMC gives no Retry-After: a power task
+// often ends within a fraction of a second, and polling a slower one twice
+// a second costs the BMC little.
+const (
+	taskFirstPoll = 100 * time.Millisecond
+	taskPoll      = 500 * time.Millisecond
+)
 
 // PowerOff sends ComputerSystem.Reset ForceOff, always: never a cycle or a
 // restart, and never skipped because the system reads Off. A system that
@@ -201,7 +206,7 @@ func (cn *conn) followTask(accepted *response) error {
 	if monitor == "" {
 		return nil // accepted, and nothing to follow
 	}
-	wait := retryAfter(accepted.header, taskPoll)
+	wait := retryAfter(accepted.header, taskFirstPoll)
 	for polls := 0; ; polls++ {
 		if err := sleep(cn.ctx, min(wait, remaining(cn.ctx))); err != nil {
 			return fmt.Errorf("%w: the BMC accepted the command (202) but its task at %s did not complete in time", context.DeadlineExceeded, monitor)
