@@ -144,7 +144,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 			n.Address = b.Mock.URL
 			continue
 		}
-		sim, err := ipmisim.Start(ctx, ipmisim.Options{Password: n.password[:16], InitialPower: true, Dir: filepath.Join(dir, "ipmisim")})
+		sim, err := ipmisim.Start(ctx, ipmisim.Options{Password: n.password[:16], InitialPower: true, Dir: filepath.Join(dir, "ipmisim"), GUID: n.UUID})
 		if err != nil {
 			return nil, fmt.Errorf("ipmi_sim for %s: %w", n.Name, err)
 		}
