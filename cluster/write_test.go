@@ -587,7 +587,7 @@ func TestOwnWritesAreVisibleAtOnce(t *testing.T) {
 	if err := h.c.SaveState(ctx, "w1", "S1", "S2", "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.ApplyTaint(ctx, "w1", token); err != nil {
+	if err := h.c.ApplyTaint(ctx, "w1", "S2"); err != nil {
 		t.Fatal(err)
 	}
 	type seen struct {
@@ -618,8 +618,8 @@ func TestOwnWritesAreVisibleAtOnce(t *testing.T) {
 }
 
 func TestAdoptedNodeYieldsToTheInformerEventually(t *testing.T) {
-	h := newHarness(t, node("w1", rv("abc"))) // a server whose versions are not integers
-	h.deliver(node("w1", rv("xyz")))
+	h := newHarness(t, node("w1", rv("abc"), withState(token))) // a server whose versions are not integers
+	h.deliver(node("w1", rv("xyz"), withState(token)))
 	if err := h.c.ApplyTaint(context.Background(), "w1", token); err != nil {
 		t.Fatal(err)
 	}

@@ -308,3 +308,24 @@ func TestMachinePoweredOnWhileDetachingIsForcedOffAgain(t *testing.T) {
 	}
 	d.wantPhase(Detaching)
 }
+
+// Why 5: a process that has just started (the CLI, a new leader) has seen
+// the node but no renewal. Its first sighting is no evidence of death: a
+// human's fence is taken, but our ForceOff waits until this process has
+// watched the node silent for SuspectAfter on its own clock.
+func TestAFreshProcessWaitsOutTheSilenceOnItsOwnClock(t *testing.T) {
+	d := newDriver(t)
+	n := view(firstSeen(sec(100)), notReady(sec(100)))
+	out := d.step(command(n, at(sec(100)), Command{Kind: CmdFence, User: "alice", Reason: "PSU"}), at(sec(100)))
+	if slices.Contains(eventReasons(out), "FenceCommandRefused") || !d.s.Manual {
+		t.Fatalf("a fresh process refused the fence: events %v", eventReasons(out))
+	}
+	for s := 100.5; s < 120; s += 2 {
+		if out := d.step(reading(n, at(sec(s)), PowerOn), at(sec(s))); has(out, ActPowerOff) {
+			t.Fatalf("ForceOff %s after this process first saw the node", fmtSec(s-100))
+		}
+	}
+	if out := d.step(reading(n, at(sec(120.5)), PowerOn), at(sec(120.5))); !has(out, ActPowerOff) {
+		t.Fatalf("after %s of silence on our clock: actions %v, want the human's ForceOff", d.p.SuspectAfter, kinds(out))
+	}
+}

@@ -1241,8 +1241,8 @@ func (st *stepper) fenceCommand(c Command, refuse func(string)) {
 		refuse("the node is under maintenance")
 	case n.Excluded || !n.HasBMC:
 		refuse("the node is " + unfenceableWhy(n) + " (use confirm if you know it is off)")
-	case SilentFor(n, st.now) < st.p.SuspectAfter && !st.s.NotReadyFence:
-		refuse(fmt.Sprintf("the node renewed its Lease %s ago: it is alive", SilentFor(n, st.now).Round(time.Second)))
+	case st.liveWitness() != "" && !st.s.NotReadyFence:
+		refuse(st.liveWitness())
 	case st.s.Phase.InFlight():
 		// The agent may have started this fence a moment before the
 		// request arrived. Refusing would race the human against the
@@ -1294,8 +1294,8 @@ func (st *stepper) confirmCommand(c Command, refuse func(string)) {
 	}
 	if !c.Force {
 		switch {
-		case SilentFor(n, st.now) < st.p.SuspectAfter:
-			refuse(fmt.Sprintf("the node renewed its Lease %s ago: it is alive (use --force with a reason if you are sure)", SilentFor(n, st.now).Round(time.Second)))
+		case st.liveWitness() != "":
+			refuse(st.liveWitness() + " (use --force with a reason if you are sure)")
 			return
 		case st.s.Phase != Healthy && !st.s.FailureStart.IsZero() && st.renewedAfter(st.s.FailureStart):
 			refuse("the node renewed its Lease since the failure began (use --force with a reason if you are sure)")
@@ -1317,6 +1317,22 @@ func (st *stepper) confirmCommand(c Command, refuse func(string)) {
 	st.event(true, "FenceConfirmedByHuman", "%s attests the node is off%s: %s", c.User, forced, c.Reason)
 	st.enter(Tainting, "off attested by "+c.User)
 	st.s.NextReadAt = time.Time{}
+}
+
+// liveWitness says why the node looks alive to a human's request, or "": a
+// Lease renewal we observed within SuspectAfter, or Ready with no silence
+// long enough to doubt it. A process that has only just started (the CLI)
+// has seen no renewal yet: that is no witness either way, and the power-off
+// or taint waits until it has watched the node silent for SuspectAfter.
+func (st *stepper) liveWitness() string {
+	n := st.node()
+	if !n.RenewedAt.IsZero() && st.now.Sub(n.RenewedAt) < st.p.SuspectAfter {
+		return fmt.Sprintf("the node renewed its Lease %s ago: it is alive", st.now.Sub(n.RenewedAt).Round(time.Second))
+	}
+	if n.Ready == ReadyTrue && SilentFor(n, st.now) < st.p.SuspectAfter {
+		return "the node is Ready with a fresh heartbeat: it is alive"
+	}
+	return ""
 }
 
 func commandNote(c Command) string {

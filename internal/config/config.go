@@ -302,6 +302,12 @@ func (a Agent) Validate() error {
 		bad("bmc.probeInterval", "%s: must be at least 10s (each probe costs every BMC a request)", a.BMC.ProbeInterval)
 	}
 	errs = append(errs, a.Inventory.validate()...)
+	for i, n := range a.Inventory.Nodes {
+		// A node's settle-window overrides must leave a valid policy.
+		if err := n.Resolved(a.Inventory.Defaults).Policy(a.Policy).Validate(); err != nil && a.Policy.Validate() == nil {
+			errs = append(errs, fmt.Errorf("inventory.nodes[%d] (%s): with its settle windows: %w", i, n.Name, err))
+		}
+	}
 	le := a.LeaderElection
 	if le.Enabled {
 		if le.Name == "" {

@@ -355,6 +355,10 @@ func (c *Controller) Identity(ctx context.Context) (bmc.Identity, error) {
 	return id, c.observe(bmc.OpIdentity, start, err)
 }
 
+// AllowUnverified reports whether the entry lets the node be fenced without
+// a checked identity (allowUnverifiedIdentity).
+func (c *Controller) AllowUnverified() bool { return c.allowUnverified }
+
 // ExpectedUUID is what the BMC's system UUID must be: the inventory's
 // expectedUUID, else the Node's status.nodeInfo.systemUUID ("" if neither).
 func (c *Controller) ExpectedUUID() (uuid, source string) {

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,72 @@ func TestVerifyComparesTheNodesSystemUUID(t *testing.T) {
 		if (err != nil) != wantErr || (err != nil && !errors.Is(err, ErrIdentity)) {
 			t.Errorf("%s: Verify = %v, want error %v", node, err, wantErr)
 		}
+	}
+}
+
+// Why 3 (issue "Safety…"): a node without systemUUID passed the identity
+// check, and IPMI had none at all. What cannot be compared is unverified,
+// and unfenceable unless the entry vouches for it.
+func TestVerifyRefusesWhatItCannotCompare(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{
+		{Name: "w4", Address: "https://10.0.0.4", System: "4"},                                // no systemUUID, no expectedUUID
+		{Name: "w5", Address: "https://10.0.0.5", System: "5", AllowUnverifiedIdentity: true}, // vouched for
+	}}
+	inv, _, _ := newInventory(t, cfg, secret("shared", "admin", "pw"))
+	for node, want := range map[string]error{"w4": ErrUnverified, "w5": nil} {
+		c, err := inv.Lookup(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Verify(context.Background()); !errors.Is(err, want) || (want == nil && err != nil) {
+			t.Errorf("%s: Verify = %v, want %v", node, err, want)
+		}
+	}
+}
+
+// Why 3: two nodes on one BMC loaded without complaint, here through
+// annotations the file does not see.
+func TestTwoNodesOnOneBMCAreBothRefused(t *testing.T) {
+	cfg := config.Inventory{FromAnnotations: true, Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{
+		{Name: "w1", Address: "https://BMC.example", System: "1"},
+	}}
+	src := sourceWithList{nodes: nodes{
+		"w2": node("w2", "uuid-2", map[string]string{cluster.AnnotationBMCAddress: "https://bmc.example:443", cluster.AnnotationBMCSystem: "1"}),
+	}}
+	client := fake.NewClientset(secret("shared", "admin", "pw"))
+	f := &fakes{}
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: client, NewController: f.build, Nodes: src})
+	inv.Refresh(context.Background())
+	for node, other := range map[string]string{"w1": "w2", "w2": "w1"} {
+		if _, err := inv.Lookup(node); err == nil || !strings.Contains(err.Error(), "node "+other) {
+			t.Errorf("%s: Lookup = %v, want a refusal naming %s", node, err, other)
+		}
+	}
+}
+
+// echoing is a BMC whose error bodies echo the login.
+type echoing struct{ *bmctest.Fake }
+
+func (echoing) PowerStatus(context.Context) (bmc.PowerStatus, error) {
+	return bmc.PowerStatus{}, fmt.Errorf("%w: HTTP 400: invalid request {\"UserName\":\"admin\",\"Password\":\"s3cr3t-pw\"}", bmc.ErrBMC)
+}
+
+// Why 7: a BMC error body that echoes the login put the password into the
+// reading's failure, and from there into Events, logs and the annotation.
+func TestBMCErrorsLeaveTheInventoryRedacted(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1", System: "1"}}}
+	client := fake.NewClientset(secret("shared", "admin", "s3cr3t-pw"))
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: client,
+		NewController: func(bmc.Target) (bmc.Controller, error) {
+			return echoing{bmctest.New(clocktesting.NewFakeClock(time.Now()))}, nil
+		}})
+	inv.Refresh(context.Background())
+	c, err := inv.Lookup("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.PowerStatus(context.Background())
+	if err == nil || strings.Contains(err.Error(), "s3cr3t-pw") || !errors.Is(err, bmc.ErrBMC) {
+		t.Errorf("PowerStatus error = %v: want it redacted and still a bmc.ErrBMC", err)
 	}
 }

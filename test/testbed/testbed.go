@@ -243,6 +243,8 @@ func (b *Testbed) AgentConfig(extra string) (string, error) {
 		if n.System != "" {
 			fmt.Fprintf(&sb, "      system: %q\n", n.System)
 		}
+		// An IPMI node is verified like the others: its ipmi_sim reports
+		// the node's systemUUID as its system GUID (see Start).
 	}
 	sb.WriteString(extra)
 	f, err := os.CreateTemp(b.dir, "agent-*.yaml")

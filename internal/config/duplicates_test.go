@@ -1,0 +1,54 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// Why 3 (issue "Safety…"): two nodes pointing at the same BMC loaded without
+// complaint. The same BMC however its address is spelled is refused, naming
+// both nodes.
+func TestTwoNodesOnOneBMCAreRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		a, b   string // address[#system]
+		refuse bool
+	}{
+		{"same address", "https://10.0.0.5", "https://10.0.0.5", true},
+		{"default port spelled out", "https://10.0.0.5", "https://10.0.0.5:443", true},
+		{"scheme and host case", "HTTPS://BMC.example", "https://bmc.example", true},
+		{"IPMI default port", "ipmi://10.0.0.6", "ipmi://10.0.0.6:623", true},
+		{"one system named, one not", "https://10.0.0.5#1", "https://10.0.0.5", true},
+		{"two systems of one BMC", "https://10.0.0.5#1", "https://10.0.0.5#2", false},
+		{"other ports", "https://10.0.0.5:8443", "https://10.0.0.5", false},
+		{"other hosts", "https://10.0.0.5", "https://10.0.0.6", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			entry := func(name, spec string) NodeBMC {
+				addr, sys, _ := strings.Cut(spec, "#")
+				return NodeBMC{Name: name, Address: addr, System: sys}
+			}
+			inv := Inventory{Defaults: BMCSettings{CredentialsSecret: "c"}, Nodes: []NodeBMC{entry("w1", tt.a), entry("w2", tt.b)}}
+			errs := inv.duplicateTargets()
+			if !tt.refuse {
+				if len(errs) != 0 {
+					t.Errorf("refused: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 2 || !strings.Contains(errs[0].Error(), "node w2") || !strings.Contains(errs[1].Error(), "node w1") {
+				t.Errorf("errors %v: want both nodes refused, each naming the other", errs)
+			}
+		})
+	}
+}
+
+// A node's settle-window override must leave a valid policy.
+func TestSettleWindowOverridesAreValidated(t *testing.T) {
+	a := Defaults()
+	a.Inventory.Nodes = []NodeBMC{{Name: "w1", Address: "https://10.0.0.5", BMCSettings: BMCSettings{UnassistedSettleWindow: 2e9}}}
+	err := a.Validate()
+	if err == nil || !strings.Contains(err.Error(), "inventory.nodes[0] (w1): with its settle windows: policy.unassistedSettleWindow = 2s") {
+		t.Errorf("Validate = %v", err)
+	}
+}
