@@ -11,6 +11,6 @@ RUN CGO_ENABLED=0 make build
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ipmitool ca-certificates \
 	&& rm -rf /var/lib/apt/lists/*
-COPY --from=build /src/bin/fence-agent /src/bin/kubectl-fence /usr/local/bin/
+COPY --from=build /src/bin/fence-agent /src/bin/kubectl-fence /src/bin/bmcfence-cli /usr/local/bin/
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/fence-agent"]

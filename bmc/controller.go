@@ -26,8 +26,12 @@ type Controller interface {
 
 // Result records how an operation was carried out.
 type Result struct {
-	// Provider is the library path that answered ("gofish", "ipmitool").
+	// Provider is the client that answered ("redfish", "ipmi").
 	Provider string `json:"provider"`
+	// Sent names the command a power operation put on the wire, in the
+	// protocol's own words ("ComputerSystem.Reset ForceOff", "chassis power
+	// off"); empty for reads and when nothing was sent.
+	Sent string `json:"sent,omitempty"`
 	// Attempts counts requests to the BMC for this operation, retries included.
 	Attempts int `json:"attempts"`
 	// Latency is the wall time of the whole operation.
@@ -37,8 +41,18 @@ type Result struct {
 // PowerStatus is one power reading.
 type PowerStatus struct {
 	State PowerState `json:"powerState"`
-	// Raw is exactly what the BMC said, for evidence and debugging.
+	// Raw is exactly what the BMC said, for evidence and debugging: the
+	// Redfish ComputerSystem.PowerState string; for IPMI, whose Get Chassis
+	// Status answers with a bit, ipmitool's sentence for it ("Chassis Power
+	// is on"), so evidence reads the same as it always has. Empty
+	// when the system itself could not be read and the state comes from
+	// its chassis (see ChassisRaw).
 	Raw string `json:"raw"`
+	// ChassisRaw is the Redfish Chassis.PowerState read beside the system,
+	// when the adapter needed it: a system that reads Off counts as Off
+	// only if its chassis, which reports the real power (OpenBMC derives
+	// the system's PowerState from the host firmware state), agrees.
+	ChassisRaw string `json:"chassisRaw,omitempty"`
 	// BootProgress is Redfish BootProgress.LastState ("OSRunning", ...), empty
 	// when the BMC does not report it (IPMI, older Redfish).
 	BootProgress string `json:"bootProgress,omitempty"`

@@ -2,8 +2,10 @@ package bmc
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -25,6 +27,11 @@ var (
 	// it is not acceptance either: BMCs answer the same during a restart's
 	// off-dwell, so an Off after it is not an Off we caused.
 	ErrAlreadyInState = errors.New("BMC did nothing: the system is already in that state")
+	// ErrBusy: the BMC said it cannot take the command now (iDRAC's SYS518
+	// "not ready after a previous operation", a 503 with Retry-After, a
+	// system in transition) and kept saying so through every retry the
+	// operation's time allowed. Nothing was done.
+	ErrBusy = errors.New("BMC busy: it did not take the command")
 )
 
 // Op names an operation in errors and metrics.
@@ -67,6 +74,8 @@ func Reason(err error) string {
 		return "ok"
 	case errors.Is(err, ErrAlreadyInState):
 		return "already"
+	case errors.Is(err, ErrBusy):
+		return "busy"
 	case errors.Is(err, ErrAuth):
 		return "auth"
 	case errors.Is(err, ErrTLS):
@@ -100,6 +109,31 @@ func Redact(msg string, secret Secret) string {
 	return strings.ReplaceAll(msg, secret.Reveal(), redacted)
 }
 
+// RedactCredentials is Redact for every form a BMC or a library may echo
+// the login in: the password itself, its URL- and JSON-escaped forms, and
+// the HTTP Basic token (base64 of "user:password"), which a BMC that dumps
+// the request headers into its error body would otherwise hand back.
+func RedactCredentials(msg string, c Credentials) string {
+	if len(c.Password) < 4 {
+		return msg
+	}
+	pw := c.Password.Reveal()
+	forms := []string{
+		base64.StdEncoding.EncodeToString([]byte(c.Username + ":" + pw)),
+		base64.RawStdEncoding.EncodeToString([]byte(c.Username + ":" + pw)),
+		pw,
+		url.QueryEscape(pw),
+		url.PathEscape(pw),
+		strings.Trim(fmt.Sprintf("%q", pw), `"`),
+	}
+	for _, f := range forms {
+		if f != "" {
+			msg = strings.ReplaceAll(msg, f, redacted)
+		}
+	}
+	return msg
+}
+
 // RedactError returns err with every occurrence of secret removed from its
 // text, keeping what errors.Is finds in it (our sentinels, context's). Every
 // error leaving an adapter passes through it: a BMC whose error body echoes
@@ -110,9 +144,27 @@ func RedactError(err error, secret Secret) error {
 	if err == nil || len(secret) < 4 || !strings.Contains(err.Error(), secret.Reveal()) {
 		return err
 	}
-	r := &redactedError{msg: Redact(err.Error(), secret)}
+	return redactErrorText(err, Redact(err.Error(), secret))
+}
+
+// RedactCredentialsError is RedactError for every form of the login
+// RedactCredentials knows.
+func RedactCredentialsError(err error, c Credentials) error {
+	if err == nil {
+		return nil
+	}
+	msg := RedactCredentials(err.Error(), c)
+	if msg == err.Error() {
+		return err
+	}
+	return redactErrorText(err, msg)
+}
+
+// redactErrorText is err with the text msg, keeping only its sentinels.
+func redactErrorText(err error, msg string) error {
+	r := &redactedError{msg: msg}
 	for _, s := range []error{ErrUnreachable, ErrTimeout, ErrAuth, ErrTLS, ErrUnsupported, ErrBMC, ErrSystem,
-		ErrInvalidTarget, ErrAlreadyInState, context.Canceled, context.DeadlineExceeded} {
+		ErrInvalidTarget, ErrAlreadyInState, ErrBusy, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, s) {
 			r.kinds = append(r.kinds, s)
 		}

@@ -76,7 +76,8 @@ func ParseRedfishPowerState(raw string) PowerState {
 	}
 }
 
-// ParseIPMIPowerState maps the output of `ipmitool chassis power status`.
+// ParseIPMIPowerState maps the output of `ipmitool chassis power status`,
+// which is also how the IPMI adapter words Get Chassis Status's power bit.
 // ipmitool ends its line with a newline, which is the only thing trimmed;
 // anything else around the sentence (warnings, a second line) makes the
 // answer Unknown rather than guessed at.

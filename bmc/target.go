@@ -133,7 +133,7 @@ func SameBMC(a, b Target) bool {
 
 // Secret is a password. Every way fmt, JSON or YAML can print it prints
 // "[redacted]"; the value is reachable only through Reveal, which adapters call
-// at the last moment (an HTTP header, an environment variable for ipmitool).
+// at the last moment (an HTTP header, an IPMI RAKP key).
 type Secret string
 
 const redacted = "[redacted]"
@@ -166,12 +166,13 @@ const (
 const (
 	// DefaultTimeout bounds one operation, all requests included. A healthy
 	// BMC answers a power read in well under a second; ten seconds tolerates a
-	// loaded one without letting an unreachable address (ipmitool retries for
-	// ~52 s on its own) stall a fence.
+	// loaded one (and a busy one's retries) without letting an unreachable
+	// address stall a fence.
 	DefaultTimeout = 10 * time.Second
 	// DefaultIPMICipherSuite is suite 3 (RAKP-HMAC-SHA1, AES-CBC-128), the one
-	// every IPMI 2.0 BMC implements; left unset, bmclib retries with suite 17
-	// and masks the real error.
+	// every IPMI 2.0 BMC implements; 17 (HMAC-SHA256) is the stronger choice
+	// where the BMC offers it. One suite is tried, never a fallback, so a
+	// failure names the real cause.
 	DefaultIPMICipherSuite = 3
 )
 

@@ -26,8 +26,9 @@
 //
 // # The chassis-control protocol (found in OpenIPMI's lanserv/bmc_chassis.c and extcmd.c)
 //
-// The lan.conf line `chassis_control "'PROG' 0x20"` makes ipmi_sim run, through popen(3) (so
-// /bin/sh parses the line; hence the single quotes around the path):
+// The lan.conf line `chassis_control "f() { . 'PROG'; }; f 0x20"` makes ipmi_sim run, through
+// popen(3) (so /bin/sh parses the line; hence the single quotes around the path; the function
+// sources PROG into that shell, sparing a second one), with the request appended:
 //
 //	PROG 0x20 get power          Get Chassis Status: print "power:1" or "power:0"
 //	PROG 0x20 get boot           boot-info acknowledge (ipmitool chassis bootdev): print "boot:VALUE"

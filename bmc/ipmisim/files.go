@@ -18,7 +18,10 @@ const (
 	behaviorFile  = "behavior"
 	bootFile      = "boot"
 	requestsFile  = "requests.log"
-	fallbackFile  = "fallback" // present while a PowerOnFails power-on awaits its one on-read
+	fallbackFile  = "fallback"   // present while a PowerOnFails power-on awaits its one on-read
+	pendingOnFile = "pending-on" // while a power cycle holds the machine off: when it comes on (ms)
+	offAtFile     = "off-at"     // when a machine that was on last powered down (ms)
+	cancelFile    = "cancel"     // a power-down cancelled the cycle under way
 	logFile       = "ipmi_sim.log"
 	stateDir      = "state"
 	bmcIPMBAddr   = "0x20"
@@ -28,25 +31,34 @@ const (
 	tempFilePrefx = ".tmp-"
 )
 
+// cycleFiles are the script's transient state, cleared by SetPower and at start.
+var cycleFiles = []string{fallbackFile, pendingOnFile, offAtFile, cancelFile}
+
 // lanConf is ipmi_sim's configuration (man ipmi_lan). The user line's trailing auth list and the
 // allowed_auths_* lines only matter for IPMI 1.5 (-I lan); lanplus (RMCP+) authenticates with
-// RAKP and takes the password from the user line. The guid is needed by RAKP.
-func lanConf(port int, user, password, control string) string {
+// RAKP and takes the password from the user line. ipmi_sim runs the chassis_control line, with
+// the request appended, through popen(3), that is /bin/sh -c; the line sources the program into
+// that shell through a function (whose arguments the program sees as $1...), so no second shell
+// starts for a chassis request: a fork and two execs less, milliseconds a real BMC does not
+// spend. (The program may still "exit": it is the popen shell's to end.) The guid is needed by
+// RAKP, and is what Get
+// System GUID answers with (its 16 bytes as written, so SMBIOS byte order: see guidHex).
+func lanConf(host string, port int, user, password, control, guid string) string {
 	return fmt.Sprintf(`# Written by github.com/bmcfence/bmcfence/bmc/ipmisim.
 name "%s"
 set_working_mc %s
   startlan 1
-    addr 127.0.0.1 %d
+    addr %s %d
     priv_limit admin
     allowed_auths_callback md5
     allowed_auths_user md5
     allowed_auths_operator md5
     allowed_auths_admin md5
-    guid a123456789abcdefa123456789abcdef
+    guid %s
   endlan
-  chassis_control "%s %s"
+  chassis_control "f() { . %s; }; f %s"
   user 2 true "%s" "%s" admin 10 md5
-`, simName, bmcIPMBAddr, port, shellQuote(control), bmcIPMBAddr, user, password)
+`, simName, bmcIPMBAddr, host, port, guid, shellQuote(control), bmcIPMBAddr, user, password)
 }
 
 // emu is the ipmi_sim command file (man ipmi_sim_cmd): a single MC that is the BMC.
@@ -64,7 +76,7 @@ const controlScript = `#!/bin/sh
 # ipmi_sim runs: PROG 0x20 get power|boot, or PROG 0x20 set NAME VALUE [NAME VALUE ...].
 # "get" prints NAME:VALUE lines; a non-zero exit makes the BMC answer completion code 0xFF.
 d=@DIR@
-stuck=0 failing=0 status_fails=0 poweron_fails=0 delay=0
+stuck=0 failing=0 status_fails=0 poweron_fails=0 delay=0 cycle_dwell_ms=0
 [ -r "$d/behavior" ] && . "$d/behavior"
 shift
 op=$1
@@ -72,7 +84,26 @@ op=$1
 printf '%s\n' "$op $*" >>"$d/requests.log"
 [ "$delay" = 0 ] || sleep "$delay"
 put() { printf '%s\n' "$2" >"$d/.tmp-$1.$$" && mv -f "$d/.tmp-$1.$$" "$d/$1"; }
-power=$(cat "$d/power") || exit 1
+# Reads use only shell builtins: ipmi_sim waits for this program on every chassis request, and
+# a fork per read would make the simulated BMC several milliseconds slower than it need be.
+now=
+if [ "$op" = set ] || [ -e "$d/pending-on" ]; then now=$(date +%s%3N); fi
+# A power cycle's off-dwell ends by itself: the machine comes on when it is due.
+if [ -e "$d/pending-on" ]; then
+	read -r due <"$d/pending-on"
+	if [ "$now" -ge "$due" ]; then
+		rm -f "$d/pending-on"
+		put power 1
+	fi
+fi
+read -r power <"$d/power" || exit 1
+# since_off: milliseconds since the last power-down of a machine that was on (ipmi_sim's own
+# cycle sends its power-up about 1000 ms after it).
+since_off=999999
+if [ -e "$d/off-at" ] && [ -n "$now" ]; then
+	read -r off_at <"$d/off-at"
+	since_off=$((now - off_at))
+fi
 case $op in
 get)
 	if [ "$status_fails" = 1 ]; then echo "ipmisim: status reads fail"; exit 1; fi
@@ -83,7 +114,7 @@ get)
 			# PowerOnFails: the machine read on once after the power-on; now it falls back.
 			if [ -e "$d/fallback" ]; then rm -f "$d/fallback"; put power 0; fi
 			;;
-		boot) echo "boot:$(cat "$d/boot")" ;;
+		boot) read -r boot <"$d/boot"; echo "boot:$boot" ;;
 		*) echo "ipmisim: cannot get $p"; exit 1 ;;
 		esac
 	done
@@ -97,15 +128,37 @@ set)
 		case $p in
 		power)
 			case $v in
-			0) rm -f "$d/fallback"; put power 0 ;;
+			0)
+				rm -f "$d/fallback"
+				if [ "$power" = 1 ]; then
+					put off-at "$now"
+				elif [ -e "$d/pending-on" ] || [ "$since_off" -lt 1600 ]; then
+					# A power-down during a cycle's off-dwell cancels the cycle.
+					rm -f "$d/pending-on"
+					put cancel "$now"
+				fi
+				put power 0
+				;;
 			1)
-				if [ "$poweron_fails" = 1 ] && [ "$power" = 0 ]; then : >"$d/fallback"; fi
-				put power 1
+				if [ "$cycle_dwell_ms" != 0 ] && [ "$power" = 0 ] && [ "$since_off" -ge 800 ] && [ "$since_off" -lt 1600 ]; then
+					# ipmi_sim's own cycle powering up again: hold the machine off for the dwell,
+					# unless a power-down cancelled the cycle.
+					if [ -e "$d/cancel" ]; then
+						rm -f "$d/cancel"
+					else
+						put pending-on $((off_at + cycle_dwell_ms))
+					fi
+					rm -f "$d/off-at"
+				else
+					rm -f "$d/cancel" "$d/pending-on"
+					if [ "$poweron_fails" = 1 ] && [ "$power" = 0 ]; then : >"$d/fallback"; fi
+					put power 1
+				fi
 				;;
 			*) echo "ipmisim: bad power value $v"; exit 1 ;;
 			esac
 			;;
-		shutdown) rm -f "$d/fallback"; put power 0 ;;
+		shutdown) rm -f "$d/fallback" "$d/pending-on"; put power 0 ;;
 		reset) ;; # a reset pulse leaves the power as it is
 		boot) put boot "$v" ;;
 		identify) ;;
@@ -128,8 +181,8 @@ func behaviorVars(b Behavior) string {
 		// sleep(1) takes fractional seconds; millisecond resolution is plenty.
 		delay = strconv.FormatFloat(b.Delay.Round(time.Millisecond).Seconds(), 'f', 3, 64)
 	}
-	return fmt.Sprintf("stuck=%d\nfailing=%d\nstatus_fails=%d\npoweron_fails=%d\ndelay=%s\n",
-		b2i(b.Stuck), b2i(b.Failing), b2i(b.StatusFails), b2i(b.PowerOnFails), delay)
+	return fmt.Sprintf("stuck=%d\nfailing=%d\nstatus_fails=%d\npoweron_fails=%d\ndelay=%s\ncycle_dwell_ms=%d\n",
+		b2i(b.Stuck), b2i(b.Failing), b2i(b.StatusFails), b2i(b.PowerOnFails), delay, b.CycleDwell.Milliseconds())
 }
 
 func b2i(b bool) int {
@@ -204,4 +257,26 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// guidHex renders a canonical SMBIOS-decoded GUID string as the 32 hex digits lan.conf's guid
+// takes: the 16 bytes in SMBIOS order, the first three fields little-endian, which is how BMCs
+// answer Get System GUID and what a client decodes back to the same string.
+func guidHex(u string) (string, error) {
+	h := strings.ReplaceAll(u, "-", "")
+	if len(h) != 32 || len(u) != 36 {
+		return "", fmt.Errorf("GUID %q is not 8-4-4-4-12 hex digits", u)
+	}
+	var b [16]byte
+	for i := range b {
+		v, err := strconv.ParseUint(h[2*i:2*i+2], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("GUID %q is not 8-4-4-4-12 hex digits", u)
+		}
+		b[i] = byte(v)
+	}
+	b[0], b[1], b[2], b[3] = b[3], b[2], b[1], b[0]
+	b[4], b[5] = b[5], b[4]
+	b[6], b[7] = b[7], b[6]
+	return fmt.Sprintf("%x", b[:]), nil
 }

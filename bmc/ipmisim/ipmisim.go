@@ -52,10 +52,18 @@ type Options struct {
 	// Stop. A given Dir is created if missing and never removed; Start overwrites its own files
 	// there (power, behaviour and the request log start afresh).
 	Dir string
-	// Port is the UDP port on 127.0.0.1. 0 picks a free one (and retries if it is taken before
-	// ipmi_sim binds it).
+	// Port is the UDP port. 0 picks a free one (and retries if it is taken before ipmi_sim binds
+	// it).
 	Port int
+	// Address is the IP address to bind: "127.0.0.1" (the default) or "::1".
+	Address string
+	// GUID is the system GUID the BMC answers Get System GUID with, in the canonical
+	// SMBIOS-decoded form Linux shows in /sys/class/dmi/id/product_uuid. Default: DefaultGUID.
+	GUID string
 }
+
+// DefaultGUID is the system GUID of a Sim started without one.
+const DefaultGUID = "674523a1-ab89-efcd-a123-456789abcdef"
 
 // Behavior is how the BMC and the machine behind it misbehave. The zero value is a healthy BMC.
 // Only chassis requests (power status, power control, boot device, identify) are affected;
@@ -76,13 +84,21 @@ type Behavior struct {
 	// single-threaded, so the BMC is silent meanwhile. Past ~1 s ipmitool retransmits, and each
 	// retransmission is executed again (duplicates in Commands).
 	Delay time.Duration
+	// CycleDwell makes `chassis power cycle` hold the machine off this long (ipmi_sim's own
+	// cycle holds it off one second) before it comes back on by itself; a power off during the
+	// dwell cancels the cycle, as on real BMCs. This is the misleading Off a fence must never
+	// take for its own. Recognising the cycle's power-on (see the package documentation) needs
+	// it to be at least 2 s.
+	CycleDwell time.Duration
 }
 
 // Sim is a running ipmi_sim. Its methods are safe for concurrent use.
 type Sim struct {
 	dir      string
 	ownDir   bool
+	host     string
 	port     int
+	guid     string
 	username string
 	password string
 
@@ -98,11 +114,11 @@ type Sim struct {
 	final   []string // requests at Stop, when Stop removed the directory
 }
 
-// Available reports whether ipmi_sim and ipmitool are installed. The error wraps ErrUnavailable
-// and says what to install.
+// Available reports whether ipmi_sim is installed. The error wraps ErrUnavailable and says what
+// to install. ipmitool is needed only by [Sim.Ipmitool].
 func Available() error {
 	var missing []string
-	for _, bin := range []string{"ipmi_sim", "ipmitool"} {
+	for _, bin := range []string{"ipmi_sim"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing = append(missing, bin)
 		}
@@ -119,7 +135,19 @@ func Start(ctx context.Context, opts Options) (*Sim, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	s := &Sim{username: opts.Username, password: opts.Password}
+	s := &Sim{username: opts.Username, password: opts.Password, host: opts.Address, guid: opts.GUID}
+	if s.host == "" {
+		s.host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(s.host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("ipmisim: options: address %q: want a loopback IP such as 127.0.0.1 or ::1", opts.Address)
+	}
+	if s.guid == "" {
+		s.guid = DefaultGUID
+	}
+	if _, err := guidHex(s.guid); err != nil {
+		return nil, fmt.Errorf("ipmisim: options: %w", err)
+	}
 	if s.username == "" {
 		s.username = DefaultUsername
 	}
@@ -162,7 +190,7 @@ func Start(ctx context.Context, opts Options) (*Sim, error) {
 }
 
 // start starts ipmi_sim on opts.Port or, if that is 0, on ports from pickPort.
-func (s *Sim) start(ctx context.Context, opts Options, pickPort func() (int, error)) error {
+func (s *Sim) start(ctx context.Context, opts Options, pickPort func(host string) (int, error)) error {
 	if err := checkPath(s.dir); err != nil {
 		return fmt.Errorf("ipmisim: %w", err)
 	}
@@ -177,7 +205,7 @@ func (s *Sim) start(ctx context.Context, opts Options, pickPort func() (int, err
 	for attempt := 1; ; attempt++ {
 		port := opts.Port
 		if port == 0 {
-			p, err := pickPort()
+			p, err := pickPort(s.host)
 			if err != nil {
 				return fmt.Errorf("ipmisim: picking a port: %w", err)
 			}
@@ -199,7 +227,8 @@ var errPortTaken = errors.New("port taken")
 func (s *Sim) startOnce(ctx context.Context, port int) error {
 	s.port = port
 	control := filepath.Join(s.dir, controlFile)
-	if err := writeFileAtomic(s.dir, lanConfFile, lanConf(port, s.username, s.password, control), 0o600); err != nil {
+	guid, _ := guidHex(s.guid) // checked by Start
+	if err := writeFileAtomic(s.dir, lanConfFile, lanConf(s.host, port, s.username, s.password, control, guid), 0o600); err != nil {
 		return fmt.Errorf("ipmisim: writing %s: %w", lanConfFile, err)
 	}
 	logf, err := os.Create(filepath.Join(s.dir, logFile))
@@ -246,12 +275,12 @@ func (s *Sim) startOnce(ctx context.Context, port int) error {
 	if !s.ownDir {
 		where = " " + filepath.Join(s.dir, logFile)
 	}
-	return fmt.Errorf("ipmisim: ipmi_sim on 127.0.0.1:%d did not come up: %w; log%s: %s", port, err, where, tail)
+	return fmt.Errorf("ipmisim: ipmi_sim on %s did not come up: %w; log%s: %s", net.JoinHostPort(s.host, strconv.Itoa(port)), err, where, tail)
 }
 
 // waitReady polls with RMCP presence pings until a pong, the process exits, or ctx ends.
 func (s *Sim) waitReady(ctx context.Context) error {
-	conn, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: s.port})
+	conn, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP(s.host), Port: s.port})
 	if err != nil {
 		return err
 	}
@@ -321,8 +350,8 @@ func isRMCPPong(b []byte, tag byte) bool {
 		bytes.Equal(b[4:8], []byte{0x00, 0x00, 0x11, 0xbe}) && b[8] == 0x40 && b[9] == tag
 }
 
-func freeUDPPort() (int, error) {
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+func freeUDPPort(host string) (int, error) {
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}
@@ -343,9 +372,11 @@ func (s *Sim) writeFiles(power bool) error {
 	if err := os.Mkdir(state, 0o700); err != nil {
 		return err
 	}
-	// Clear a pending PowerOnFails fallback from an earlier run in the same Dir.
-	if err := os.Remove(filepath.Join(s.dir, fallbackFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	// Clear a pending PowerOnFails fallback or power cycle from an earlier run in the same Dir.
+	for _, f := range cycleFiles {
+		if err := os.Remove(filepath.Join(s.dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	script := strings.Replace(controlScript, "@DIR@", shellQuote(s.dir), 1)
 	for _, f := range []struct {
@@ -366,15 +397,18 @@ func (s *Sim) writeFiles(power bool) error {
 	return nil
 }
 
-// Address is the BMC's "127.0.0.1:PORT".
+// Address is the BMC's "HOST:PORT" ("[::1]:PORT" for IPv6).
 func (s *Sim) Address() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	return net.JoinHostPort(s.host, strconv.Itoa(s.port))
 }
 
-// Host is the BMC's IP address, "127.0.0.1".
-func (s *Sim) Host() string { return "127.0.0.1" }
+// Host is the BMC's IP address, "127.0.0.1" unless Options.Address said otherwise.
+func (s *Sim) Host() string { return s.host }
 
-// Port is the BMC's UDP port on 127.0.0.1.
+// GUID is the system GUID the BMC reports, SMBIOS-decoded.
+func (s *Sim) GUID() string { return s.guid }
+
+// Port is the BMC's UDP port.
 func (s *Sim) Port() int { return s.port }
 
 // Username is the BMC user's name.
@@ -387,8 +421,14 @@ func (s *Sim) Password() string { return s.password }
 func (s *Sim) Dir() string { return s.dir }
 
 // Power reads the machine's power directly (not through IPMI). During a pending PowerOnFails
-// fallback it says on.
+// fallback it says on; a power cycle whose off-dwell (Behavior.CycleDwell) has ended says on.
 func (s *Sim) Power() (on bool, err error) {
+	if b, err := os.ReadFile(filepath.Join(s.dir, pendingOnFile)); err == nil {
+		due, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if perr == nil && time.Now().UnixMilli() >= due {
+			return true, nil
+		}
+	}
 	b, err := os.ReadFile(filepath.Join(s.dir, powerFile))
 	if err != nil {
 		return false, fmt.Errorf("ipmisim: reading power: %w", err)
@@ -406,8 +446,10 @@ func (s *Sim) Power() (on bool, err error) {
 // SetPower changes the machine's power behind the BMC's back: a power loss, a human at the
 // power button. It is not logged in Commands.
 func (s *Sim) SetPower(on bool) error {
-	if err := os.Remove(filepath.Join(s.dir, fallbackFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("ipmisim: %w", err)
+	for _, f := range cycleFiles {
+		if err := os.Remove(filepath.Join(s.dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("ipmisim: %w", err)
+		}
 	}
 	if err := writeFileAtomic(s.dir, powerFile, powerString(on), 0o600); err != nil {
 		return fmt.Errorf("ipmisim: setting power: %w", err)

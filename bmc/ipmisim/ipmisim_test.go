@@ -397,7 +397,7 @@ func TestUnreachable(t *testing.T) {
 		t.Skip(err)
 	}
 	t.Parallel()
-	port, err := freeUDPPort() // nothing listens there any more
+	port, err := freeUDPPort("127.0.0.1") // nothing listens there any more
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,16 +561,16 @@ func TestStartRetriesATakenPort(t *testing.T) {
 	t.Cleanup(func() { _ = busy.Close() })
 	busyPort := busy.LocalAddr().(*net.UDPAddr).Port
 	var picked []int
-	pick := func() (int, error) {
+	pick := func(string) (int, error) {
 		if len(picked) == 0 { // the race lost: someone took the port
 			picked = append(picked, busyPort)
 			return busyPort, nil
 		}
-		p, err := freeUDPPort()
+		p, err := freeUDPPort("127.0.0.1")
 		picked = append(picked, p)
 		return p, err
 	}
-	s := &Sim{dir: t.TempDir(), username: DefaultUsername, password: DefaultPassword}
+	s := &Sim{dir: t.TempDir(), username: DefaultUsername, password: DefaultPassword, host: "127.0.0.1", guid: DefaultGUID}
 	if err := s.start(t.Context(), Options{InitialPower: true}, pick); err != nil {
 		t.Fatal(err)
 	}
@@ -611,11 +611,11 @@ func TestBehaviorVars(t *testing.T) {
 		b    Behavior
 		want string
 	}{
-		{name: "healthy", want: "stuck=0\nfailing=0\nstatus_fails=0\npoweron_fails=0\ndelay=0\n"},
-		{name: "everything", b: Behavior{Stuck: true, Failing: true, StatusFails: true, PowerOnFails: true, Delay: 1500 * time.Millisecond},
-			want: "stuck=1\nfailing=1\nstatus_fails=1\npoweron_fails=1\ndelay=1.500\n"},
+		{name: "healthy", want: "stuck=0\nfailing=0\nstatus_fails=0\npoweron_fails=0\ndelay=0\ncycle_dwell_ms=0\n"},
+		{name: "everything", b: Behavior{Stuck: true, Failing: true, StatusFails: true, PowerOnFails: true, Delay: 1500 * time.Millisecond, CycleDwell: 10 * time.Second},
+			want: "stuck=1\nfailing=1\nstatus_fails=1\npoweron_fails=1\ndelay=1.500\ncycle_dwell_ms=10000\n"},
 		{name: "sub-millisecond delay rounds", b: Behavior{Delay: 1234567 * time.Nanosecond},
-			want: "stuck=0\nfailing=0\nstatus_fails=0\npoweron_fails=0\ndelay=0.001\n"},
+			want: "stuck=0\nfailing=0\nstatus_fails=0\npoweron_fails=0\ndelay=0.001\ncycle_dwell_ms=0\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -717,4 +717,83 @@ func pingable(t *testing.T, port int) bool {
 	buf := make([]byte, 64)
 	n, err := conn.Read(buf)
 	return err == nil && isRMCPPong(buf[:n], 1)
+}
+
+// With CycleDwell, a power cycle holds the machine off for the dwell and then it comes on by
+// itself, unless a power off arrives during the dwell: then it stays off. This is the
+// misleading Off of a restart that a fence must never take for its own.
+func TestCycleDwell(t *testing.T) {
+	t.Parallel()
+	const dwell = 3 * time.Second
+	for _, offDuringDwell := range []bool{false, true} {
+		name := "the machine comes back on after the dwell"
+		if offDuringDwell {
+			name = "a power off during the dwell cancels the cycle"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := StartT(t, Options{InitialPower: true})
+			if err := s.SetBehavior(Behavior{CycleDwell: dwell}); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if diff := cmp.Diff(ok(controlCycle), ipmitool(t, s, "chassis", "power", "cycle")); diff != "" {
+				t.Fatalf("cycle (-want +got):\n%s", diff)
+			}
+			// ipmi_sim's own power-on arrives ~1 s after the cycle's power-off; the machine must
+			// still read off then. (A power off within that first second cancels ipmi_sim's own
+			// timer; the dwell beyond it is the script's.)
+			waitFor(t, 10*time.Second, func() bool { return count(s.Commands(), "set power 1") >= 1 })
+			if diff := cmp.Diff(ok(statusOff), ipmitool(t, s, powerStatus...)); diff != "" && time.Since(start) < dwell {
+				t.Errorf("status within the dwell (-want +got):\n%s", diff)
+			}
+			if offDuringDwell {
+				if diff := cmp.Diff(ok(controlOff), ipmitool(t, s, powerOff...)); diff != "" {
+					t.Fatalf("power off during the dwell (-want +got):\n%s", diff)
+				}
+			}
+			if !offDuringDwell {
+				// It comes on by itself once the dwell (counted from the cycle's power-off) ends.
+				waitFor(t, 3*dwell, func() bool { on, _ := s.Power(); return on })
+				if diff := cmp.Diff(ok(statusOn), ipmitool(t, s, powerStatus...)); diff != "" {
+					t.Errorf("status after the dwell (-want +got):\n%s", diff)
+				}
+				return
+			}
+			cancelled := time.Now()
+			waitFor(t, 3*dwell, func() bool { return time.Since(cancelled) > dwell+500*time.Millisecond })
+			if diff := cmp.Diff(ok(statusOff), ipmitool(t, s, powerStatus...)); diff != "" {
+				t.Errorf("status after the dwell (-want +got):\n%s", diff)
+			}
+			if on, err := s.Power(); err != nil || on {
+				t.Errorf("Power() = %v, %v; want off", on, err)
+			}
+		})
+	}
+}
+
+func TestIPv6(t *testing.T) {
+	t.Parallel()
+	if pc, err := net.ListenPacket("udp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		_ = pc.Close()
+	}
+	s := StartT(t, Options{Address: "::1", InitialPower: true})
+	if !strings.HasPrefix(s.Address(), "[::1]:") {
+		t.Errorf("Address() = %q, want [::1]:PORT", s.Address())
+	}
+	if diff := cmp.Diff(ok(statusOn), ipmitool(t, s, powerStatus...)); diff != "" {
+		t.Errorf("status over IPv6 (-want +got):\n%s", diff)
+	}
+}
+
+func TestGUIDHex(t *testing.T) {
+	got, err := guidHex(DefaultGUID)
+	if err != nil || got != "a123456789abcdefa123456789abcdef" {
+		t.Errorf("guidHex(%s) = %q, %v; want the SMBIOS byte order a1234567…", DefaultGUID, got, err)
+	}
+	if _, err := guidHex("not-a-guid"); err == nil {
+		t.Error("guidHex accepted a malformed GUID")
+	}
 }

@@ -26,9 +26,11 @@ const (
 // ResetType is the ResetType parameter of the ComputerSystem.Reset action.
 type ResetType string
 
-// The reset types a machine accepts, in the order it advertises them in
-// ResetType@Redfish.AllowableValues. ForceOn and PushPowerButton are left out
-// on purpose: many real BMCs do not offer them, and clients must cope.
+// The reset types a machine understands. AllowedResetTypes are the ones a
+// generic BMC advertises, in the order of ResetType@Redfish.AllowableValues;
+// ForceOn and PushPowerButton are left out of that list on purpose (many
+// real BMCs do not offer them, and clients must cope) but understood, for
+// the vendor profiles that do offer them.
 const (
 	ResetOn               ResetType = "On"
 	ResetForceOff         ResetType = "ForceOff"
@@ -37,9 +39,11 @@ const (
 	ResetGracefulRestart  ResetType = "GracefulRestart"
 	ResetPowerCycle       ResetType = "PowerCycle"
 	ResetNmi              ResetType = "Nmi"
+	ResetForceOn          ResetType = "ForceOn"
+	ResetPushPowerButton  ResetType = "PushPowerButton"
 )
 
-// AllowedResetTypes lists every ResetType a machine accepts.
+// AllowedResetTypes lists the ResetTypes a generic machine advertises.
 func AllowedResetTypes() []ResetType {
 	return []ResetType{
 		ResetOn, ResetForceOff, ResetGracefulShutdown, ResetForceRestart,
@@ -47,9 +51,14 @@ func AllowedResetTypes() []ResetType {
 	}
 }
 
-// Valid reports whether rt is one the machine accepts.
+// KnownResetTypes lists every ResetType a machine understands.
+func KnownResetTypes() []ResetType {
+	return append(AllowedResetTypes(), ResetForceOn, ResetPushPowerButton)
+}
+
+// Valid reports whether rt is one the machine understands.
 func (rt ResetType) Valid() bool {
-	for _, allowed := range AllowedResetTypes() {
+	for _, allowed := range KnownResetTypes() {
 		if rt == allowed {
 			return true
 		}
@@ -396,8 +405,16 @@ func (m *Machine) Reset(now time.Time, rt ResetType) error {
 	// not hung acts on them. Anyone else accepts them and does nothing.
 	osListening := m.phase == phaseOn && !m.osHung
 
+	if rt == ResetPushPowerButton {
+		// A short press: ACPI asks a running OS to shut down; an off
+		// machine powers on. Either way it is the button, not a hard off.
+		rt = ResetOn
+		if !readsOff {
+			rt = ResetGracefulShutdown
+		}
+	}
 	switch rt {
-	case ResetOn:
+	case ResetOn, ResetForceOn:
 		switch m.phase {
 		case phaseOff, phaseRestartOff:
 			m.enter(phasePoweringOn, now, m.timing.PowerOn)

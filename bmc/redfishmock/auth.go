@@ -60,17 +60,26 @@ func (m *Mock) authenticate(r *http.Request, now time.Time) (principal, bool) {
 			return s.principal, true
 		}
 	}
-	if username, password, ok := r.BasicAuth(); ok {
+	if username, password, ok := r.BasicAuth(); ok && m.cfg.authMode != AuthSessionOnly {
 		return m.checkPassword(username, password)
 	}
 	return principal{}, false
 }
 
-func writeUnauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Basic realm="redfish-mock"`)
-	writeError(w, http.StatusUnauthorized, msgNoValidSession,
-		"Authentication required: send HTTP Basic credentials or an X-Auth-Token from POST /redfish/v1/SessionService/Sessions.",
-		"Establish a session or supply valid credentials.")
+// writeUnauthorized answers 401, offering Basic authentication only where
+// the service takes it: a client learns from WWW-Authenticate what works.
+func (m *Mock) writeUnauthorized(w http.ResponseWriter) {
+	msg := "Authentication required: send HTTP Basic credentials or an X-Auth-Token from POST /redfish/v1/SessionService/Sessions."
+	switch m.cfg.authMode {
+	case AuthSessionOnly:
+		msg = "Authentication required: HTTP Basic authentication is disabled; send an X-Auth-Token from POST /redfish/v1/SessionService/Sessions."
+	case AuthBasicOnly:
+		msg = "Authentication required: send HTTP Basic credentials."
+		w.Header().Set("WWW-Authenticate", `Basic realm="redfish-mock"`)
+	default:
+		w.Header().Set("WWW-Authenticate", `Basic realm="redfish-mock"`)
+	}
+	writeError(w, http.StatusUnauthorized, msgNoValidSession, msg, "Establish a session or supply valid credentials.")
 }
 
 // session is a Redfish login session.

@@ -53,6 +53,12 @@ type Config struct {
 	SessionTimeout time.Duration
 	// Seed seeds the per-system RNGs behind Faults.ErrorRate.
 	Seed int64
+	// Profile is the vendor behaviour of every system that does not set
+	// its own (see Profile); "" means generic.
+	Profile Profile
+	// AuthMode is what authentication the service takes; "" takes both
+	// HTTP Basic and sessions.
+	AuthMode AuthMode
 }
 
 // SystemConfig describes one ComputerSystem. Every field is optional.
@@ -60,8 +66,8 @@ type SystemConfig struct {
 	// ID is the Redfish Id and the last segment of the system's URI; it
 	// must be a plain URI segment. Default: its 1-based position.
 	ID string
-	// Name is the Redfish Name. bmclib selects systems by Name, so names are
-	// unique. Default: "System-<ID>".
+	// Name is the Redfish Name. Several systems may share one (multi-node
+	// BMCs do); clients must then select by Id. Default: "System-<ID>".
 	Name string
 	// UUID is the system UUID, reported exactly as written. Default: a
 	// name-based UUID derived from ID, stable across runs.
@@ -80,6 +86,12 @@ type SystemConfig struct {
 	Timing *Timing
 	// Faults overrides Config.Faults for this system when non-nil.
 	Faults *Faults
+	// Profile overrides Config.Profile for this system when set.
+	Profile Profile
+	// ResetTypes, when set, replaces the profile's advertised (and
+	// accepted) ResetType@Redfish.AllowableValues: a BMC without ForceOff,
+	// say.
+	ResetTypes []ResetType
 }
 
 // Systems returns n systems with every field defaulted: Ids "1".."n".
@@ -97,6 +109,8 @@ type systemSpec struct {
 	username, password     string
 	timing                 Timing
 	faults                 Faults
+	profile                Profile
+	resetTypes             []ResetType // nil: the profile's
 }
 
 // resolve fills in defaults and validates, naming the offending field of
@@ -108,6 +122,7 @@ func (c Config) resolve() (resolvedConfig, error) {
 		maxSessions:    c.MaxSessions,
 		sessionTimeout: c.SessionTimeout,
 		seed:           c.Seed,
+		authMode:       c.AuthMode,
 	}
 	if rc.maxSessions == 0 {
 		rc.maxSessions = DefaultMaxSessions
@@ -141,9 +156,16 @@ func (c Config) resolve() (resolvedConfig, error) {
 	if len(c.Systems) == 0 {
 		problem("systems: at least one system is required")
 	}
+	if !c.Profile.Valid() {
+		problem("profile: %q: want one of %v", c.Profile, Profiles())
+	}
+	switch c.AuthMode {
+	case AuthBoth, AuthBasicOnly, AuthSessionOnly:
+	default:
+		problem("authMode: %q: want both, basic-only or session-only", c.AuthMode)
+	}
 
 	seenID := map[string]int{}
-	seenName := map[string]int{}
 	seenUUID := map[string]int{}
 	seenUser := map[string]string{c.Username: "username"}
 	for i, sc := range c.Systems {
@@ -152,6 +174,21 @@ func (c Config) resolve() (resolvedConfig, error) {
 			id: sc.ID, name: sc.Name, uuid: sc.UUID, serial: sc.SerialNumber,
 			power: sc.PowerState, username: sc.Username, password: sc.Password,
 			timing: c.Timing, faults: c.Faults,
+			profile: c.Profile, resetTypes: sc.ResetTypes,
+		}
+		if sc.Profile != "" {
+			spec.profile = sc.Profile
+		}
+		if spec.profile == "" {
+			spec.profile = ProfileGeneric
+		}
+		if !spec.profile.Valid() {
+			problem("%s.profile: %q: want one of %v", field, spec.profile, Profiles())
+		}
+		for _, rt := range sc.ResetTypes {
+			if !rt.Valid() {
+				problem("%s.resetTypes: %q is not a ResetType the machine understands (%v)", field, rt, KnownResetTypes())
+			}
 		}
 		if spec.id == "" {
 			spec.id = strconv.Itoa(i + 1)
@@ -182,10 +219,6 @@ func (c Config) resolve() (resolvedConfig, error) {
 			problem("%s.id: %q is already used by systems[%d]", field, spec.id, j)
 		}
 		seenID[spec.id] = i
-		if j, dup := seenName[spec.name]; dup {
-			problem("%s.name: %q is already used by systems[%d] (clients select systems by name)", field, spec.name, j)
-		}
-		seenName[spec.name] = i
 		// Reported exactly as configured (BMCs differ in case), but compared
 		// without regard to case, as UUIDs are.
 		if !validUUID.MatchString(spec.uuid) {
@@ -226,6 +259,7 @@ func (c Config) resolve() (resolvedConfig, error) {
 }
 
 type resolvedConfig struct {
+	authMode           AuthMode
 	username, password string
 	maxSessions        int
 	sessionTimeout     time.Duration
@@ -291,6 +325,8 @@ type fileConfig struct {
 	Seed           int64             `json:"seed"`
 	Timing         json.RawMessage   `json:"timing"`
 	Faults         json.RawMessage   `json:"faults"`
+	Profile        Profile           `json:"profile"`
+	AuthMode       string            `json:"authMode"`
 	Systems        []json.RawMessage `json:"systems"`
 }
 
@@ -304,6 +340,8 @@ type fileSystem struct {
 	Password     string          `json:"password"`
 	Timing       json.RawMessage `json:"timing"`
 	Faults       json.RawMessage `json:"faults"`
+	Profile      Profile         `json:"profile"`
+	ResetTypes   []ResetType     `json:"resetTypes"`
 }
 
 func parseConfig(data []byte) (Config, error) {
@@ -323,6 +361,10 @@ func parseConfig(data []byte) (Config, error) {
 		SessionTimeout: time.Duration(file.SessionTimeout),
 		Seed:           file.Seed,
 		Timing:         DefaultTiming(),
+		Profile:        file.Profile,
+	}
+	if cfg.AuthMode, err = ParseAuthMode(file.AuthMode); err != nil {
+		return Config{}, err
 	}
 	if isPresent(file.Timing) {
 		if err := cfg.Timing.UnmarshalJSON(file.Timing); err != nil {
@@ -349,6 +391,8 @@ func parseConfig(data []byte) (Config, error) {
 			SerialNumber: string(fs.SerialNumber),
 			Username:     fs.Username,
 			Password:     fs.Password,
+			Profile:      fs.Profile,
+			ResetTypes:   fs.ResetTypes,
 		}
 		if sc.PowerState, err = parseFilePowerState(fs.PowerState); err != nil {
 			return Config{}, fmt.Errorf("%s.powerState: %w", field, err)

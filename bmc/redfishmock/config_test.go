@@ -57,9 +57,9 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"error rate above 1", func(c *redfishmock.Config) { c.Faults.ErrorRate = 1.5 }, "faults: errorRate"},
 		{"duplicate id", func(c *redfishmock.Config) { c.Systems[0].ID = "2" }, `systems[1].id: "2" is already used by systems[0]`},
 		{"id with a slash", func(c *redfishmock.Config) { c.Systems[0].ID = "a/b" }, "systems[0].id"},
-		{"duplicate name", func(c *redfishmock.Config) {
-			c.Systems[0].Name, c.Systems[1].Name = "n", "n"
-		}, "systems[1].name"},
+		{"unknown profile", func(c *redfishmock.Config) { c.Systems[1].Profile = "hal9000" }, "systems[1].profile"},
+		{"unknown reset type", func(c *redfishmock.Config) { c.Systems[0].ResetTypes = []redfishmock.ResetType{"Explode"} }, "systems[0].resetTypes"},
+		{"unknown auth mode", func(c *redfishmock.Config) { c.AuthMode = "telepathy" }, "authMode"},
 		{"bad uuid", func(c *redfishmock.Config) { c.Systems[1].UUID = "nope" }, "systems[1].uuid"},
 		{"duplicate uuid", func(c *redfishmock.Config) {
 			c.Systems[0].UUID, c.Systems[1].UUID = "4c4c4544-0042-3510-8052-b4c04f4e3532", "4C4C4544-0042-3510-8052-B4C04F4E3532"

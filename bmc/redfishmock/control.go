@@ -68,9 +68,11 @@ func (m *Mock) serveControl(w http.ResponseWriter, r *http.Request, path string)
 		m.controlFaults(w, r, seg[1])
 	case len(seg) == 3 && seg[0] == "systems" && seg[2] == "power":
 		m.controlPower(w, r, seg[1])
+	case len(seg) == 3 && seg[0] == "systems" && seg[2] == "profile":
+		m.controlProfile(w, r, seg[1])
 	default:
 		writeError(w, http.StatusNotFound, msgResourceMissingAtURI,
-			fmt.Sprintf("No control endpoint at %s; see the redfishmock package documentation for /mock/systems, /mock/systems/{id}/events|faults|power and /mock/reset.", truncate(path, 200)), "")
+			fmt.Sprintf("No control endpoint at %s; see the redfishmock package documentation for /mock/systems, /mock/systems/{id}/events|faults|power|profile and /mock/reset.", truncate(path, 200)), "")
 	}
 }
 
@@ -157,6 +159,25 @@ func (m *Mock) controlPower(w http.ResponseWriter, r *http.Request, id string) {
 	err := m.SetPower(id, *body.State)
 	m.writeStatus(w, id, err)
 	m.logControl("power "+string(*body.State), id, err)
+}
+
+func (m *Mock) controlProfile(w http.ResponseWriter, r *http.Request, id string) {
+	if !allowMethod(w, r, http.MethodPut) {
+		return
+	}
+	var body struct {
+		Profile *Profile `json:"profile"`
+	}
+	if !readControlBody(w, r, &body) {
+		return
+	}
+	if body.Profile == nil {
+		writeBadRequest(w, fmt.Sprintf(`profile: required, one of %v, e.g. {"profile":"idrac9"}`, Profiles()))
+		return
+	}
+	err := m.SetProfile(id, *body.Profile)
+	m.writeStatus(w, id, err)
+	m.logControl("profile "+string(*body.Profile), id, err)
 }
 
 // writeStatus answers a control request: the error if there is one, else

@@ -10,13 +10,22 @@
 //
 //	GET  /redfish                                     {"v1":"/redfish/v1/"}         (no auth)
 //	GET  /redfish/v1  /redfish/v1/                    ServiceRoot, RedfishVersion 1.15.0 (no auth)
-//	GET  /redfish/v1/Systems[/{id}]                   ComputerSystem: PowerState, BootProgress, UUID, ...
-//	POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset   {"ResetType":"ForceOff"} → 204
+//	GET  /redfish/v1/$metadata  /redfish/v1/odata     CSDL and the OData service document (no auth)
+//	GET  /redfish/v1/Systems[/{id}]                   ComputerSystem: PowerState, BootProgress, UUID, ... (ETag)
+//	GET  /redfish/v1/Systems/{id}/ResetActionInfo     AllowableValues, for profiles that put them there
+//	POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset   {"ResetType":"ForceOff"} → 204 (or per profile)
 //	GET  /redfish/v1/Chassis[/{id}]  /redfish/v1/Managers[/{id}]   one each per system, same id
 //	GET  /redfish/v1/SessionService
 //	GET  /redfish/v1/SessionService/Sessions
 //	POST /redfish/v1/SessionService/Sessions          {"UserName","Password"} → 201, X-Auth-Token, Location (no auth)
 //	GET|DELETE /redfish/v1/SessionService/Sessions/{id}
+//	GET  /redfish/v1/AccountService[/Accounts[/{n}]|/Roles[/{role}]]   predefined roles Administrator, Operator, ReadOnly
+//	GET  /redfish/v1/TaskService[/Tasks[/{n}]]        tasks of 202 answers
+//	GET|DELETE /redfish/v1/TaskService/TaskMonitors/{n}   202 while the task runs, then 204
+//
+// Every answer carries OData-Version: 4.0; a GET of a resource a Link
+// rel=describedby naming its DMTF schema and an Allow header; a request
+// asking for another OData-Version is refused with 412 (DSP0266).
 //
 // Everything else needs HTTP Basic credentials or an X-Auth-Token; without
 // them the answer is 401 with WWW-Authenticate: Basic realm="redfish-mock".
@@ -26,6 +35,36 @@
 // ActionParameterMissing), 404 for an unknown URI, 405 for a wrong method
 // (with Allow), 409 for a Reset the state rules out, 503 when the session
 // table is full (SessionLimitExceeded).
+//
+// # Vendor profiles
+//
+// Each system has a Profile (Config.Profile, SystemConfig.Profile, the
+// binary's --profile, PUT /mock/systems/{id}/profile): what real BMCs do
+// that fencing systems trip over, modelled from public vendor
+// documentation (Profile.Source names it for each):
+//
+//	generic     everything above; ForceOff of an Off system 204
+//	idrac9      AllowableValues without GracefulRestart or PowerCycle; ForceOff of an Off
+//	            system (a restart's off-dwell included: the restart goes on) 409
+//	            IDRAC.2.9.PSU501, On of an On system 409; after each accepted Reset the next
+//	            Reset is refused 500 IDRAC.2.9.SYS518 (busy); ETag on the system
+//	idrac10     idrac9, and 412 PreconditionFailed to any action POST with If-Match
+//	ilo5, ilo6  400 iLO.2.x.InvalidOperationForSystemState ("Power is off"/"on"); an
+//	            accepted Reset answers 200 with Base.Success in an error envelope; ilo5
+//	            reports no BootProgress
+//	xcc         AllowableValues in ResetActionInfo; ForceOn, no PushPowerButton (400)
+//	openbmc     the system's PowerState follows the host: it reads Off while the chassis
+//	            powers on; Chassis PowerState is the real power; ResetActionInfo
+//	supermicro  ForceOn offered; 200 with a Base.Success message; no BootProgress
+//	ami-multi   GET of the system answers 503 while it reads Off; Reset answers 202 with
+//	            a task monitor; no BootProgress
+//
+// SystemConfig.ResetTypes replaces a profile's AllowableValues (a BMC
+// without ForceOff, say). Config.AuthMode makes the service basic-only (no
+// SessionService) or session-only (HTTP Basic refused, 401 without
+// WWW-Authenticate: Basic). A restart's off-dwell is Timing.RestartOff;
+// vendors hold power off for 1-5 s in a restart, longer with a configured
+// power cycle delay.
 //
 // # Power state machine
 //
@@ -71,7 +110,7 @@
 // operations exist as methods on Mock.
 //
 //	GET    /mock/systems                 [SystemStatus, …] in configured order
-//	GET    /mock/systems/{id}            SystemStatus: id, name, uuid, reportedUUID, powerState,
+//	GET    /mock/systems/{id}            SystemStatus: id, name, uuid, reportedUUID, profile, powerState,
 //	                                     bootProgress, osHung, faults, timing, counters
 //	                                     {requests, resets{ResetType: n}, lastResetType, lastResetTime}
 //	POST   /mock/systems/{id}/events     {"event":"power-loss"|"power-restore"|"os-hang"|"os-recover"|"os-reboot"}
@@ -84,6 +123,7 @@
 //	PATCH  /mock/systems/{id}/faults     merge the fields given into the current faults
 //	DELETE /mock/systems/{id}/faults     clear every fault
 //	PUT    /mock/systems/{id}/power      {"state":"On"|"Off"}: set directly, no transition
+//	PUT    /mock/systems/{id}/profile    {"profile":"idrac9"}: the vendor behaviour from now on
 //	POST   /mock/reset                   every system back to its configured state; sessions end
 //
 // Successful changes answer 200 with the system's SystemStatus (POST

@@ -22,6 +22,7 @@ const (
 	msgSessionLimitExceeded           = "Base.1.8.SessionLimitExceeded"
 	msgActionNotSupported             = "Base.1.8.ActionNotSupported"
 	msgCreateFailedMissingReqProperty = "Base.1.8.CreateFailedMissingReqProperties"
+	msgPreconditionFailed             = "Base.1.8.PreconditionFailed"
 )
 
 type errorBody struct {

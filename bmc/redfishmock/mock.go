@@ -37,6 +37,8 @@ type Mock struct {
 	creds    credentials        // the administrator and system-scoped users
 	sessions *sessionTable
 
+	tasks *taskTable
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -75,6 +77,7 @@ func New(cfg Config, opts ...Option) (*Mock, error) {
 		waiter: clock.RealClock{},
 		byID:   make(map[string]*system, len(rc.systems)),
 		creds:  credentials{},
+		tasks:  newTaskTable(),
 		closed: make(chan struct{}),
 	}
 	for _, opt := range opts {
@@ -113,6 +116,10 @@ type system struct {
 	reportedUUID string
 	rng          rand.PCG
 	counters     Counters
+	profile      Profile
+	// busyLeft counts the Resets still to be refused as busy after the
+	// last accepted one (profiles with busyAfterReset).
+	busyLeft int
 }
 
 // restore puts the system back in its configured state.
@@ -121,6 +128,8 @@ func (s *system) restore(now time.Time, seed int64) {
 	defer s.mu.Unlock()
 	s.hw = machine.New(now, s.spec.power, s.spec.timing, s.spec.faults.behavior())
 	s.faults = s.spec.faults
+	s.profile = s.spec.profile
+	s.busyLeft = 0
 	s.applyFaultIdentity()
 	// Per-system stream: the same seed gives every system a different but
 	// reproducible sequence.
@@ -184,6 +193,7 @@ type SystemStatus struct {
 	// which differs while Faults.WrongUUID is set.
 	UUID         string     `json:"uuid"`
 	ReportedUUID string     `json:"reportedUUID"`
+	Profile      Profile    `json:"profile"`
 	PowerState   PowerState `json:"powerState"`
 	BootProgress string     `json:"bootProgress"`
 	OSHung       bool       `json:"osHung"`
@@ -201,6 +211,7 @@ func (s *system) status(now time.Time) SystemStatus {
 		Name:         s.spec.name,
 		UUID:         s.spec.uuid,
 		ReportedUUID: s.reportedUUID,
+		Profile:      s.profile,
 		PowerState:   snap.Power,
 		BootProgress: snap.BootState,
 		OSHung:       snap.OSHung,
@@ -300,6 +311,25 @@ func (m *Mock) editFaults(id string, edit func(*Faults) error) error {
 	return nil
 }
 
+// SetProfile changes a system's vendor profile from now on.
+func (m *Mock) SetProfile(id string, p Profile) error {
+	s, err := m.system(id)
+	if err != nil {
+		return err
+	}
+	if !p.Valid() {
+		return fmt.Errorf("%w: profile %q: want one of %v", ErrInvalidInput, p, Profiles())
+	}
+	if p == "" {
+		p = ProfileGeneric
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.profile = p
+	s.busyLeft = 0
+	return nil
+}
+
 // SetPower puts a system straight into On or Off, skipping transitions, as
 // test setup does. Counters are untouched: no Reset was received.
 func (m *Mock) SetPower(id string, state PowerState) error {
@@ -320,6 +350,7 @@ func (m *Mock) Reset() {
 		s.restore(now, m.cfg.seed)
 	}
 	m.sessions.clear()
+	m.tasks.clear()
 }
 
 // wait blocks for d on the mock's clock. It returns early with an error when

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,13 +36,25 @@ const (
 	resSessionService
 	resSessions
 	resSession
+	resMetadata      // /redfish/v1/$metadata (CSDL, no auth)
+	resODataDocument // /redfish/v1/odata (OData service document, no auth)
+	resResetActionInfo
+	resAccountService
+	resAccounts
+	resAccount
+	resRoles
+	resRole
+	resTaskService
+	resTasks
+	resTask
+	resTaskMonitor
 )
 
 // route is a parsed Redfish URI.
 type route struct {
 	res       resource
 	systemID  string // for a system, its chassis, its manager, its Reset
-	sessionID string
+	sessionID string // also the Id of an account, a role or a task
 }
 
 // parseRoute maps a path without trailing slash to a route.
@@ -71,6 +84,14 @@ func parseRoute(path string) (route, bool) {
 			return route{res: resManagers}, true
 		case "SessionService":
 			return route{res: resSessionService}, true
+		case "$metadata":
+			return route{res: resMetadata}, true
+		case "odata":
+			return route{res: resODataDocument}, true
+		case "AccountService":
+			return route{res: resAccountService}, true
+		case "TaskService":
+			return route{res: resTaskService}, true
 		}
 	case 2:
 		switch {
@@ -82,10 +103,27 @@ func parseRoute(path string) (route, bool) {
 			return route{res: resManager, systemID: seg[1]}, true
 		case seg[0] == "SessionService" && seg[1] == "Sessions":
 			return route{res: resSessions}, true
+		case seg[0] == "AccountService" && seg[1] == "Accounts":
+			return route{res: resAccounts}, true
+		case seg[0] == "AccountService" && seg[1] == "Roles":
+			return route{res: resRoles}, true
+		case seg[0] == "TaskService" && seg[1] == "Tasks":
+			return route{res: resTasks}, true
 		}
 	case 3:
-		if seg[0] == "SessionService" && seg[1] == "Sessions" {
+		switch {
+		case seg[0] == "SessionService" && seg[1] == "Sessions":
 			return route{res: resSession, sessionID: seg[2]}, true
+		case seg[0] == "Systems" && seg[2] == "ResetActionInfo":
+			return route{res: resResetActionInfo, systemID: seg[1]}, true
+		case seg[0] == "AccountService" && seg[1] == "Accounts":
+			return route{res: resAccount, sessionID: seg[2]}, true
+		case seg[0] == "AccountService" && seg[1] == "Roles":
+			return route{res: resRole, sessionID: seg[2]}, true
+		case seg[0] == "TaskService" && seg[1] == "Tasks":
+			return route{res: resTask, sessionID: seg[2]}, true
+		case seg[0] == "TaskService" && seg[1] == "TaskMonitors":
+			return route{res: resTaskMonitor, sessionID: seg[2]}, true
 		}
 	case 4:
 		if seg[0] == "Systems" && seg[2] == "Actions" && seg[3] == "ComputerSystem.Reset" {
@@ -102,10 +140,11 @@ func (rt route) methods() []string {
 		return []string{http.MethodPost}
 	case resSessions:
 		return []string{http.MethodGet, http.MethodHead, http.MethodPost}
-	case resSession:
+	case resSession, resTaskMonitor:
 		return []string{http.MethodGet, http.MethodHead, http.MethodDelete}
 	case resVersions, resServiceRoot, resSystems, resSystem, resChassisCollection, resChassis,
-		resManagers, resManager, resSessionService:
+		resManagers, resManager, resSessionService, resMetadata, resODataDocument, resResetActionInfo,
+		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask:
 	}
 	return []string{http.MethodGet, http.MethodHead}
 }
@@ -115,14 +154,21 @@ func (rt route) methods() []string {
 // discover the service, and a login cannot need a login.
 func (rt route) public(method string) bool {
 	switch rt.res {
-	case resVersions, resServiceRoot:
+	case resVersions, resServiceRoot, resMetadata, resODataDocument:
 		return true
 	case resSessions:
 		return method == http.MethodPost
 	case resSystems, resSystem, resSystemReset, resChassisCollection, resChassis,
-		resManagers, resManager, resSessionService, resSession:
+		resManagers, resManager, resSessionService, resSession, resResetActionInfo,
+		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask, resTaskMonitor:
 	}
 	return false
+}
+
+// sessionRoute reports whether the route belongs to the SessionService,
+// which a basic-only service does not have.
+func (rt route) sessionRoute() bool {
+	return rt.res == resSessionService || rt.res == resSessions || rt.res == resSession
 }
 
 // serveRedfish answers one Redfish request: authenticate, find the
@@ -130,14 +176,27 @@ func (rt route) public(method string) bool {
 func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string) {
 	now := m.clock.Now()
 	rt, found := parseRoute(path)
+	if found && m.cfg.authMode == AuthBasicOnly && rt.sessionRoute() {
+		found = false // no SessionService at all
+	}
 
+	// DSP0266: a service rejects a request for an OData version it does not
+	// support with 412.
+	if v := r.Header.Get("OData-Version"); v != "" && v != "4.0" {
+		writeError(w, http.StatusPreconditionFailed, msgPreconditionFailed,
+			fmt.Sprintf("The request asks for OData-Version %q; this service supports 4.0.", truncate(v, 20)), "Send OData-Version: 4.0 or none.")
+		return
+	}
 	// Authenticate before admitting whether a resource exists, as BMCs do.
 	public := found && rt.public(r.Method)
+	if found && rt.res == resSessions && r.Method == http.MethodPost && m.cfg.authMode == AuthBasicOnly {
+		public = false
+	}
 	var who principal
 	if !public {
 		p, ok := m.authenticate(r, now)
 		if !ok {
-			writeUnauthorized(w)
+			m.writeUnauthorized(w)
 			return
 		}
 		who = p
@@ -155,8 +214,11 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 		}
 		target = s
 	}
-	if allowed := rt.methods(); !contains(allowed, r.Method) {
-		w.Header().Set("Allow", strings.Join(allowed, ", "))
+	allowed := rt.methods()
+	// DSP0266: the Allow header on GET and on 405 says what the resource
+	// takes.
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	if !contains(allowed, r.Method) {
 		writeError(w, http.StatusMethodNotAllowed, msgActionNotSupported,
 			fmt.Sprintf("The method %s is not allowed on %s; allowed: %s.", truncate(r.Method, 20), path, strings.Join(allowed, ", ")), "")
 		return
@@ -175,28 +237,72 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 	case resVersions:
 		writeJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
 	case resServiceRoot:
-		writeJSON(w, http.StatusOK, m.serviceRoot())
+		writeDescribed(w, "ServiceRoot.v1_15_0", m.serviceRoot())
+	case resMetadata:
+		writeMetadata(w)
+	case resODataDocument:
+		writeJSON(w, http.StatusOK, odataDocument(m.cfg.authMode != AuthBasicOnly))
 	case resSystems:
 		m.writeCollection(w, who, "/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection")
 	case resSystem:
-		writeJSON(w, http.StatusOK, systemDocument(target, m.clock.Now()))
+		m.serveSystem(w, target)
+	case resResetActionInfo:
+		writeDescribed(w, "ActionInfo.v1_3_0", resetActionInfo(target))
 	case resSystemReset:
 		m.reset(w, r, target)
 	case resChassisCollection:
 		m.writeCollection(w, who, "/redfish/v1/Chassis", "ChassisCollection", "Chassis Collection")
 	case resChassis:
-		writeJSON(w, http.StatusOK, chassisDocument(target, m.clock.Now()))
+		writeDescribed(w, "Chassis.v1_21_0", chassisDocument(target, m.clock.Now()))
 	case resManagers:
 		m.writeCollection(w, who, "/redfish/v1/Managers", "ManagerCollection", "Manager Collection")
 	case resManager:
-		writeJSON(w, http.StatusOK, managerDocument(target))
+		writeDescribed(w, "Manager.v1_19_0", managerDocument(target))
 	case resSessionService:
-		writeJSON(w, http.StatusOK, m.sessionService())
+		writeDescribed(w, "SessionService.v1_1_8", m.sessionService())
 	case resSessions:
 		m.writeSessions(w, who)
 	case resSession:
 		m.serveSession(w, r, who, rt.sessionID)
+	case resAccountService:
+		writeDescribed(w, "AccountService.v1_15_0", accountService())
+	case resAccounts:
+		m.writeAccounts(w, who)
+	case resAccount:
+		m.writeAccount(w, who, rt.sessionID)
+	case resRoles:
+		writeRoles(w)
+	case resRole:
+		writeRole(w, rt.sessionID)
+	case resTaskService:
+		writeDescribed(w, "TaskService.v1_2_1", taskService())
+	case resTasks:
+		m.writeTasks(w)
+	case resTask:
+		m.writeTask(w, rt.sessionID)
+	case resTaskMonitor:
+		m.serveTaskMonitor(w, r, rt.sessionID)
 	}
+}
+
+// serveSystem answers GET of a ComputerSystem: 503 while the machine reads
+// Off on a profile whose BMC cannot reach an off host (AMI multi-node).
+func (m *Mock) serveSystem(w http.ResponseWriter, s *system) {
+	now := m.clock.Now()
+	s.mu.Lock()
+	spec := s.profile.spec()
+	power := s.hw.Read(now).Power
+	s.mu.Unlock()
+	if spec.unavailableWhenOff && power == PowerOff {
+		writeError(w, http.StatusServiceUnavailable, msgServiceTemporarilyUnavailable,
+			"The system is not available while its host is powered off.", "Read the system's chassis for its power state.")
+		return
+	}
+	doc := systemDocument(s, now)
+	// An ETag lets clients make conditional requests; gofish turns it into
+	// If-Match on every POST, which is how iDRAC10's 412 bites.
+	w.Header().Set("ETag", etagOf(doc))
+	writeDescribed(w, "ComputerSystem.v1_20_0", doc)
 }
 
 // attribute picks the system whose faults and counters a request belongs
@@ -233,7 +339,7 @@ func (m *Mock) applyFaults(w http.ResponseWriter, r *http.Request, s *system, au
 		return f, false
 	}
 	if f.AuthFailure && authenticated {
-		writeUnauthorized(w)
+		m.writeUnauthorized(w)
 		return f, false
 	}
 	if f.ErrorRate > 0 {
@@ -266,8 +372,19 @@ func writeNotFound(w http.ResponseWriter, path string) {
 		"Place a valid resource at the URI or correct the URI and resubmit the request.")
 }
 
-// reset serves POST .../Actions/ComputerSystem.Reset.
+// reset serves POST .../Actions/ComputerSystem.Reset, as the system's
+// profile answers it.
 func (m *Mock) reset(w http.ResponseWriter, r *http.Request, s *system) {
+	s.mu.Lock()
+	spec := s.profile.spec()
+	allowed := s.allowedResets()
+	s.mu.Unlock()
+	if spec.rejectIfMatch && r.Header.Get("If-Match") != "" {
+		// iDRAC10: an ETag precondition on an action fails, whatever it is.
+		writeError(w, http.StatusPreconditionFailed, "Base.1.18.PreconditionFailed",
+			"The ETag supplied did not match the ETag required to change this resource.", "Try the operation again using the appropriate ETag.")
+		return
+	}
 	var body struct {
 		ResetType *string
 	}
@@ -278,13 +395,13 @@ func (m *Mock) reset(w http.ResponseWriter, r *http.Request, s *system) {
 	if body.ResetType == nil {
 		writeError(w, http.StatusBadRequest, msgActionParameterMissing,
 			"The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.",
-			fmt.Sprintf("Supply ResetType, one of %v.", AllowedResetTypes()))
+			fmt.Sprintf("Supply ResetType, one of %v.", allowed))
 		return
 	}
 	rt := ResetType(*body.ResetType)
-	if !rt.Valid() {
+	if !rt.Valid() || !slices.Contains(allowed, rt) {
 		writeError(w, http.StatusBadRequest, msgActionParameterValueNotInList,
-			fmt.Sprintf("The value %q for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values %v.", truncate(string(rt), 40), AllowedResetTypes()),
+			fmt.Sprintf("The value %q for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values %v.", truncate(string(rt), 40), allowed),
 			"Choose a value from the enumeration list and resubmit the request.")
 		return
 	}
@@ -297,10 +414,34 @@ func (m *Mock) reset(w http.ResponseWriter, r *http.Request, s *system) {
 	s.counters.Resets[rt]++
 	s.counters.LastResetType = rt
 	s.counters.LastResetTime = &now
-	err := s.hw.Reset(now, rt)
+	var refused *refusal
+	var err error
+	power := s.hw.Read(now).Power
+	switch {
+	case s.busyLeft > 0 && spec.busy != nil:
+		s.busyLeft--
+		refused = spec.busy
+	case spec.alreadyOff != nil && power == PowerOff && (rt == ResetForceOff || rt == ResetGracefulShutdown):
+		// The BMC does nothing: during a restart's off-dwell, the restart
+		// goes on.
+		refused = spec.alreadyOff
+	case spec.alreadyOn != nil && (power == PowerOn || power == PowerPoweringOn) && (rt == ResetOn || rt == ResetForceOn):
+		refused = spec.alreadyOn
+	default:
+		err = s.hw.Reset(now, rt)
+		if err == nil {
+			s.busyLeft = spec.busyAfterReset
+		}
+	}
+	var duration time.Duration
+	if rt == ResetForceOff || rt == ResetGracefulShutdown {
+		duration = s.hw.Timing().PowerOff
+	}
 	s.mu.Unlock()
 
 	switch {
+	case refused != nil:
+		refused.write(w)
 	case errors.Is(err, machine.ErrAlreadyOff):
 		writeError(w, http.StatusConflict, msgResourceInStandby, "The request could not be performed: "+err.Error()+".", "")
 	case errors.Is(err, machine.ErrInTransition):
@@ -308,10 +449,36 @@ func (m *Mock) reset(w http.ResponseWriter, r *http.Request, s *system) {
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, msgInternalError, err.Error(), "")
 	default:
-		w.WriteHeader(http.StatusNoContent)
+		m.writeResetAccepted(w, spec, s, rt, now, duration)
 	}
 	if m.log != nil {
-		m.log.Info("reset received", "system", s.spec.id, "resetType", string(rt), "result", resultText(err))
+		result := resultText(err)
+		if refused != nil {
+			result = fmt.Sprintf("refused %d %s", refused.status, refused.messageID)
+		}
+		m.log.Info("reset received", "system", s.spec.id, "profile", string(s.profile), "resetType", string(rt), "result", result)
+	}
+}
+
+// writeResetAccepted answers an accepted Reset the way the profile does.
+func (m *Mock) writeResetAccepted(w http.ResponseWriter, spec *profileSpec, s *system, rt ResetType, now time.Time, d time.Duration) {
+	switch spec.answer {
+	case answerILOOK:
+		writeJSON(w, http.StatusOK, map[string]any{"error": map[string]any{
+			"code": "iLO.0.10.ExtendedInfo", "message": "See @Message.ExtendedInfo for more information.",
+			"@Message.ExtendedInfo": []any{map[string]any{"MessageId": "Base.1.4.Success"}},
+		}})
+	case answerSuccess:
+		writeJSON(w, http.StatusOK, map[string]any{"@Message.ExtendedInfo": []any{map[string]any{
+			"@odata.type": "#Message.v1_1_1.Message", "MessageId": "Base.1.8.Success",
+			"Message": "Successfully Completed Request", "Severity": "OK", "Resolution": "None",
+		}}})
+	case answerTask:
+		id := m.tasks.add(s.spec.id, rt, now, now.Add(d))
+		w.Header().Set("Location", "/redfish/v1/TaskService/TaskMonitors/"+id)
+		writeJSON(w, http.StatusAccepted, m.tasks.document(id, now))
+	default:
+		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
@@ -339,7 +506,7 @@ func (m *Mock) login(w http.ResponseWriter, r *http.Request) {
 	}
 	who, ok := m.checkPassword(*body.UserName, *body.Password)
 	if !ok {
-		writeUnauthorized(w)
+		m.writeUnauthorized(w)
 		return
 	}
 	owner := m.attribute(nil, who)
@@ -450,9 +617,11 @@ type serviceRootDoc struct {
 	Systems        link   `json:"Systems"`
 	Chassis        link   `json:"Chassis"`
 	Managers       link   `json:"Managers"`
-	SessionService link   `json:"SessionService"`
+	SessionService *link  `json:"SessionService,omitempty"`
+	AccountService link   `json:"AccountService"`
+	TaskService    link   `json:"TaskService"`
 	Links          struct {
-		Sessions link `json:"Sessions"`
+		Sessions *link `json:"Sessions,omitempty"`
 	} `json:"Links"`
 }
 
@@ -470,9 +639,13 @@ func (m *Mock) serviceRoot() serviceRootDoc {
 		Systems:        link{"/redfish/v1/Systems"},
 		Chassis:        link{"/redfish/v1/Chassis"},
 		Managers:       link{"/redfish/v1/Managers"},
-		SessionService: link{"/redfish/v1/SessionService"},
+		AccountService: link{"/redfish/v1/AccountService"},
+		TaskService:    link{"/redfish/v1/TaskService"},
 	}
-	doc.Links.Sessions = link{"/redfish/v1/SessionService/Sessions"}
+	if m.cfg.authMode != AuthBasicOnly {
+		doc.SessionService = &link{"/redfish/v1/SessionService"}
+		doc.Links.Sessions = &link{"/redfish/v1/SessionService/Sessions"}
+	}
 	return doc
 }
 
@@ -499,25 +672,22 @@ func (m *Mock) writeCollection(w http.ResponseWriter, who principal, base, typ, 
 		}
 	}
 	doc.Count = len(doc.Members)
-	writeJSON(w, http.StatusOK, doc)
+	writeDescribed(w, typ, doc)
 }
 
 type systemDoc struct {
-	ODataContext string `json:"@odata.context"`
-	ODataID      string `json:"@odata.id"`
-	ODataType    string `json:"@odata.type"`
-	ID           string `json:"Id"`
-	Name         string `json:"Name"`
-	SystemType   string `json:"SystemType"`
-	UUID         string `json:"UUID"`
-	Manufacturer string `json:"Manufacturer"`
-	Model        string `json:"Model"`
-	SerialNumber string `json:"SerialNumber"`
-	PowerState   string `json:"PowerState"`
-	BootProgress struct {
-		LastState     string `json:"LastState"`
-		LastStateTime string `json:"LastStateTime"`
-	} `json:"BootProgress"`
+	ODataContext string           `json:"@odata.context"`
+	ODataID      string           `json:"@odata.id"`
+	ODataType    string           `json:"@odata.type"`
+	ID           string           `json:"Id"`
+	Name         string           `json:"Name"`
+	SystemType   string           `json:"SystemType"`
+	UUID         string           `json:"UUID"`
+	Manufacturer string           `json:"Manufacturer"`
+	Model        string           `json:"Model"`
+	SerialNumber string           `json:"SerialNumber"`
+	PowerState   string           `json:"PowerState"`
+	BootProgress *bootProgressDoc `json:"BootProgress,omitempty"`
 	// Boot is read-only here; sushy refuses a system without it.
 	Boot struct {
 		Enabled string   `json:"BootSourceOverrideEnabled"`
@@ -528,8 +698,9 @@ type systemDoc struct {
 	Status  statusDoc `json:"Status"`
 	Actions struct {
 		Reset struct {
-			Target  string      `json:"target"`
-			Allowed []ResetType `json:"ResetType@Redfish.AllowableValues"`
+			Target     string      `json:"target"`
+			Allowed    []ResetType `json:"ResetType@Redfish.AllowableValues,omitempty"`
+			ActionInfo string      `json:"@Redfish.ActionInfo,omitempty"`
 		} `json:"#ComputerSystem.Reset"`
 	} `json:"Actions"`
 	Links struct {
@@ -538,7 +709,31 @@ type systemDoc struct {
 	} `json:"Links"`
 }
 
+type bootProgressDoc struct {
+	LastState     string `json:"LastState"`
+	LastStateTime string `json:"LastStateTime"`
+}
+
 var bootTargets = []string{"None", "Pxe", "Hdd", "Cd", "BiosSetup"}
+
+// allowedResets is what the system advertises and accepts. The caller
+// holds s.mu.
+func (s *system) allowedResets() []ResetType {
+	if s.spec.resetTypes != nil {
+		return s.spec.resetTypes
+	}
+	return s.profile.spec().allowed
+}
+
+// systemPowerState is the system's Redfish PowerState as its profile
+// reports it. OpenBMC derives it from the host state: a host that is not
+// yet running (the chassis powering on) reads Off.
+func systemPowerState(spec *profileSpec, p PowerState) PowerState {
+	if spec.systemFromHost && p == PowerPoweringOn {
+		return PowerOff
+	}
+	return p
+}
 
 const (
 	manufacturer = "bmcfence"
@@ -549,6 +744,8 @@ func systemDocument(s *system, now time.Time) systemDoc {
 	s.mu.Lock()
 	snap := s.hw.Read(now)
 	uuid := s.reportedUUID
+	spec := s.profile.spec()
+	allowed := s.allowedResets()
 	s.mu.Unlock()
 
 	id := s.spec.id
@@ -560,20 +757,25 @@ func systemDocument(s *system, now time.Time) systemDoc {
 		Name:         s.spec.name,
 		SystemType:   "Physical",
 		UUID:         uuid,
-		Manufacturer: manufacturer,
-		Model:        model,
+		Manufacturer: spec.manufacturer,
+		Model:        spec.model,
 		SerialNumber: s.spec.serial,
-		PowerState:   string(snap.Power),
+		PowerState:   string(systemPowerState(spec, snap.Power)),
 		Status:       statusOK,
 	}
 	doc.Boot.Enabled = "Disabled"
 	doc.Boot.Target = "None"
 	doc.Boot.Allowed = bootTargets
 	doc.Boot.Mode = "UEFI"
-	doc.BootProgress.LastState = snap.BootState
-	doc.BootProgress.LastStateTime = snap.BootSince.UTC().Format(time.RFC3339)
+	if spec.bootProgress {
+		doc.BootProgress = &bootProgressDoc{LastState: snap.BootState, LastStateTime: snap.BootSince.UTC().Format(time.RFC3339)}
+	}
 	doc.Actions.Reset.Target = "/redfish/v1/Systems/" + id + "/Actions/ComputerSystem.Reset"
-	doc.Actions.Reset.Allowed = AllowedResetTypes()
+	if spec.actionInfo && s.spec.resetTypes == nil {
+		doc.Actions.Reset.ActionInfo = "/redfish/v1/Systems/" + id + "/ResetActionInfo"
+	} else {
+		doc.Actions.Reset.Allowed = allowed
+	}
 	doc.Links.Chassis = []link{{"/redfish/v1/Chassis/" + id}}
 	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
 	return doc
@@ -597,9 +799,12 @@ type chassisDoc struct {
 	} `json:"Links"`
 }
 
+// chassisDocument reports the chassis power, which is the machine's real
+// power whatever the system's profile makes the system report.
 func chassisDocument(s *system, now time.Time) chassisDoc {
 	s.mu.Lock()
 	snap := s.hw.Read(now)
+	spec := s.profile.spec()
 	s.mu.Unlock()
 
 	id := s.spec.id
@@ -610,8 +815,8 @@ func chassisDocument(s *system, now time.Time) chassisDoc {
 		ID:           id,
 		Name:         "Chassis-" + id,
 		ChassisType:  "RackMount",
-		Manufacturer: manufacturer,
-		Model:        model,
+		Manufacturer: spec.manufacturer,
+		Model:        spec.model,
 		SerialNumber: s.spec.serial,
 		PowerState:   string(snap.Power),
 		Status:       statusOK,

@@ -36,6 +36,8 @@ const (
 	ResetGracefulRestart  = machine.ResetGracefulRestart
 	ResetPowerCycle       = machine.ResetPowerCycle
 	ResetNmi              = machine.ResetNmi
+	ResetForceOn          = machine.ResetForceOn
+	ResetPushPowerButton  = machine.ResetPushPowerButton
 
 	EventPowerLoss    = machine.EventPowerLoss
 	EventPowerRestore = machine.EventPowerRestore
@@ -46,6 +48,10 @@ const (
 
 // AllowedResetTypes lists every ResetType the mock accepts.
 func AllowedResetTypes() []ResetType { return machine.AllowedResetTypes() }
+
+// KnownResetTypes lists every ResetType the machine understands, including
+// those only some profiles advertise (ForceOn, PushPowerButton).
+func KnownResetTypes() []ResetType { return machine.KnownResetTypes() }
 
 // Events lists every machine event.
 func Events() []Event { return machine.Events() }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,7 +42,7 @@ func (f *bmcFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.caFile, "ca-file", "", "PEM bundle to verify the BMC's certificate (default: system roots)")
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify the BMC's TLS certificate")
 	fs.StringVar(&f.auth, "auth", "basic", "Redfish authentication: basic or session")
-	fs.IntVar(&f.cipherSuite, "cipher-suite", bmc.DefaultIPMICipherSuite, "IPMI cipher suite")
+	fs.IntVar(&f.cipherSuite, "cipher-suite", bmc.DefaultIPMICipherSuite, "IPMI cipher suite: 3 (HMAC-SHA1, AES-128) or 17 (HMAC-SHA256, AES-128)")
 	fs.DurationVar(&f.timeout, "timeout", bmc.DefaultTimeout, "time limit for each BMC operation")
 }
 
@@ -116,10 +118,12 @@ func newBMCCmd(s streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bmc",
 		Short: "Talk to a BMC directly (no cluster needed)",
-		Long: `Read and change a machine's power through its BMC, over Redfish or IPMI,
-without any cluster. "off" sends a hard power-off (Redfish ForceOff, IPMI
-chassis power off) and succeeds only once the BMC has read back a settled Off:
-several consecutive Off reads spanning the settle window.`,
+		Long: `Read and change a machine's power through its BMC, over Redfish or IPMI
+(spoken natively: no ipmitool needed), without any cluster. "off" sends a hard
+power-off (Redfish ComputerSystem.Reset ForceOff, IPMI chassis power off) and
+succeeds only once the BMC has read back an Off it caused: several consecutive
+Off reads spanning the settle window. A failed command is reported at once,
+with an exit code that says why, and an "error" object in JSON and YAML.`,
 		Example: `  export BMC_PASSWORD=...
   kubectl fence bmc status --address https://10.0.0.5 --system 1 --username admin --password-env BMC_PASSWORD
   kubectl fence bmc off --address ipmi://10.0.0.6 --username admin --password-file /run/secrets/bmc --yes`,
@@ -128,17 +132,19 @@ several consecutive Off reads spanning the settle window.`,
 	return cmd
 }
 
-// statusView is `bmc status` output.
+// statusView is `bmc status` output. Raw is exactly what the BMC said.
 type statusView struct {
-	Address      string         `json:"address"`
-	System       string         `json:"system,omitempty"`
-	Protocol     bmc.Protocol   `json:"protocol"`
-	PowerState   bmc.PowerState `json:"powerState"`
-	Raw          string         `json:"raw"`
-	BootProgress string         `json:"bootProgress,omitempty"`
-	Provider     string         `json:"provider"`
-	Attempts     int            `json:"attempts"`
-	LatencyMs    int64          `json:"latencyMs"`
+	Address      string           `json:"address"`
+	System       string           `json:"system,omitempty"`
+	Protocol     bmc.Protocol     `json:"protocol"`
+	PowerState   bmc.PowerState   `json:"powerState"`
+	Raw          string           `json:"raw"`
+	ChassisRaw   string           `json:"chassisRaw,omitempty"`
+	BootProgress string           `json:"bootProgress,omitempty"`
+	Provider     string           `json:"provider,omitempty"`
+	Attempts     int              `json:"attempts"`
+	LatencyMs    int64            `json:"latencyMs"`
+	Error        *power.ErrorInfo `json:"error,omitempty"`
 }
 
 func newBMCStatusCmd(s streams) *cobra.Command {
@@ -157,23 +163,55 @@ func newBMCStatusCmd(s streams) *cobra.Command {
 				return err
 			}
 			st, err := ctrl.PowerStatus(cmd.Context())
-			if err != nil {
-				return err
-			}
 			v := statusView{
 				Address: t.Address.String(), System: t.System, Protocol: t.Address.Protocol,
-				PowerState: st.State, Raw: strings.TrimSpace(st.Raw), BootProgress: st.BootProgress,
+				PowerState: st.State, Raw: st.Raw, ChassisRaw: st.ChassisRaw, BootProgress: st.BootProgress,
 				Provider: st.Provider, Attempts: st.Attempts, LatencyMs: st.Latency.Milliseconds(),
+				Error: errorInfo(err),
 			}
-			return printObject(s.Out, out, v, func(w *tabwriter.Writer) {
+			if err != nil && out == outTable {
+				return err // the one line on stderr says it all
+			}
+			if perr := printObject(s.Out, out, v, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ADDRESS\tSYSTEM\tPOWER\tRAW\tBOOT PROGRESS\tLATENCY")
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), v.PowerState, v.Raw, dash(v.BootProgress), v.LatencyMs)
-			})
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), v.PowerState, dash(rawView(v)), dash(v.BootProgress), v.LatencyMs)
+			}); perr != nil {
+				return perr
+			}
+			return err
 		},
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
 	return cmd
+}
+
+// rawView shows the BMC's own words in the table: the system's PowerState,
+// and the chassis's where it was read.
+func rawView(v statusView) string {
+	switch {
+	case v.ChassisRaw == "":
+		return strconv.Quote(v.Raw)
+	case v.Raw == "":
+		return "chassis " + strconv.Quote(v.ChassisRaw)
+	}
+	return strconv.Quote(v.Raw) + ", chassis " + strconv.Quote(v.ChassisRaw)
+}
+
+// errorInfo is err for JSON and YAML readers: why, in a word and a line,
+// and the exit code it makes.
+func errorInfo(err error) *power.ErrorInfo {
+	if err == nil {
+		return nil
+	}
+	reason := bmc.Reason(err)
+	switch {
+	case errors.Is(err, power.ErrNotOff):
+		reason = "not-off"
+	case errors.Is(err, power.ErrNotOn):
+		reason = "not-on"
+	}
+	return &power.ErrorInfo{Reason: reason, Message: oneLine(err.Error()), ExitCode: exitCode(err)}
 }
 
 func dash(s string) string {
@@ -227,9 +265,27 @@ func (f *settleFlags) policy() (fence.Policy, error) {
 
 func printReport(s streams, out outputFormat, r power.Report) error {
 	return printObject(s.Out, out, r, func(w *tabwriter.Writer) {
-		fmt.Fprintln(w, "ADDRESS\tSYSTEM\tACTION\tPOWER\tCONFIRMED\tELAPSED")
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\n", r.Address, dash(r.System), r.Action, r.PowerState, r.Confirmed, r.Elapsed)
+		fmt.Fprintln(w, "ADDRESS\tSYSTEM\tACTION\tSENT\tANSWER\tPOWER\tCONFIRMED\tELAPSED")
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", r.Address, dash(r.System), r.Action, dash(r.Sent), dash(r.Answer), r.PowerState, r.Confirmed, dash(r.Elapsed))
+		if r.Note != "" {
+			fmt.Fprintf(w, "Note: %s\n", r.Note)
+		}
 	})
+}
+
+// finishReport prints a power report and returns the operation's error. A
+// failure that left nothing to report in a table (the command was never
+// accepted) is the one stderr line alone; JSON and YAML carry it in an
+// "error" object as well.
+func finishReport(s streams, out outputFormat, r power.Report, err error) error {
+	r.Error = errorInfo(err)
+	if err != nil && out == outTable && r.Answer == "" {
+		return err
+	}
+	if perr := printReport(s, out, r); perr != nil {
+		return perr
+	}
+	return err
 }
 
 func newBMCOffCmd(s streams) *cobra.Command {
@@ -240,9 +296,15 @@ func newBMCOffCmd(s streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "off",
 		Short: "Hard power-off, confirmed by a settled Off read-back",
-		Long: `Send a hard power-off (Redfish ForceOff, IPMI chassis power off; never a cycle
-or reset) and wait until the BMC reads exactly Off on --settle-reads
-consecutive reads spanning --settle-window. A BMC that accepts the command and
+		Long: `Send a hard power-off (Redfish ComputerSystem.Reset ForceOff, IPMI chassis power
+off; never a cycle or reset) and wait until the BMC reads exactly Off on
+--settle-reads consecutive reads spanning --settle-window, all after the BMC
+accepted the command. A BMC that answers "already in that state" (iDRAC 409,
+iLO 400, IPMI 0xD5) did nothing, and answers the same during a restart's
+off-dwell: then the Off counts only after it has lasted the agent's unassisted
+settle window (60 s), and any reading with power sends the power-off again.
+A command that fails (wrong password, refused, unsupported) is reported at
+once with its exit code; nothing is polled. A BMC that accepts the command and
 never reads Off (a lying BMC) fails with exit code 7.`,
 		Example: `  kubectl fence bmc off --address https://10.0.0.5 --system 1 --username admin --password-env BMC_PASSWORD
   kubectl fence bmc off --address ipmi://10.0.0.6 --username admin --password-file pw --yes -o json`,
@@ -261,10 +323,7 @@ never reads Off (a lying BMC) fails with exit code 7.`,
 			}
 			r, err := power.OffConfirmed(cmd.Context(), ctrl, p, newProgress(s).say)
 			r.Address, r.System = t.Address.String(), t.System
-			if perr := printReport(s, out, r); perr != nil {
-				return perr
-			}
-			return err
+			return finishReport(s, out, r, err)
 		},
 	}
 	f.register(cmd.Flags())
@@ -303,10 +362,7 @@ BMC reads On (a server can take a minute or more to get there).`,
 			}
 			r, err := power.On(cmd.Context(), ctrl, wait, limit, fence.DefaultPolicy().PowerPollInterval, newProgress(s).say)
 			r.Address, r.System = t.Address.String(), t.System
-			if perr := printReport(s, out, r); perr != nil {
-				return perr
-			}
-			return err
+			return finishReport(s, out, r, err)
 		},
 	}
 	f.register(cmd.Flags())

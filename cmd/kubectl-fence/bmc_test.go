@@ -3,14 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/ipmisim"
+	"github.com/bmcfence/bmcfence/bmc/pyghmisim"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock/redfishmocktest"
 	"github.com/bmcfence/bmcfence/internal/power"
@@ -171,5 +179,301 @@ func TestBMCOverIPMI(t *testing.T) {
 	}
 	if _, _, code = cli(t, append(append([]string{"bmc", "off", "--yes"}, flags...), "--settle-window", "200ms", "--settle-reads", "2", "--power-timeout", "1s")...); code != exitNotOff {
 		t.Fatalf("stuck BMC: exit %d, want %d", code, exitNotOff)
+	}
+}
+
+// holdsOff checks, until d has passed, that the machine stays off: a restart
+// whose off-dwell our ForceOff did not end would bring it back on.
+func holdsOff(t *testing.T, d time.Duration, on func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		if on() {
+			t.Fatal("the machine came back on: the Off confirmed was a restart's off-dwell, not ours")
+		}
+		<-tick.C
+	}
+}
+
+// The reproduction from the safety work, on every vendor profile: a
+// restart's off-dwell reads Off, and `bmc off` must send its own ForceOff
+// rather than take that Off for proof. Most BMCs take the ForceOff (the
+// restart is cancelled); iDRAC and iLO answer "already off" (iDRAC SYS518
+// first), do nothing, and the machine comes back on: the CLI sends ForceOff
+// again and confirms that Off.
+func TestBMCOffDuringARestartIsOurOwnOff(t *testing.T) {
+	for _, profile := range redfishmock.Profiles() {
+		t.Run(string(profile), func(t *testing.T) {
+			t.Parallel()
+			const dwell = 2 * time.Second
+			cfg := redfishmock.Config{Username: "admin", Password: testPassword, Systems: redfishmock.Systems(1), Profile: profile,
+				Timing: redfishmock.Timing{RestartOff: dwell, PowerOn: 500 * time.Millisecond}}
+			srv := redfishmocktest.Start(t, cfg)
+			flags := caFlags(t, srv, testPassword)
+			if err := srv.Mock.Event("1", redfishmock.EventOSReboot); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := cli(t, append(append([]string{"bmc", "off", "--yes", "-o", "json"}, flags...),
+				"--settle-window", "600ms", "--settle-reads", "3", "--power-timeout", "5s")...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s %s", code, out, errOut)
+			}
+			var r power.Report
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := srv.Mock.Status("1")
+			if !r.Confirmed || r.Answer != "accepted" || st.Counters.Resets[redfishmock.ResetForceOff] < 1 {
+				t.Fatalf("report %+v, resets %v: want a ForceOff of ours, accepted", r, st.Counters.Resets)
+			}
+			holdsOff(t, dwell+500*time.Millisecond, func() bool { st, _ := srv.Mock.Status("1"); return st.PowerState != redfishmock.PowerOff })
+		})
+	}
+}
+
+// The same over IPMI, during `chassis power cycle` whose off-dwell ipmi_sim
+// is told to stretch, with ipmitool absent from PATH.
+func TestBMCOffDuringAPowerCycleIsOurOwnOffOverIPMI(t *testing.T) {
+	sim := ipmisim.StartT(t, ipmisim.Options{InitialPower: true})
+	const dwell = 3 * time.Second
+	if err := sim.SetBehavior(ipmisim.Behavior{CycleDwell: dwell}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sim.Ipmitool(context.Background(), "chassis", "power", "cycle"); err != nil || out.ExitCode != 0 {
+		t.Skipf("ipmitool (the test peer that starts the cycle) is needed: %v %+v", err, out)
+	}
+	flags := ipmiFlags(t, sim.Address(), sim.Username(), sim.Password())
+	t.Setenv("PATH", t.TempDir())
+	out, errOut, code := cli(t, append(append([]string{"bmc", "off", "--yes", "-o", "json"}, flags...),
+		"--settle-window", "600ms", "--settle-reads", "3", "--power-timeout", "5s")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	if n := count(sim.Commands(), "set power 0"); n < 2 {
+		t.Fatalf("commands %q: want our own power off after the cycle's", sim.Commands())
+	}
+	if !strings.Contains(out, `"sent": "ipmi chassis power off"`) {
+		t.Errorf("report %s does not name the IPMI command", out)
+	}
+	holdsOff(t, dwell+time.Second, func() bool { on, _ := sim.Power(); return on })
+}
+
+func count(lines []string, s string) int {
+	n := 0
+	for _, l := range lines {
+		if l == s {
+			n++
+		}
+	}
+	return n
+}
+
+// caFlags reach srv with password, verifying its certificate. The password
+// goes in a file, not the environment, so tests using it can run in
+// parallel.
+func caFlags(t *testing.T, srv *redfishmocktest.Server, password string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	ca, pw := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "pw")
+	if err := os.WriteFile(ca, srv.CAPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pw, []byte(password), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--address", srv.URL, "--username", "admin", "--password-file", pw, "--ca-file", ca}
+}
+
+func ipmiFlags(t *testing.T, addr, user, password string) []string {
+	t.Helper()
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--address", "ipmi://" + addr, "--username", user, "--password-file", pw}
+}
+
+// A failed command is said at once, with its exit code, and JSON carries
+// an error object; nothing is polled.
+func TestBMCOffFailuresAreHonest(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      func(*redfishmock.Config)
+		password string
+		extra    []string
+		code     int
+		reason   string
+		want     string
+	}{
+		{name: "wrong password", password: "wrong-Pa55word", code: exitAuth, reason: "auth", want: "rejected the credentials"},
+		{name: "no hard off", cfg: func(c *redfishmock.Config) {
+			c.Systems[0].ResetTypes = []redfishmock.ResetType{redfishmock.ResetOn, redfishmock.ResetGracefulShutdown}
+		}, code: exitUnsupported, reason: "unsupported", want: "offers no hard off"},
+		{name: "session auth without a SessionService", cfg: func(c *redfishmock.Config) { c.AuthMode = redfishmock.AuthBasicOnly },
+			extra: []string{"--auth", "session"}, code: exitUnsupported, reason: "unsupported", want: "no Redfish SessionService"},
+		{name: "basic auth against a session-only BMC", cfg: func(c *redfishmock.Config) { c.AuthMode = redfishmock.AuthSessionOnly },
+			code: exitAuth, reason: "auth", want: "try --auth session"},
+	}
+	for _, tt := range tests {
+		for _, format := range []string{"table", "json"} {
+			t.Run(tt.name+"/"+format, func(t *testing.T) {
+				t.Parallel()
+				cfg := redfishmock.Config{Username: "admin", Password: testPassword, Systems: redfishmock.Systems(1)}
+				if tt.cfg != nil {
+					tt.cfg(&cfg)
+				}
+				srv := redfishmocktest.Start(t, cfg)
+				password := testPassword
+				if tt.password != "" {
+					password = tt.password
+				}
+				flags := caFlags(t, srv, password)
+				// With a 60 s power timeout, only a command that fails at once
+				// ends in seconds: a polled one would take the whole minute.
+				start := time.Now()
+				out, errOut, code := cli(t, append(append(append([]string{"bmc", "off", "--yes", "-o", format}, flags...), tt.extra...),
+					"--settle-window", "200ms", "--settle-reads", "2", "--power-timeout", "60s")...)
+				if took := time.Since(start); took > 10*time.Second {
+					t.Errorf("took %v: a failed command must be reported at once, not polled", took)
+				}
+				if code != tt.code || !strings.Contains(errOut, tt.want) || strings.Count(errOut, "\n") != 1 {
+					t.Errorf("exit %d, stderr %q; want %d and one line saying %q", code, errOut, tt.code, tt.want)
+				}
+				if st, _ := srv.Mock.Status("1"); st.Counters.Requests > 4 {
+					t.Errorf("%d requests: the CLI polled after a failed command", st.Counters.Requests)
+				}
+				if format == "json" {
+					var r power.Report
+					if err := json.Unmarshal([]byte(out), &r); err != nil {
+						t.Fatalf("output is not JSON: %v\n%s", err, out)
+					}
+					if r.Error == nil || r.Error.Reason != tt.reason || r.Error.ExitCode != tt.code || r.Confirmed {
+						t.Errorf("report %+v: want error reason %s, exit code %d", r, tt.reason, tt.code)
+					}
+				}
+				for _, pw := range []string{testPassword, "wrong-Pa55word"} {
+					if strings.Contains(out+errOut, pw) {
+						t.Errorf("the password appears in the output")
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestBMCWrongPasswordOverIPMIExits3(t *testing.T) {
+	sim := ipmisim.StartT(t, ipmisim.Options{InitialPower: true})
+	// Well within the 10 s request timeout: a wrong password is refused at
+	// once, not mistaken for a silent BMC.
+	start := time.Now()
+	out, errOut, code := cli(t, append([]string{"bmc", "off", "--yes", "-o", "json"}, ipmiFlags(t, sim.Address(), sim.Username(), "wrong-Pa55word")...)...)
+	if took := time.Since(start); took > 5*time.Second || code != exitAuth || !strings.Contains(errOut, "rejected the credentials") {
+		t.Errorf("exit %d after %v, stderr %q; want 3 at once", code, took, errOut)
+	}
+	if !strings.Contains(out, `"reason": "auth"`) || strings.Contains(out+errOut, "wrong-Pa55word") {
+		t.Errorf("output %s", out)
+	}
+}
+
+// A BMC whose error body echoes the login (the Authorization header, the
+// session request) must not hand the password to our output.
+func TestBMCErrorsNeverEchoThePassword(t *testing.T) {
+	mock, err := redfishmock.New(redfishmock.Config{Username: "admin", Password: testPassword, Systems: redfishmock.Systems(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost || strings.HasSuffix(r.URL.Path, "/Systems/1") {
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			msg := fmt.Sprintf("bad request from %s with %s and body %s", r.RemoteAddr, r.Header.Get("Authorization"), body)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": "Base.1.8.GeneralError", "message": msg,
+				"@Message.ExtendedInfo": []any{map[string]any{"MessageId": "Oem.1.0.Echo", "Message": msg + " password=" + testPassword}}}})
+			return
+		}
+		mock.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(echo)
+	t.Cleanup(srv.Close)
+	t.Cleanup(mock.Close)
+	t.Setenv("BMC_PASSWORD", testPassword)
+	for _, auth := range []string{"basic", "session"} {
+		for _, sub := range []string{"status", "off"} {
+			out, errOut, code := cli(t, "bmc", sub, "--yes", "-o", "json", "--address", srv.URL, "--username", "admin", "--password-env", "BMC_PASSWORD", "--auth", auth)
+			if sub == "status" {
+				out, errOut, code = cli(t, "bmc", sub, "-o", "json", "--address", srv.URL, "--username", "admin", "--password-env", "BMC_PASSWORD", "--auth", auth)
+			}
+			basic := base64.StdEncoding.EncodeToString([]byte("admin:" + testPassword))
+			if code == 0 || strings.Contains(out+errOut, testPassword) || strings.Contains(out+errOut, basic) {
+				t.Errorf("%s/%s: exit %d, output leaks the login:\n%s%s", auth, sub, code, out, errOut)
+			}
+			if !strings.Contains(errOut, "[redacted]") && auth == "basic" {
+				t.Errorf("%s/%s: stderr %q: want the BMC's echo, redacted", auth, sub, errOut)
+			}
+		}
+	}
+}
+
+// Systems sharing a Name are commanded by Id.
+func TestBMCSharedNamesBySystemID(t *testing.T) {
+	cfg := redfishmock.Config{Username: "admin", Password: testPassword,
+		Systems: []redfishmock.SystemConfig{{ID: "a", Name: "node"}, {ID: "b", Name: "node"}}}
+	srv := redfishmocktest.Start(t, cfg)
+	flags := append(caFlags(t, srv, testPassword), "--system", "b")
+	if _, errOut, code := cli(t, append(append([]string{"bmc", "off", "--yes"}, flags...), fast...)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if a, _ := srv.Mock.Status("a"); a.PowerState != redfishmock.PowerOn {
+		t.Error("system a was touched")
+	}
+	if b, _ := srv.Mock.Status("b"); b.PowerState != redfishmock.PowerOff {
+		t.Error("system b is not off")
+	}
+}
+
+func TestBMCStatusRawIsExact(t *testing.T) {
+	sim := ipmisim.StartT(t, ipmisim.Options{InitialPower: true})
+	out, errOut, code := cli(t, append([]string{"bmc", "status", "-o", "json"}, ipmiFlags(t, sim.Address(), sim.Username(), sim.Password())...)...)
+	if code != 0 || !strings.Contains(out, `"raw": "Chassis Power is on"`) {
+		t.Errorf("exit %d: %s %s", code, out, errOut)
+	}
+}
+
+// ipmi://[::1]:PORT reaches a BMC bound to the IPv6 loopback.
+func TestBMCOverIPv6(t *testing.T) {
+	if pc, err := net.ListenPacket("udp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		_ = pc.Close()
+	}
+	for _, peer := range []string{"ipmi_sim", "pyghmi"} {
+		t.Run(peer, func(t *testing.T) {
+			var addr, user, pw string
+			var on func() (bool, error)
+			if peer == "ipmi_sim" {
+				s := ipmisim.StartT(t, ipmisim.Options{InitialPower: true, Address: "::1"})
+				addr, user, pw, on = s.Address(), s.Username(), s.Password(), s.Power
+			} else {
+				s := pyghmisim.StartT(t, pyghmisim.Options{InitialPower: true, Address: "::1"})
+				addr, user, pw, on = s.Address(), s.Username(), s.Password(), s.Power
+			}
+			flags := ipmiFlags(t, addr, user, pw)
+			t.Setenv("PATH", t.TempDir())
+			for _, args := range [][]string{
+				{"bmc", "status"},
+				append([]string{"bmc", "off", "--yes"}, fast...),
+				{"bmc", "on", "--yes", "--wait"},
+			} {
+				if out, errOut, code := cli(t, append(args, flags...)...); code != 0 {
+					t.Fatalf("%v: exit %d: %s %s", args, code, out, errOut)
+				}
+			}
+			if ok, _ := on(); !ok {
+				t.Error("machine not on at the end")
+			}
+		})
 	}
 }

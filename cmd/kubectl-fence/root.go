@@ -1,48 +1,18 @@
+//go:build !bmcfast
+
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/bmcfence/bmcfence/internal/version"
 )
 
-// streams are the command's standard streams, injectable for tests.
-type streams struct {
-	In  io.Reader
-	Out io.Writer
-	Err io.Writer
-}
-
-// run executes the CLI and returns the process exit code. Errors are one
-// line on stderr, never a stack trace or a usage dump.
-func run(ctx context.Context, args []string, s streams) int {
-	root := newRoot(s)
-	root.SetArgs(args)
-	root.SetIn(s.In)
-	root.SetOut(s.Out)
-	root.SetErr(s.Err)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	code := exitCode(err)
-	if ctx.Err() != nil {
-		code = exitInterrupted
-	}
-	fmt.Fprintf(s.Err, "kubectl-fence: %s\n", oneLine(err.Error()))
-	return code
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
+// newRoot is the whole CLI. kubectl-fence as make builds it (tag bmcfast,
+// root_bmcfast.go) holds only the bmc commands and runs this one, built as
+// bmcfence-cli, for everything else.
 func newRoot(s streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-fence",
@@ -97,28 +67,4 @@ taint if it is ours (someone else's taint is never touched).`,
 	)
 	argsAreUsage(root)
 	return root
-}
-
-// argsAreUsage makes a wrong number of arguments a usage error (exit 2)
-// that shows how the command is called.
-func argsAreUsage(cmd *cobra.Command) {
-	if check := cmd.Args; check != nil {
-		cmd.Args = func(c *cobra.Command, args []string) error {
-			if err := check(c, args); err != nil {
-				return usageError("%v; usage: %s", err, c.UseLine())
-			}
-			return nil
-		}
-	}
-	for _, sub := range cmd.Commands() {
-		argsAreUsage(sub)
-	}
-}
-
-// isTerminal reports whether f is a terminal (progress and prompts go only
-// there). /dev/null is a character device but not a terminal, hence the
-// ioctl-based check.
-func isTerminal(f any) bool {
-	file, ok := f.(*os.File)
-	return ok && term.IsTerminal(int(file.Fd()))
 }

@@ -81,6 +81,8 @@ type options struct {
 
 	timing         redfishmock.Timing
 	faults         redfishmock.Faults
+	profile        string
+	authMode       string
 	seed           int64
 	maxSessions    int
 	sessionTimeout time.Duration
@@ -113,6 +115,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.BoolVar(&o.faults.IgnoreCommands, "ignore-commands", false, "default fault: accept every Reset with 204 and do nothing")
 	fs.BoolVar(&o.faults.IgnoreDuringTransition, "ignore-during-transition", false, "default fault: ignore Resets sent while a transition is under way")
 	fs.BoolVar(&o.faults.PowerOnFails, "power-on-fails", false, "default fault: PoweringOn falls back to Off")
+	fs.StringVar(&o.profile, "profile", string(redfishmock.ProfileGeneric), "vendor behaviour of every system: "+profileNames()+" (see the redfishmock package documentation)")
+	fs.StringVar(&o.authMode, "auth-mode", "both", "authentication the service takes: both, basic-only (no SessionService) or session-only (HTTP Basic refused)")
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the error-rate RNG")
 	fs.IntVar(&o.maxSessions, "max-sessions", redfishmock.DefaultMaxSessions, "size of the session table")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", redfishmock.DefaultSessionTimeout, "idle timeout of a session")
@@ -265,6 +269,27 @@ func buildConfig(fs *pflag.FlagSet, o *options, getenv func(string) string) (red
 		cfg.Systems = append(cfg.Systems, redfishmock.Systems(o.systems-len(cfg.Systems))...)
 	}
 
+	if o.configFile == "" || set("profile") {
+		p, err := redfishmock.ParseProfile(o.profile)
+		if err != nil {
+			return redfishmock.Config{}, usagef("--profile: %v", err)
+		}
+		cfg.Profile = p
+		if set("profile") && o.configFile != "" {
+			// The flag wins over the file's per-system profiles too.
+			for i := range cfg.Systems {
+				cfg.Systems[i].Profile = p
+			}
+		}
+	}
+	if o.configFile == "" || set("auth-mode") {
+		a, err := redfishmock.ParseAuthMode(o.authMode)
+		if err != nil {
+			return redfishmock.Config{}, usagef("--auth-mode: %v", err)
+		}
+		cfg.AuthMode = a
+	}
+
 	overrides := []struct {
 		flag  string
 		apply func()
@@ -394,6 +419,14 @@ func versionString() string {
 		return s
 	}
 	return fmt.Sprintf("redfish-mock %s (commit %s, built %s)", orUnknown(v), orUnknown(c), orUnknown(d))
+}
+
+func profileNames() string {
+	var names []string
+	for _, p := range redfishmock.Profiles() {
+		names = append(names, string(p))
+	}
+	return strings.Join(names, "|")
 }
 
 func oneLine(err error) string {

@@ -126,7 +126,20 @@ func TestBuildConfigLayers(t *testing.T) {
 			mutate: func(want *redfishmock.Config) {
 				*want = redfishmock.Config{
 					Username: "admin", Password: "p", Systems: redfishmock.Systems(3),
-					Timing: redfishmock.DefaultTiming(), Seed: 1,
+					Timing: redfishmock.DefaultTiming(), Seed: 1, Profile: redfishmock.ProfileGeneric,
+					MaxSessions: redfishmock.DefaultMaxSessions, SessionTimeout: redfishmock.DefaultSessionTimeout,
+				}
+			},
+		},
+		{
+			name: "a profile and an auth mode",
+			args: []string{"--password", "p", "--profile", "idrac9", "--auth-mode", "session-only"},
+			env:  noEnv,
+			mutate: func(want *redfishmock.Config) {
+				*want = redfishmock.Config{
+					Username: "admin", Password: "p", Systems: redfishmock.Systems(1),
+					Timing: redfishmock.DefaultTiming(), Seed: 1, Profile: redfishmock.ProfileIDRAC9,
+					AuthMode:    redfishmock.AuthSessionOnly,
 					MaxSessions: redfishmock.DefaultMaxSessions, SessionTimeout: redfishmock.DefaultSessionTimeout,
 				}
 			},

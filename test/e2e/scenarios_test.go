@@ -202,7 +202,9 @@ func TestTwoAgentsOneActsAndACrashResumes(t *testing.T) {
 	e.waitFor(90*time.Second, "n1 back and untainted", func() (bool, error) { return !cluster.HasOutOfServiceTaint(e.node("n1")), nil })
 }
 
-// Failover through an IPMI BMC (ipmi_sim and ipmitool, via bmclib).
+// Failover through an IPMI BMC (ipmi_sim, spoken to in Go): its system GUID
+// is the node's systemUUID, and the fence sends its own power-off to the
+// machine that lost power (only an Off we caused is proof).
 func TestFailoverThroughIPMI(t *testing.T) {
 	e := newEnv(t)
 	e.agent("a1", "")

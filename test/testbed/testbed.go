@@ -144,7 +144,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 			n.Address = b.Mock.URL
 			continue
 		}
-		sim, err := ipmisim.Start(ctx, ipmisim.Options{Password: n.password[:16], InitialPower: true, Dir: filepath.Join(dir, "ipmisim")})
+		sim, err := ipmisim.Start(ctx, ipmisim.Options{Password: n.password[:16], InitialPower: true, Dir: filepath.Join(dir, "ipmisim"), GUID: n.UUID})
 		if err != nil {
 			return nil, fmt.Errorf("ipmi_sim for %s: %w", n.Name, err)
 		}
@@ -243,11 +243,8 @@ func (b *Testbed) AgentConfig(extra string) (string, error) {
 		if n.System != "" {
 			fmt.Fprintf(&sb, "      system: %q\n", n.System)
 		}
-		if n.ipmi {
-			// The ipmitool path reports no system GUID: vouch for the
-			// entry (the identity check is otherwise mandatory).
-			sb.WriteString("      allowUnverifiedIdentity: true\n")
-		}
+		// An IPMI node is verified like the others: its ipmi_sim reports
+		// the node's systemUUID as its system GUID (see Start).
 	}
 	sb.WriteString(extra)
 	f, err := os.CreateTemp(b.dir, "agent-*.yaml")

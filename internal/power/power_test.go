@@ -1,0 +1,150 @@
+package power
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/bmc/bmctest"
+	"github.com/bmcfence/bmcfence/bmc/machine"
+	"github.com/bmcfence/bmcfence/fence"
+)
+
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+var errAlready = fmt.Errorf("%w: HTTP 409 IDRAC.2.9.PSU501: Server is already powered OFF.", bmc.ErrAlreadyInState)
+
+type outcome struct {
+	r   Report
+	err error
+	at  time.Duration // on the fake clock
+}
+
+// drive runs OffConfirmed on a fake clock, stepping it whenever the
+// operation waits, until it returns. during runs after every step, with
+// the fake time elapsed.
+func drive(t *testing.T, clk *clocktesting.FakeClock, ctrl bmc.Controller, during func(time.Duration)) outcome {
+	t.Helper()
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := offConfirmed(context.Background(), clk, ctrl, fence.DefaultPolicy(), func(string, ...any) {})
+		done <- outcome{r: r, err: err, at: clk.Since(t0)}
+	}()
+	const step = 500 * time.Millisecond
+	for {
+		select {
+		case o := <-done:
+			return o
+		default:
+		}
+		if clk.HasWaiters() {
+			clk.Step(step)
+			if during != nil {
+				during(clk.Since(t0))
+			}
+			continue
+		}
+		if clk.Since(t0) > 10*time.Minute {
+			t.Fatal("OffConfirmed never returned")
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestOffConfirmed(t *testing.T) {
+	p := fence.DefaultPolicy()
+	t.Run("accepted: settles over the settle window", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		f := bmctest.New(clk)
+		o := drive(t, clk, f, nil)
+		if o.err != nil || !o.r.Confirmed || o.r.Answer != "accepted" || o.r.Commands != 1 || o.r.Note != "" {
+			t.Fatalf("report %+v, err %v", o.r, o.err)
+		}
+		if o.at < p.SettleWindow || o.at > p.SettleWindow+2*p.PowerPollInterval {
+			t.Errorf("confirmed after %v, want just over the %v settle window", o.at, p.SettleWindow)
+		}
+	})
+	t.Run("already off: an Off we did not cause waits out the unassisted window", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		f := bmctest.New(clk, bmctest.WithPower(false))
+		f.Fail(errAlready, bmc.OpPowerOff)
+		o := drive(t, clk, f, nil)
+		if o.err != nil || !o.r.Confirmed || o.r.Answer != "already in that state" {
+			t.Fatalf("report %+v, err %v", o.r, o.err)
+		}
+		if o.at < p.UnassistedSettleWindow {
+			t.Errorf("confirmed after %v, before the %v unassisted window", o.at, p.UnassistedSettleWindow)
+		}
+		if !strings.Contains(o.r.Note, "not caused by us") {
+			t.Errorf("note %q does not say the Off was not ours", o.r.Note)
+		}
+	})
+	t.Run("already off during a restart: ForceOff again once it has power", func(t *testing.T) {
+		// The machine restarts with a 10 s off-dwell. The BMC answers the
+		// first ForceOff "already off" and does nothing, so the machine
+		// comes back: the CLI must send ForceOff again and confirm only the
+		// Off that one caused. (The old rule took the dwell's Off.)
+		clk := clocktesting.NewFakeClock(t0)
+		f := bmctest.New(clk, bmctest.WithTiming(machine.Timing{RestartOff: 10 * time.Second, PowerOn: 2 * time.Second}))
+		if err := f.Event(machine.EventOSReboot); err != nil {
+			t.Fatal(err)
+		}
+		f.FailNext(1, errAlready, bmc.OpPowerOff)
+		var confirmedEarly bool
+		o := drive(t, clk, f, nil)
+		confirmedEarly = o.at < 10*time.Second
+		if o.err != nil || !o.r.Confirmed || confirmedEarly {
+			t.Fatalf("report %+v at %v, err %v; want confirmed after the dwell", o.r, o.at, o.err)
+		}
+		if o.r.Commands != 2 || o.r.Answer != "accepted" || f.Count(bmc.OpPowerOff) != 2 {
+			t.Errorf("commands %d, answer %q, ForceOffs %d: want a second, accepted ForceOff", o.r.Commands, o.r.Answer, f.Count(bmc.OpPowerOff))
+		}
+		if !f.StaysOff(time.Hour) {
+			t.Error("the machine does not stay off")
+		}
+	})
+	t.Run("a failed command is reported at once, without polling", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		f := bmctest.New(clk)
+		f.Fail(fmt.Errorf("%w: HTTP 401", bmc.ErrAuth), bmc.OpPowerOff)
+		o := drive(t, clk, f, nil)
+		if !errors.Is(o.err, bmc.ErrAuth) || o.at != 0 || f.Count(bmc.OpPowerStatus) != 0 {
+			t.Errorf("err %v after %v with %d reads; want ErrAuth at once, no read", o.err, o.at, f.Count(bmc.OpPowerStatus))
+		}
+	})
+	t.Run("a lying BMC: accepted, never Off", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		f := bmctest.New(clk)
+		f.SetBehavior(machine.Behavior{IgnoreCommands: true})
+		o := drive(t, clk, f, nil)
+		if !errors.Is(o.err, ErrNotOff) || o.r.Confirmed || !strings.Contains(o.err.Error(), "may ignore commands") {
+			t.Errorf("report %+v, err %v; want ErrNotOff", o.r, o.err)
+		}
+	})
+	t.Run("Off while BootProgress says the OS runs is never proof", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		o := drive(t, clk, contradicting{}, nil)
+		if !errors.Is(o.err, ErrNotOff) || !strings.Contains(o.err.Error(), "BootProgress says OSRunning") {
+			t.Errorf("err %v; want ErrNotOff explaining the contradiction", o.err)
+		}
+	})
+}
+
+// contradicting accepts ForceOff and reads Off with BootProgress OSRunning.
+type contradicting struct{}
+
+func (contradicting) PowerStatus(context.Context) (bmc.PowerStatus, error) {
+	return bmc.PowerStatus{State: bmc.PowerOff, Raw: "Off", BootProgress: "OSRunning"}, nil
+}
+func (contradicting) PowerOff(context.Context) (bmc.Result, error) {
+	return bmc.Result{Provider: "redfish", Sent: "ComputerSystem.Reset ForceOff"}, nil
+}
+func (contradicting) PowerOn(context.Context) (bmc.Result, error)    { return bmc.Result{}, nil }
+func (contradicting) Identity(context.Context) (bmc.Identity, error) { return bmc.Identity{}, nil }
