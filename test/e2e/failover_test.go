@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/fence"
 )
 
 // A node loses power: its BMC reads Off, its kubelet dies. With the default
@@ -54,7 +55,7 @@ func TestFailoverAfterPowerLoss(t *testing.T) {
 	fmt.Printf("failover: %.1fs\n", running.Seconds())
 
 	n := e.node(node)
-	if n.Annotations[cluster.AnnotationTaintOwner] != cluster.TaintOwnerValue {
+	if cluster.TaintStateOf(n) != fence.TaintOurs {
 		t.Errorf("taint owner annotation = %q", n.Annotations[cluster.AnnotationTaintOwner])
 	}
 	for _, r := range []string{"FenceSuspect", "FenceConfirmedOff", "FenceTainted"} {
