@@ -35,6 +35,8 @@ type Metrics struct {
 	failover    prometheus.Histogram
 	fenceable   *prometheus.GaugeVec
 	unfenceable prometheus.Gauge
+	risky       *prometheus.GaugeVec
+	build       *prometheus.GaugeVec
 
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
@@ -77,11 +79,17 @@ func New() *Metrics {
 		unfenceable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "bmcfence_unfenceable_nodes", Help: "Nodes whose BMC failed the last probe or that have no BMC entry.",
 		}),
+		risky: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bmcfence_risky_setting", Help: "1 for each setting in force that weakens a safety property (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled); the agent logs a warning for each at start.",
+		}, []string{"setting"}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bmcfence_build_info", Help: "Always 1; the labels say what the agent was built from.",
+		}, []string{"version", "commit", "goversion"}),
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
 	}
 	m.Registry.MustRegister(m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.fenceable, m.unfenceable, m.risky, m.build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -153,4 +161,12 @@ func (m *Metrics) Fenceable(node string, ok bool) bool {
 	m.fenceable.WithLabelValues(node).Set(v)
 	m.unfenceable.Set(float64(len(m.unfenced)))
 	return wasUnfenceable == ok
+}
+
+// Risky marks a risky setting as in force (see config.Agent.Risks).
+func (m *Metrics) Risky(setting string) { m.risky.WithLabelValues(setting).Set(1) }
+
+// Build records the binary's version.
+func (m *Metrics) Build(version, commit, goVersion string) {
+	m.build.WithLabelValues(version, commit, goVersion).Set(1)
 }
