@@ -31,6 +31,9 @@ build:
 			CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$c ./cmd/$$c || exit 1; \
 		fi; \
 	done
+	@# kubectl (1.26+) completes `kubectl fence <TAB>` through this script,
+	@# found on PATH beside kubectl-fence.
+	@install -m 0755 cmd/kubectl-fence/kubectl_complete-fence $(BIN)/kubectl_complete-fence
 
 vet:
 	$(GO) vet ./...
