@@ -33,6 +33,7 @@ fails (warnings do not fail it). The BMCs are reached from where you run this.`,
 			}
 			results, err := preflight.Run(ctx, preflight.Options{
 				Client: sess.client, Inventory: sess.inv, Namespace: sess.cfg.Namespace, Timeout: sess.cfg.BMC.Timeout,
+				LeaseName: sess.cfg.LeaderElection.Name,
 			})
 			if err != nil {
 				return err

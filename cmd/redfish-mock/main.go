@@ -34,7 +34,6 @@ import (
 	"github.com/bmcfence/bmcfence/internal/version"
 )
 
-
 const passwordEnv = "REDFISH_MOCK_PASSWORD"
 
 // maxSystems bounds the mock's system table. The mock holds 1000 systems in

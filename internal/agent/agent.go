@@ -242,7 +242,10 @@ func (a *Agent) serve() ([]*http.Server, error) {
 		}
 		fmt.Fprintln(w, "ok:", role)
 	})
-	metricsHandler := promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})
+	var metricsHandler http.Handler = promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})
+	if a.cfg.Server.MetricsAuth {
+		metricsHandler = newKubeAuth(a.client, a.clock).wrap(metricsHandler)
+	}
 	if a.cfg.Server.MetricsAddress == a.cfg.Server.HealthAddress {
 		health.Handle("/metrics", metricsHandler)
 		s, err := listen(a.cfg.Server.HealthAddress, health, a.log)

@@ -98,6 +98,12 @@ type LeaderElection struct {
 type Server struct {
 	MetricsAddress string `mapstructure:"metricsAddress"`
 	HealthAddress  string `mapstructure:"healthAddress"`
+	// MetricsAuth serves /metrics only to requests whose bearer token the
+	// API server authenticates (TokenReview) and authorizes to get the
+	// non-resource URL /metrics (SubjectAccessReview), as kube-rbac-proxy
+	// does, in-process. Off by default for local runs; the manifests and
+	// the chart turn it on.
+	MetricsAuth bool `mapstructure:"metricsAuth"`
 }
 
 // Log configures zap.

@@ -211,11 +211,13 @@ func TestRisks(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"defaults", "", nil, nil},
-		{"dry run and no leader election", "", []string{"--dry-run", "--leader-elect=false"}, []string{RiskDryRun, RiskLeaderElectionDisabled}},
-		{"insecure default", "inventory:\n  defaults: {insecureSkipVerify: true}\n", nil, []string{RiskInsecureSkipVerify}},
-		{"insecure node and http node", "inventory:\n  nodes:\n    - {name: w1, address: https://a, insecureSkipVerify: true}\n    - {name: w2, address: http://b}\n", nil, []string{RiskInsecureSkipVerify, RiskPlainHTTP}},
-		{"from annotations", "inventory:\n  fromAnnotations: true\n", nil, []string{RiskFromAnnotations}},
+		{"defaults", "", nil, []string{RiskMetricsUnauthenticated}},
+		{"metrics on loopback", "", []string{"--metrics-address", "127.0.0.1:9500"}, nil},
+		{"metrics authenticated", "server: {metricsAuth: true}\n", nil, nil},
+		{"dry run and no leader election", "server: {metricsAuth: true}\n", []string{"--dry-run", "--leader-elect=false"}, []string{RiskDryRun, RiskLeaderElectionDisabled}},
+		{"insecure default", "server: {metricsAuth: true}\ninventory:\n  defaults: {insecureSkipVerify: true}\n", nil, []string{RiskInsecureSkipVerify}},
+		{"insecure node and http node", "server: {metricsAuth: true}\ninventory:\n  nodes:\n    - {name: w1, address: https://a, insecureSkipVerify: true}\n    - {name: w2, address: http://b}\n", nil, []string{RiskInsecureSkipVerify, RiskPlainHTTP}},
+		{"from annotations", "server: {metricsAuth: true}\ninventory:\n  fromAnnotations: true\n", nil, []string{RiskFromAnnotations}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -197,6 +197,7 @@ const (
 	RiskPlainHTTP              = "plainHTTP"
 	RiskFromAnnotations        = "fromAnnotations"
 	RiskLeaderElectionDisabled = "leaderElectionDisabled"
+	RiskMetricsUnauthenticated = "metricsUnauthenticated"
 )
 
 // Risks lists the risky settings in a (valid) configuration.
@@ -230,8 +231,25 @@ func (a Agent) Risks() []Risk {
 	if a.Inventory.FromAnnotations {
 		out = append(out, Risk{RiskFromAnnotations, "inventory.fromAnnotations: nodes can write their own bmcfence.dev/bmc-* annotations, so a compromised node can point the agent, with its credentials, at a BMC of its choosing"})
 	}
+	if !a.Server.MetricsAuth && !loopback(a.Server.MetricsAddress) {
+		out = append(out, Risk{RiskMetricsUnauthenticated, fmt.Sprintf("server.metricsAuth is off and /metrics listens on %s: anyone who reaches it reads node names, BMC error rates and fence history (turn on server.metricsAuth, or restrict it with a NetworkPolicy)", a.Server.MetricsAddress)})
+	}
 	if !a.LeaderElection.Enabled {
 		out = append(out, Risk{RiskLeaderElectionDisabled, "leader election is disabled: safe only with exactly one replica; two agents would fence the same nodes at once"})
 	}
 	return out
+}
+
+// loopback reports whether a listen address is reachable only from this
+// host.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -127,12 +127,12 @@ func checkRBAC(ctx context.Context, o Options) Result {
 	user := "system:serviceaccount:" + o.Namespace + ":" + o.ServiceAccount
 	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + o.Namespace, "system:authenticated"}
 	var missing []string
-	for _, p := range agentPermissions(o.Namespace) {
+	for _, p := range agentPermissions(o.Namespace, o.LeaseName) {
 		var denied []string
 		for _, verb := range p.Verbs {
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User: user, Groups: groups,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: verb, Group: p.Group, Resource: p.Resource},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.Namespace, Name: p.Name, Verb: verb, Group: p.Group, Resource: p.Resource},
 			}}
 			resp, err := o.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 			if err != nil {

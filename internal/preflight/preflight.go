@@ -99,6 +99,9 @@ type Options struct {
 	Namespace string
 	// ServiceAccount the agent runs as (default bmcfence-agent).
 	ServiceAccount string
+	// LeaseName is the agent's leader Lease (default: the configuration's
+	// default, bmcfence-agent), granted by name.
+	LeaseName string
 	// Timeout bounds each BMC request (default bmc.DefaultTimeout, 10 s).
 	Timeout time.Duration
 	// Concurrency bounds the nodes checked at once (default 8, as the
@@ -116,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ServiceAccount == "" {
 		o.ServiceAccount = DefaultServiceAccount
+	}
+	if o.LeaseName == "" {
+		o.LeaseName = config.Defaults().LeaderElection.Name
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = bmc.DefaultTimeout
