@@ -120,22 +120,31 @@ func lookupEnv(environ []string, key string) (string, bool) {
 
 // checkReferences reads every Secret and CA ConfigMap the inventory names.
 func checkReferences(ctx context.Context, client kubernetes.Interface, cfg config.Agent) []error {
-	secrets := map[string][]string{}    // name → nodes (or "defaults")
-	configMaps := map[string][]string{} // name → nodes
-	add := func(m map[string][]string, name, who string) {
-		if name != "" {
-			m[name] = append(m[name], who)
-		}
-	}
+	// name → the nodes that use it (or "inventory.defaults")
+	secrets, configMaps := map[string][]string{}, map[string][]string{}
 	inv := cfg.Inventory
-	if inv.FromAnnotations || len(inv.Nodes) == 0 {
-		add(secrets, inv.Defaults.CredentialsSecret, "inventory.defaults")
-		add(configMaps, inv.Defaults.CAConfigMap, "inventory.defaults")
+	secretNames, configMapNames := inv.ReferencedNames()
+	for _, n := range secretNames {
+		secrets[n] = nil
+	}
+	for _, n := range configMapNames {
+		configMaps[n] = nil
 	}
 	for _, n := range inv.Nodes {
 		s := n.Resolved(inv.Defaults)
-		add(secrets, s.CredentialsSecret, n.Name)
-		add(configMaps, s.CAConfigMap, n.Name)
+		if s.CredentialsSecret != "" {
+			secrets[s.CredentialsSecret] = append(secrets[s.CredentialsSecret], n.Name)
+		}
+		if s.CAConfigMap != "" {
+			configMaps[s.CAConfigMap] = append(configMaps[s.CAConfigMap], n.Name)
+		}
+	}
+	for _, m := range []map[string][]string{secrets, configMaps} {
+		for name, who := range m {
+			if len(who) == 0 {
+				m[name] = []string{"inventory.defaults"}
+			}
+		}
 	}
 	var problems []error
 	ns := cfg.Namespace

@@ -6,6 +6,7 @@ import (
 	"net"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -252,4 +253,32 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ReferencedNames lists the Secrets and CA ConfigMaps the inventory reads,
+// each once, sorted: what RBAC must grant by name. The defaults count when
+// a node may come from annotations (which name no Secret of their own) or
+// when no node is listed yet.
+func (inv Inventory) ReferencedNames() (secrets, configMaps []string) {
+	s, c := map[string]bool{}, map[string]bool{}
+	if inv.FromAnnotations || len(inv.Nodes) == 0 {
+		s[inv.Defaults.CredentialsSecret] = true
+		c[inv.Defaults.CAConfigMap] = true
+	}
+	for _, n := range inv.Nodes {
+		r := n.Resolved(inv.Defaults)
+		s[r.CredentialsSecret] = true
+		c[r.CAConfigMap] = true
+	}
+	set := func(m map[string]bool) []string {
+		var out []string
+		for k := range m {
+			if k != "" {
+				out = append(out, k)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	return set(s), set(c)
 }

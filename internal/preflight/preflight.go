@@ -102,6 +102,11 @@ type Options struct {
 	// LeaseName is the agent's leader Lease (default: the configuration's
 	// default, bmcfence-agent), granted by name.
 	LeaseName string
+	// ByName checks the Secret and ConfigMap grants for exactly
+	// SecretNames and ConfigMapNames (what the inventory reads; RBAC may
+	// grant them by resourceNames), instead of for any name.
+	ByName                      bool
+	SecretNames, ConfigMapNames []string
 	// Timeout bounds each BMC request (default bmc.DefaultTimeout, 10 s).
 	Timeout time.Duration
 	// Concurrency bounds the nodes checked at once (default 8, as the
