@@ -14,6 +14,11 @@
 set -euo pipefail
 
 HELM_VERSION=v3.19.0
+# The Kubernetes minor of helm's client-go (v0.34): helm's Makefile stamps
+# it, and without it `helm template` assumes Kubernetes v1.20.
+HELM_K8S_MINOR=34
+# Bump when the recipe below changes in a way the stamp cannot see.
+RECIPE=2
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BINDIR=${1:-"$ROOT/bin/tools"}
@@ -29,7 +34,7 @@ command -v go >/dev/null 2>&1 || die "no 'go' on PATH"
 mkdir -p "$BINDIR"
 BINDIR=$(cd "$BINDIR" && pwd)
 STAMP="$BINDIR/.helm-stamp"
-WANT="helm=$HELM_VERSION go=$(go env GOVERSION) $(go env GOOS)/$(go env GOARCH)"
+WANT="recipe=$RECIPE helm=$HELM_VERSION go=$(go env GOVERSION) $(go env GOOS)/$(go env GOARCH)"
 
 if command -v flock >/dev/null 2>&1; then
 	exec 9>"$BINDIR/.helm-lock"
@@ -67,7 +72,9 @@ t0=$SECONDS
 say "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION ..."
 # In the background and waited for, so that SIGTERM stops it at once.
 (cd "$SCRATCH" && CGO_ENABLED=0 GOBIN="$SCRATCH" GOFLAGS=-trimpath exec go install \
-	-ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+	-ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$HELM_K8S_MINOR
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$HELM_K8S_MINOR" \
 	"helm.sh/helm/v3/cmd/helm@$HELM_VERSION") &
 if ! wait $!; then
 	die "'go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION' failed after $((SECONDS - t0))s (output above)"
