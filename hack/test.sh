@@ -15,17 +15,22 @@ GO=${GO:-go}
 # processes, each with its own control plane: the CLI's tests and the
 # agent's. Everything binds 127.0.0.1 on free ports, so they do not collide.
 CP_PKGS=()
-for d in cluster drain internal/preflight test; do
+for d in cluster deploy drain internal/preflight test; do
 	[ -d "$d" ] && CP_PKGS+=("./$d/...")
 done
 E2E=github.com/bmcfence/bmcfence/test/e2e
 
 bins_log="$BIN/e2e-bins.log"
+helm_log="$BIN/helm-build.log"
 mkdir -p "$BIN"
 hack/e2e-bins.sh "$BIN/e2e" >"$bins_log" 2>&1 &
 bins=$!
-trap 'kill $bins 2>/dev/null || true' EXIT
-echo "test: building the control plane in the background (progress: $bins_log)"
+# helm (for the chart's checks and its install test), from its pinned
+# module: ~2.5 minutes cold, beside the control plane's build.
+hack/helm.sh "$BIN/tools" >"$helm_log" 2>&1 &
+helmb=$!
+trap 'kill $bins $helmb 2>/dev/null || true' EXIT
+echo "test: building the control plane and helm in the background (progress: $bins_log, $helm_log)"
 
 # vet and gofmt while the control plane builds. vet compiles every package
 # (cmd/ included), so a separate "make build" would only compile it all
@@ -37,6 +42,16 @@ mapfile -t unit < <($GO list ./... | grep -vxF -f <(printf '%s\n' "${cp_list[@]}
 mapfile -t cp_rest < <(printf '%s\n' "${cp_list[@]}" | grep -vxF "$E2E")
 echo "test: ${#unit[@]} packages without a control plane"
 $GO test -race -count=1 -timeout 20m "${unit[@]}"
+
+if ! wait $helmb; then
+	echo "test: building helm failed:"
+	tail -30 "$helm_log"
+	exit 1
+fi
+tail -1 "$helm_log"
+echo "test: helm lint and helm template of charts/bmcfence"
+"$BIN/tools/helm" lint --strict charts/bmcfence
+"$BIN/tools/helm" template bmcfence charts/bmcfence --namespace bmcfence-system >/dev/null
 
 if ! wait $bins; then
 	echo "test: building the control plane failed:"
