@@ -87,7 +87,7 @@ func (r Refusal) String() string {
 	return r.Reason.String()
 }
 
-// Admit is the storm guard (DESIGN.md §2, invariant 2). The API check comes
+// Admit is the storm guard (invariant 2 in doc.go; docs/design.md §2.6). The API check comes
 // first: with a stale view the counts themselves are not to be trusted.
 func Admit(p Policy, f FleetView, now time.Time) Refusal {
 	if age := now.Sub(f.APIFreshAt); f.APIFreshAt.IsZero() || age > p.MaxAPIStaleness {

@@ -99,7 +99,7 @@ func eventReasons(o Output) []string {
 	return rs
 }
 
-// checkInvariants is the oracle of DESIGN.md §2 for one Step. It is shared by
+// checkInvariants is the oracle of doc.go's invariants for one Step. It is shared by
 // the table tests, the exhaustive test and the fuzz target.
 func checkInvariants(p Policy, before State, in Input, now time.Time, out Output) error {
 	n := in.Node

@@ -5,7 +5,7 @@
 // Every operation builds its own bmclib client (and HTTP transport), restricts
 // the client's registry to exactly one provider for good, and sets the
 // per-provider timeout: without it bmclib silently drops the restriction and
-// falls through to other providers (see NOTES.md). TLS is verified unless the
+// falls through to other providers (see docs/bmc-notes.md). TLS is verified unless the
 // target says otherwise; the password reaches only an HTTP header or ipmitool's
 // environment.
 package bmclib
