@@ -60,7 +60,9 @@ func unknownCommandsAreUsage(cmd *cobra.Command) {
 		return
 	}
 	cmd.Args = cobra.ArbitraryArgs
-	cmd.FParseErrWhitelist.UnknownFlags = true
+	// Not at the top: there an unknown flag is all that went wrong, and
+	// ignoring it would print the help and exit 0.
+	cmd.FParseErrWhitelist.UnknownFlags = cmd.HasParent()
 	if cmd.SuggestionsMinimumDistance <= 0 {
 		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set only when cobra suggests itself
 	}

@@ -33,6 +33,8 @@ func TestUsageErrorsNeedNoCluster(t *testing.T) {
 		{[]string{"bmc", "off", "--settle-window", "0s"}, "--settle-window 0s: must be positive"},
 		{[]string{"status", "--request-timeout", "abc"}, ""},
 		{[]string{"status", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"bmc", "--bogus"}, "kubectl fence bmc needs a command: off, on, status"},
 		{[]string{"version", "extra"}, `unknown command "extra" for "kubectl fence version"`},
 	}
 	for _, tt := range tests {
