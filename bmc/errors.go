@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -98,3 +99,31 @@ func Redact(msg string, secret Secret) string {
 	}
 	return strings.ReplaceAll(msg, secret.Reveal(), redacted)
 }
+
+// RedactError returns err with every occurrence of secret removed from its
+// text, keeping what errors.Is finds in it (our sentinels, context's). Every
+// error leaving an adapter passes through it: a BMC whose error body echoes
+// the login must not put the password into a reading, an Event, a log line
+// or an annotation. The wrapped chain is not exposed (Unwrap gives only the
+// sentinels), so nothing can reach the unredacted text through errors.As.
+func RedactError(err error, secret Secret) error {
+	if err == nil || len(secret) < 4 || !strings.Contains(err.Error(), secret.Reveal()) {
+		return err
+	}
+	r := &redactedError{msg: Redact(err.Error(), secret)}
+	for _, s := range []error{ErrUnreachable, ErrTimeout, ErrAuth, ErrTLS, ErrUnsupported, ErrBMC, ErrSystem,
+		ErrInvalidTarget, ErrAlreadyInState, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, s) {
+			r.kinds = append(r.kinds, s)
+		}
+	}
+	return r
+}
+
+type redactedError struct {
+	msg   string
+	kinds []error
+}
+
+func (e *redactedError) Error() string   { return e.msg }
+func (e *redactedError) Unwrap() []error { return e.kinds }

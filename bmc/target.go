@@ -103,6 +103,34 @@ func redactURL(s string) string {
 	return "[redacted]@" + s[at+1:]
 }
 
+// Key identifies the target for identity purposes: protocol, host (lower
+// case, IPv6 compressed), port (defaults applied) and system. Two entries
+// with the same key reach the same BMC; a change of key means another
+// machine may answer.
+func (t Target) Key() string {
+	host := strings.ToLower(t.Address.Host)
+	if ip := net.ParseIP(host); ip != nil {
+		host = ip.String()
+	}
+	k := string(t.Address.Protocol) + "://" + net.JoinHostPort(host, strconv.Itoa(t.Address.Port))
+	if t.System != "" {
+		k += "/" + t.System
+	}
+	return k
+}
+
+// SameBMC reports whether two targets may reach the same machine: the same
+// BMC (protocol, host, port) and the same system, or no system named on one
+// of them (which then means the BMC's only system).
+func SameBMC(a, b Target) bool {
+	ka, kb := a, b
+	ka.System, kb.System = "", ""
+	if ka.Key() != kb.Key() {
+		return false
+	}
+	return a.System == "" || b.System == "" || a.System == b.System
+}
+
 // Secret is a password. Every way fmt, JSON or YAML can print it prints
 // "[redacted]"; the value is reachable only through Reveal, which adapters call
 // at the last moment (an HTTP header, an environment variable for ipmitool).

@@ -28,7 +28,22 @@ var t0 = time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
 // oos is the taint we apply; foreign variants are built from it.
-var oos = OutOfServiceTaint()
+var oos = func() corev1.Taint {
+	t := OutOfServiceTaint()
+	t.TimeAdded = ptr.To(metav1.NewTime(at(30 * time.Second)))
+	return t
+}()
+
+// token is the fencing token: the state annotation the caller last wrote.
+const token = "S"
+
+// withTokenOn gives n the state annotation token, unless it has one.
+func withTokenOn(n *corev1.Node) *corev1.Node {
+	if _, ok := n.Annotations[AnnotationState]; !ok {
+		withState(token)(n)
+	}
+	return n
+}
 
 // ---- nodes ----
 
@@ -78,8 +93,8 @@ func withLabel(k, v string) nodeOpt {
 	}
 }
 
-// ownedByUs is the owner annotation that makes a taint ours.
-func ownedByUs() nodeOpt { return withAnnotation(AnnotationTaintOwner, TaintOwnerValue) }
+// ownedByUs is the owner annotation that makes oos ours.
+func ownedByUs() nodeOpt { return withAnnotation(AnnotationTaintOwner, TaintOwnerMark(oos)) }
 
 func withState(s string) nodeOpt { return withAnnotation(AnnotationState, s) }
 

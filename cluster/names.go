@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -17,9 +19,10 @@ const (
 
 // Node annotations and labels bmcfence reads or writes.
 const (
-	// AnnotationTaintOwner, set to TaintOwnerValue in the same write that
-	// adds the taint, marks the out-of-service taint as ours. A taint without
-	// it is foreign and is never removed by bmcfence.
+	// AnnotationTaintOwner, set to TaintOwnerMark(taint) in the same write
+	// that adds the taint, marks the out-of-service taint as ours. A taint
+	// without it, or whose TimeAdded the mark does not name, is foreign and
+	// is never removed by bmcfence.
 	AnnotationTaintOwner = "bmcfence.dev/taint-owner"
 	TaintOwnerValue      = "bmcfence"
 
@@ -67,6 +70,18 @@ const (
 
 // DefaultComponent is the Event source and the field manager of our writes.
 const DefaultComponent = "bmcfence"
+
+// TaintOwnerMark is the owner annotation's value for our taint t:
+// "bmcfence@<TimeAdded>". It names that one taint, so a mark left behind
+// (someone removed our taint by hand) can never claim a taint added later by
+// someone else, whose TimeAdded differs.
+func TaintOwnerMark(t corev1.Taint) string {
+	at := ""
+	if t.TimeAdded != nil {
+		at = t.TimeAdded.UTC().Format(time.RFC3339)
+	}
+	return TaintOwnerValue + "@" + at
+}
 
 // OutOfServiceTaint returns the taint bmcfence applies (TimeAdded unset).
 func OutOfServiceTaint() corev1.Taint {

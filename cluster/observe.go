@@ -65,10 +65,12 @@ type observation struct {
 	ready         fence.Readiness
 	notReadySince time.Time
 
-	// The request annotation as last decoded.
-	requestRaw string
-	command    *fence.Command
-	commandID  string
+	// The request annotation as last decoded, and when we first saw it (on
+	// our clock: the engine expires requests MaxRequestAge after it).
+	requestRaw    string
+	command       *fence.Command
+	commandID     string
+	requestSeenAt time.Time
 }
 
 func newObservation(now time.Time) *observation {
@@ -132,7 +134,7 @@ func (o *observation) observeRequest(n *corev1.Node, now time.Time) error {
 	if raw == o.requestRaw {
 		return nil
 	}
-	o.requestRaw, o.command, o.commandID = raw, nil, ""
+	o.requestRaw, o.command, o.commandID, o.requestSeenAt = raw, nil, "", now
 	if raw == "" {
 		return nil
 	}
@@ -145,6 +147,7 @@ func (o *observation) observeRequest(n *corev1.Node, now time.Time) error {
 			ErrStaleRequest, r.Kind, r.ID, r.User, r.At.UTC().Format(time.RFC3339), MaxRequestAge)
 	}
 	cmd := r.Command()
+	cmd.SeenAt = now
 	o.command, o.commandID = &cmd, r.ID
 	return nil
 }
@@ -178,11 +181,11 @@ func NodeReady(n *corev1.Node) bool {
 
 // TaintStateOf says whether the node carries the out-of-service taint and
 // whose it is. Ours means: the taint we add (key and effect) is there, and
-// the owner annotation says we added it. Any other taint with the key is
+// the owner annotation names it (TaintOwnerMark: its TimeAdded). Any other taint with the key is
 // foreign: the controllers act on the key alone, so the node is out of
 // service, but not by our hand.
 func TaintStateOf(n *corev1.Node) fence.TaintState {
-	if ourTaintIndex(n) >= 0 && n.Annotations[AnnotationTaintOwner] == TaintOwnerValue {
+	if i := ourTaintIndex(n); i >= 0 && n.Annotations[AnnotationTaintOwner] == TaintOwnerMark(n.Spec.Taints[i]) {
 		return fence.TaintOurs
 	}
 	if HasOutOfServiceTaint(n) {

@@ -351,7 +351,9 @@ func TestRequestAnnotation(t *testing.T) {
 	h := newHarness(t, node("w1"))
 	h.deliver(node("w1", withRequest(t, valid)))
 	info := h.view("w1")
-	want := &fence.Command{Kind: fence.CmdConfirm, User: "alice", Reason: "pulled the plug"}
+	// SeenAt: when we first saw it, on our clock (the engine expires it
+	// from there, whatever the writer's clock said).
+	want := &fence.Command{Kind: fence.CmdConfirm, User: "alice", Reason: "pulled the plug", SeenAt: h.clock.Now()}
 	if diff := cmp.Diff(want, info.Command); diff != "" || info.CommandID != "r1" {
 		t.Errorf("Command (-want +got):\n%s\nCommandID = %q, want r1", diff, info.CommandID)
 	}

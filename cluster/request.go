@@ -23,12 +23,15 @@ type Request struct {
 	User    string
 	Reason  string
 	PowerOn bool // unfence: power the node on first
-	At      time.Time
+	// Force: a confirm that overrides a contrary live witness (needs a
+	// reason).
+	Force bool
+	At    time.Time
 }
 
 // Command is the engine's view of the request.
 func (r Request) Command() fence.Command {
-	return fence.Command{Kind: r.Kind, User: r.User, Reason: r.Reason, PowerOn: r.PowerOn}
+	return fence.Command{Kind: r.Kind, User: r.User, Reason: r.Reason, PowerOn: r.PowerOn, Force: r.Force}
 }
 
 // ErrMalformedRequest is wrapped by DecodeRequest and EncodeRequest errors.
@@ -49,6 +52,7 @@ type wireRequest struct {
 	User    string `json:"user"`
 	Reason  string `json:"reason"`
 	PowerOn bool   `json:"powerOn"`
+	Force   bool   `json:"force,omitempty"`
 	At      string `json:"at,omitempty"`
 }
 
@@ -61,7 +65,7 @@ func EncodeRequest(r Request) (string, error) {
 	if strings.TrimSpace(r.ID) == "" {
 		return "", fmt.Errorf("%w: empty id", ErrMalformedRequest)
 	}
-	w := wireRequest{ID: r.ID, Kind: kind, User: r.User, Reason: r.Reason, PowerOn: r.PowerOn}
+	w := wireRequest{ID: r.ID, Kind: kind, User: r.User, Reason: r.Reason, PowerOn: r.PowerOn, Force: r.Force}
 	if !r.At.IsZero() {
 		w.At = r.At.UTC().Format(time.RFC3339Nano)
 	}
@@ -90,7 +94,7 @@ func DecodeRequest(s string) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	r := Request{ID: w.ID, Kind: kind, User: w.User, Reason: w.Reason, PowerOn: w.PowerOn}
+	r := Request{ID: w.ID, Kind: kind, User: w.User, Reason: w.Reason, PowerOn: w.PowerOn, Force: w.Force}
 	if w.At != "" {
 		if r.At, err = time.Parse(time.RFC3339, w.At); err != nil {
 			return Request{}, fmt.Errorf("%w: at: %w", ErrMalformedRequest, err)

@@ -164,7 +164,22 @@ func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, err
 		LeaseRenewed: leaseSeen.newerThanObserved(renew) || beatSeen.newerThanObserved(beat),
 		Maintenance:  InMaintenance(n),
 		Excluded:     n.Labels[LabelExclude] == LabelExcludeValue,
+		State:        n.Annotations[AnnotationState],
 	}, nil
+}
+
+// checkToken is the fencing token's check (invariant 4), made against the
+// node as read for the write it guards: the state annotation must be the
+// one the caller last wrote. The write then carries that node's
+// resourceVersion, so the check and the write are one.
+func checkToken(n *corev1.Node, token string) error {
+	switch {
+	case token == "" || token == runner.NoToken:
+		return fmt.Errorf("node %s: no fencing token given: refusing an unguarded write", n.Name)
+	case n.Annotations[AnnotationState] != token:
+		return fmt.Errorf("node %s: %w: the fence state is not the one this agent wrote (another agent took over)", n.Name, runner.ErrConflict)
+	}
+	return nil
 }
 
 // ErrMaintenance is returned by ApplyTaint when the node it read is in
@@ -178,10 +193,13 @@ var ErrMaintenance = errors.New("the node is in maintenance")
 // is never claimed. A node in maintenance is refused (ErrMaintenance): the
 // drain's mark is written the same way and refuses a taint, so whichever
 // write lands first wins and the other sees it.
-func (c *Cluster) ApplyTaint(ctx context.Context, node string) error {
+func (c *Cluster) ApplyTaint(ctx context.Context, node, token string) error {
 	err := retry.RetryOnConflict(c.writeBackoff, func() error {
 		n, err := c.getNode(ctx, node)
 		if err != nil {
+			return err
+		}
+		if err := checkToken(n, token); err != nil {
 			return err
 		}
 		if HasOutOfServiceTaint(n) {
@@ -191,10 +209,11 @@ func (c *Cluster) ApplyTaint(ctx context.Context, node string) error {
 			return ErrMaintenance
 		}
 		t := OutOfServiceTaint()
-		t.TimeAdded = ptr.To(metav1.NewTime(c.clock.Now()))
+		// The API keeps TimeAdded to the second; so does the owner mark.
+		t.TimeAdded = ptr.To(metav1.NewTime(c.clock.Now().Truncate(time.Second)))
 		taints := append(append(make([]corev1.Taint, 0, len(n.Spec.Taints)+1), n.Spec.Taints...), t)
 		return c.patchNode(ctx, node, nodePatch{
-			Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: ptr.To(TaintOwnerValue)}},
+			Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: ptr.To(TaintOwnerMark(t))}},
 			Spec:     &nodePatchSpec{Taints: taints},
 		})
 	})
@@ -204,22 +223,26 @@ func (c *Cluster) ApplyTaint(ctx context.Context, node string) error {
 	return nil
 }
 
-// RemoveTaint removes our out-of-service taint and the owner annotation in
-// one write. Without the owner annotation it does nothing: the taint, if
-// any, is not ours. An owner annotation left without our taint (someone
-// removed the taint by hand) is removed, so it cannot later make a foreign
-// taint look like ours.
-func (c *Cluster) RemoveTaint(ctx context.Context, node string) error {
+// RemoveTaint removes our out-of-service taint, the one the owner mark
+// names, and the mark, in one write guarded by the fencing token. Without a
+// mark it does nothing. A mark left without its taint (someone removed our
+// taint by hand) is removed on its own; a taint the mark does not name
+// (added later by someone else) is never touched.
+func (c *Cluster) RemoveTaint(ctx context.Context, node, token string) error {
 	err := retry.RetryOnConflict(c.writeBackoff, func() error {
 		n, err := c.getNode(ctx, node)
 		if err != nil {
 			return err
 		}
-		if n.Annotations[AnnotationTaintOwner] != TaintOwnerValue {
+		if err := checkToken(n, token); err != nil {
+			return err
+		}
+		mark, ok := n.Annotations[AnnotationTaintOwner]
+		if !ok {
 			return nil
 		}
 		p := nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: nil}}}
-		if i := ourTaintIndex(n); i >= 0 {
+		if i := ourTaintIndex(n); i >= 0 && mark == TaintOwnerMark(n.Spec.Taints[i]) {
 			p.Spec = &nodePatchSpec{Taints: append(append([]corev1.Taint{}, n.Spec.Taints[:i]...), n.Spec.Taints[i+1:]...)}
 		} else {
 			c.log.Info("removing a stale taint-owner annotation (our taint is gone)", zap.String("node", node))
@@ -232,6 +255,34 @@ func (c *Cluster) RemoveTaint(ctx context.Context, node string) error {
 	return nil
 }
 
+// ForgetTaint removes our owner mark when the taint it names is no longer on
+// the node, in one write guarded by the fencing token. It never removes a
+// taint: if ours is there after all (the caller's view lagged), it does
+// nothing and the caller sees the taint on its next look.
+func (c *Cluster) ForgetTaint(ctx context.Context, node, token string) error {
+	err := retry.RetryOnConflict(c.writeBackoff, func() error {
+		n, err := c.getNode(ctx, node)
+		if err != nil {
+			return err
+		}
+		if err := checkToken(n, token); err != nil {
+			return err
+		}
+		mark, ok := n.Annotations[AnnotationTaintOwner]
+		if !ok {
+			return nil
+		}
+		if i := ourTaintIndex(n); i >= 0 && mark == TaintOwnerMark(n.Spec.Taints[i]) {
+			return nil
+		}
+		return c.patchNode(ctx, node, nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: nil}}})
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: forget the taint owner mark: %w", node, err)
+	}
+	return nil
+}
+
 // DeleteTerminatingPods force-deletes (grace period 0) the node's pods that
 // are already being deleted, as pod GC would on its 20 s loop for a NotReady
 // node with the out-of-service taint. The runner calls it only for a node
@@ -239,7 +290,20 @@ func (c *Cluster) RemoveTaint(ctx context.Context, node string) error {
 // comes from the server, and each delete is preconditioned on the pod's UID
 // so a new pod that took the name is never touched. It returns how many it
 // deleted; pods already gone are not errors.
-func (c *Cluster) DeleteTerminatingPods(ctx context.Context, node string) (int, error) {
+func (c *Cluster) DeleteTerminatingPods(ctx context.Context, node, token string) (int, error) {
+	// The fencing token, and the taint that says the node is out of
+	// service: a deposed leader must never force-delete the pods of a node
+	// that came back.
+	n, err := c.getNode(ctx, node)
+	if err != nil {
+		return 0, fmt.Errorf("node %s: force-delete terminating pods: %w", node, err)
+	}
+	if err := checkToken(n, token); err != nil {
+		return 0, err
+	}
+	if !HasOutOfServiceTaint(n) {
+		return 0, fmt.Errorf("node %s: not force-deleting pods: the node has no out-of-service taint", node)
+	}
 	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 	})

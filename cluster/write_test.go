@@ -248,12 +248,12 @@ func TestApplyTaint(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, tt.node)
+			h := newHarness(t, withTokenOn(tt.node))
 			h.clock.SetTime(now)
 			if tt.race != nil {
 				raceOnFirstPatch(h, tt.race)
 			}
-			if err := h.c.ApplyTaint(context.Background(), "w1"); err != nil {
+			if err := h.c.ApplyTaint(context.Background(), "w1", token); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.wantVerbs, nodeVerbs(h.client.Actions())); diff != "" {
@@ -263,7 +263,7 @@ func TestApplyTaint(t *testing.T) {
 			if diff := cmp.Diff(tt.wantTaints, n.Spec.Taints); diff != "" {
 				t.Errorf("taints (-want +got):\n%s", diff)
 			}
-			if got := n.Annotations[AnnotationTaintOwner] == TaintOwnerValue; got != tt.wantOwner {
+			if got := TaintStateOf(n) == fence.TaintOurs; got != tt.wantOwner {
 				t.Errorf("owner annotation = %v, want %v", got, tt.wantOwner)
 			}
 			for _, p := range patches(t, h.client.Actions()) {
@@ -285,14 +285,14 @@ func TestApplyTaintRefusesAMaintenanceMark(t *testing.T) {
 	}{
 		{name: "marked before our read", node: node("w1", withAnnotation(AnnotationMaintenance, `{"by":"alice"}`))},
 		{name: "marked between our read and write", node: node("w1"),
-			race: func(n *corev1.Node) { n.Annotations = map[string]string{AnnotationMaintenance: `{"by":"alice"}`} }},
+			race: func(n *corev1.Node) { n.Annotations[AnnotationMaintenance] = `{"by":"alice"}` }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, tt.node)
+			h := newHarness(t, withTokenOn(tt.node))
 			if tt.race != nil {
 				raceOnFirstPatch(h, tt.race)
 			}
-			if err := h.c.ApplyTaint(context.Background(), "w1"); !errors.Is(err, ErrMaintenance) {
+			if err := h.c.ApplyTaint(context.Background(), "w1", token); !errors.Is(err, ErrMaintenance) {
 				t.Fatalf("ApplyTaint = %v, want ErrMaintenance", err)
 			}
 			if n := serverNode(t, h, "w1"); HasOutOfServiceTaint(n) {
@@ -303,9 +303,9 @@ func TestApplyTaintRefusesAMaintenanceMark(t *testing.T) {
 }
 
 func TestApplyTaintIsIdempotent(t *testing.T) {
-	h := newHarness(t, node("w1"))
+	h := newHarness(t, node("w1", withState(token)))
 	for range 3 {
-		if err := h.c.ApplyTaint(context.Background(), "w1"); err != nil {
+		if err := h.c.ApplyTaint(context.Background(), "w1", token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -314,6 +314,95 @@ func TestApplyTaintIsIdempotent(t *testing.T) {
 	}
 	if got := len(serverNode(t, h, "w1").Spec.Taints); got != 1 {
 		t.Errorf("%d taints, want 1", got)
+	}
+}
+
+// Why 4 (issue "Safety…"): a paused old leader could land a taint after the
+// new leader moved on. Every irreversible write carries the fencing token,
+// checked against the node it writes, in that same write.
+func TestWritesRefuseALostFencingToken(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		token string
+		want  error
+	}{
+		{"another agent wrote the state since", "S-old", runner.ErrConflict},
+		{"a write without a token is refused", runner.NoToken, nil},
+		{"an empty token is refused", "", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, node("w1", withState(token), withTaint(oos), ownedByUs()), pod("db", "a", "w1", terminating(at(0))))
+			errs := []error{h.c.ApplyTaint(ctx, "w1", tt.token), h.c.RemoveTaint(ctx, "w1", tt.token)}
+			_, err := h.c.DeleteTerminatingPods(ctx, "w1", tt.token)
+			errs = append(errs, err)
+			for i, err := range errs {
+				if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
+					t.Errorf("write %d = %v, want a refusal (%v)", i, err, tt.want)
+				}
+			}
+			if got := len(patches(t, h.client.Actions())); got != 0 {
+				t.Errorf("%d patches written without the token", got)
+			}
+		})
+	}
+	t.Run("the state changes between our read and our taint", func(t *testing.T) {
+		h := newHarness(t, node("w1", withState(token)))
+		raceOnFirstPatch(h, func(n *corev1.Node) { n.Annotations[AnnotationState] = "S-new-leader" })
+		if err := h.c.ApplyTaint(ctx, "w1", token); !errors.Is(err, runner.ErrConflict) {
+			t.Fatalf("ApplyTaint = %v, want ErrConflict", err)
+		}
+		if n := serverNode(t, h, "w1"); HasOutOfServiceTaint(n) {
+			t.Errorf("tainted after the state changed: %v", n.Spec.Taints)
+		}
+	})
+}
+
+// Why 7: when our taint was removed by hand the owner annotation stayed, so
+// a later taint by someone else counted as ours. The mark names our taint by
+// its TimeAdded: a later one is foreign, and RemoveTaint leaves it.
+func TestAStaleOwnerMarkNeverClaimsALaterTaint(t *testing.T) {
+	later := foreign(corev1.TaintEffectNoExecute)
+	later.Value = TaintValue
+	later.TimeAdded = ptr.To(metav1.NewTime(at(10 * time.Minute)))
+	n := node("w1", withTaint(later), ownedByUs(), withState(token))
+	if got := TaintStateOf(n); got != fence.TaintForeign {
+		t.Fatalf("TaintStateOf = %v, want foreign: the mark names another taint", got)
+	}
+	h := newHarness(t, n)
+	if err := h.c.RemoveTaint(context.Background(), "w1", token); err != nil {
+		t.Fatal(err)
+	}
+	got := serverNode(t, h, "w1")
+	if !HasOutOfServiceTaint(got) || got.Annotations[AnnotationTaintOwner] != "" {
+		t.Errorf("after RemoveTaint: taints %v, owner %q; want the later taint kept and the stale mark gone", got.Spec.Taints, got.Annotations[AnnotationTaintOwner])
+	}
+}
+
+// ForgetTaint clears a mark whose taint is gone, and never removes a taint:
+// a caller whose view lagged behind our own taint must not undo it.
+func TestForgetTaintNeverRemovesATaint(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		node      *corev1.Node
+		wantTaint bool
+		wantMark  bool
+	}{
+		{"our taint is there after all: nothing changes", node("w1", withTaint(oos), ownedByUs(), withState(token)), true, true},
+		{"our taint is gone: the mark goes", node("w1", ownedByUs(), withState(token)), false, false},
+		{"a later taint by someone else: kept, the stale mark goes", node("w1", withTaint(foreign(corev1.TaintEffectNoExecute)), ownedByUs(), withState(token)), true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.node)
+			if err := h.c.ForgetTaint(context.Background(), "w1", token); err != nil {
+				t.Fatal(err)
+			}
+			n := serverNode(t, h, "w1")
+			_, mark := n.Annotations[AnnotationTaintOwner]
+			if HasOutOfServiceTaint(n) != tt.wantTaint || mark != tt.wantMark {
+				t.Errorf("taints %v, mark %v; want taint %v, mark %v", n.Spec.Taints, mark, tt.wantTaint, tt.wantMark)
+			}
+		})
 	}
 }
 
@@ -342,8 +431,8 @@ func TestRemoveTaint(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, tt.node)
-			if err := h.c.RemoveTaint(context.Background(), "w1"); err != nil {
+			h := newHarness(t, withTokenOn(tt.node))
+			if err := h.c.RemoveTaint(context.Background(), "w1", token); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.wantVerbs, nodeVerbs(h.client.Actions())); diff != "" {
@@ -361,9 +450,9 @@ func TestRemoveTaint(t *testing.T) {
 }
 
 func TestRemoveTaintIsIdempotent(t *testing.T) {
-	h := newHarness(t, node("w1", withTaint(oos), ownedByUs()))
+	h := newHarness(t, node("w1", withTaint(oos), ownedByUs(), withState(token)))
 	for range 3 {
-		if err := h.c.RemoveTaint(context.Background(), "w1"); err != nil {
+		if err := h.c.RemoveTaint(context.Background(), "w1", token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -373,7 +462,7 @@ func TestRemoveTaintIsIdempotent(t *testing.T) {
 }
 
 func TestDeleteTerminatingPods(t *testing.T) {
-	h := newHarness(t,
+	h := newHarness(t, node("w1", withState(token), withTaint(oos), ownedByUs()),
 		pod("db", "db-0", "w1", terminating(at(0))),
 		pod("db", "web-0", "w1", terminating(at(0))),
 		pod("db", "db-1", "w1"),                     // running: not ours to delete
@@ -386,7 +475,7 @@ func TestDeleteTerminatingPods(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	n, err := h.c.DeleteTerminatingPods(context.Background(), "w1")
+	n, err := h.c.DeleteTerminatingPods(context.Background(), "w1", token)
 	if err != nil || n != 2 {
 		t.Fatalf("DeleteTerminatingPods = %d, %v; want 2, nil", n, err)
 	}
@@ -416,14 +505,14 @@ func TestDeleteTerminatingPods(t *testing.T) {
 }
 
 func TestDeleteTerminatingPodsReportsFailures(t *testing.T) {
-	h := newHarness(t, pod("db", "a", "w1", terminating(at(0))), pod("db", "b", "w1", terminating(at(0))))
+	h := newHarness(t, node("w1", withState(token), withTaint(oos), ownedByUs()), pod("db", "a", "w1", terminating(at(0))), pod("db", "b", "w1", terminating(at(0))))
 	h.client.PrependReactor("delete", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.(clienttesting.DeleteAction).GetName() == "a" {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "a", errors.New("no"))
 		}
 		return false, nil, nil
 	})
-	n, err := h.c.DeleteTerminatingPods(context.Background(), "w1")
+	n, err := h.c.DeleteTerminatingPods(context.Background(), "w1", token)
 	if n != 1 || !apierrors.IsForbidden(err) {
 		t.Errorf("DeleteTerminatingPods = %d, %v; want 1 and the Forbidden error", n, err)
 	}
@@ -498,7 +587,7 @@ func TestOwnWritesAreVisibleAtOnce(t *testing.T) {
 	if err := h.c.SaveState(ctx, "w1", "S1", "S2", "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.ApplyTaint(ctx, "w1"); err != nil {
+	if err := h.c.ApplyTaint(ctx, "w1", "S2"); err != nil {
 		t.Fatal(err)
 	}
 	type seen struct {
@@ -529,9 +618,9 @@ func TestOwnWritesAreVisibleAtOnce(t *testing.T) {
 }
 
 func TestAdoptedNodeYieldsToTheInformerEventually(t *testing.T) {
-	h := newHarness(t, node("w1", rv("abc"))) // a server whose versions are not integers
-	h.deliver(node("w1", rv("xyz")))
-	if err := h.c.ApplyTaint(context.Background(), "w1"); err != nil {
+	h := newHarness(t, node("w1", rv("abc"), withState(token))) // a server whose versions are not integers
+	h.deliver(node("w1", rv("xyz"), withState(token)))
+	if err := h.c.ApplyTaint(context.Background(), "w1", token); err != nil {
 		t.Fatal(err)
 	}
 	h.deliver(node("w1", rv("def")))

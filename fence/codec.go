@@ -8,12 +8,19 @@ import (
 	"time"
 )
 
-// StateVersion is the version of the annotation format Encode writes.
-const StateVersion = 1
+// StateVersion is the version of the annotation format Encode writes. Decode
+// also reads version 1 (no writer, target or acceptance): such a state was
+// written by another process and is adopted onto our clock like any other.
+const StateVersion = 2
 
-// maxEncoded bounds what Decode accepts; Encode stays far below it (a full
-// evidence ring is a few KiB) and annotations are limited to 256 KiB in all.
+// maxEncoded bounds what Decode accepts. Encode stays below it whatever the
+// state holds: every free text is clipped (notes to MaxNoteLen, names and
+// targets to maxIDLen), so a full evidence ring is at most ~10 KiB; and
+// annotations are limited to 256 KiB in all.
 const maxEncoded = 64 << 10
+
+// maxIDLen bounds a writer ID, a target key, a user name.
+const maxIDLen = 256
 
 // Errors from Decode. Neither ever leads to a fence: the runner holds a node
 // whose state it cannot read and says so.
@@ -33,6 +40,7 @@ type wireReading struct {
 	Power   string `json:"p"`
 	OS      bool   `json:"os,omitempty"`
 	Failure string `json:"e,omitempty"`
+	Target  string `json:"tg,omitempty"`
 }
 
 type wireRecord struct {
@@ -48,28 +56,35 @@ type wireRecord struct {
 }
 
 type wireState struct {
-	V            int          `json:"v"`
-	Phase        string       `json:"ph"`
-	Since        int64        `json:"si,omitempty"`
-	FailureStart int64        `json:"fs,omitempty"`
-	AdmittedAt   int64        `json:"ad,omitempty"`
-	Manual       bool         `json:"man,omitempty"`
-	Attested     bool         `json:"att,omitempty"`
-	By           string       `json:"by,omitempty"`
-	OffRun       *wireRun     `json:"run,omitempty"`
-	PowerOffAt   int64        `json:"po,omitempty"`
-	PowerOffs    int          `json:"pos,omitempty"`
-	PowerOnAt    int64        `json:"pn,omitempty"`
-	TaintedAt    int64        `json:"ta,omitempty"`
-	TaintOwned   bool         `json:"to,omitempty"`
-	FencedAt     int64        `json:"fa,omitempty"`
-	NextReadAt   int64        `json:"nr,omitempty"`
-	ReadFailures int          `json:"rf,omitempty"`
-	Last         *wireReading `json:"last,omitempty"`
-	Stuck        string       `json:"st,omitempty"`
-	Refusal      string       `json:"rs,omitempty"`
-	Warned       bool         `json:"w,omitempty"`
-	Evidence     []wireRecord `json:"ev,omitempty"`
+	V             int          `json:"v"`
+	Writer        string       `json:"wr,omitempty"`
+	Phase         string       `json:"ph"`
+	Target        string       `json:"tg,omitempty"`
+	NotReadyFence bool         `json:"nrf,omitempty"`
+	AttestedAt    int64        `json:"aa,omitempty"`
+	Forced        bool         `json:"frc,omitempty"`
+	Accepted      bool         `json:"poa,omitempty"`
+	KeptOff       int          `json:"ko,omitempty"`
+	Since         int64        `json:"si,omitempty"`
+	FailureStart  int64        `json:"fs,omitempty"`
+	AdmittedAt    int64        `json:"ad,omitempty"`
+	Manual        bool         `json:"man,omitempty"`
+	Attested      bool         `json:"att,omitempty"`
+	By            string       `json:"by,omitempty"`
+	OffRun        *wireRun     `json:"run,omitempty"`
+	PowerOffAt    int64        `json:"po,omitempty"`
+	PowerOffs     int          `json:"pos,omitempty"`
+	PowerOnAt     int64        `json:"pn,omitempty"`
+	TaintedAt     int64        `json:"ta,omitempty"`
+	TaintOwned    bool         `json:"to,omitempty"`
+	FencedAt      int64        `json:"fa,omitempty"`
+	NextReadAt    int64        `json:"nr,omitempty"`
+	ReadFailures  int          `json:"rf,omitempty"`
+	Last          *wireReading `json:"last,omitempty"`
+	Stuck         string       `json:"st,omitempty"`
+	Refusal       string       `json:"rs,omitempty"`
+	Warned        bool         `json:"w,omitempty"`
+	Evidence      []wireRecord `json:"ev,omitempty"`
 }
 
 func nanos(t time.Time) int64 {
@@ -89,24 +104,31 @@ func fromNanos(n int64) time.Time {
 // Encode writes the state as a compact, versioned annotation value.
 func Encode(s State) (string, error) {
 	w := wireState{
-		V:            StateVersion,
-		Phase:        s.Phase.String(),
-		Since:        nanos(s.Since),
-		FailureStart: nanos(s.FailureStart),
-		AdmittedAt:   nanos(s.AdmittedAt),
-		Manual:       s.Manual,
-		Attested:     s.Attested,
-		By:           s.By,
-		PowerOffAt:   nanos(s.PowerOffAt),
-		PowerOffs:    s.PowerOffs,
-		PowerOnAt:    nanos(s.PowerOnAt),
-		TaintedAt:    nanos(s.TaintedAt),
-		TaintOwned:   s.TaintOwned,
-		FencedAt:     nanos(s.FencedAt),
-		NextReadAt:   nanos(s.NextReadAt),
-		ReadFailures: s.ReadFailures,
-		Stuck:        s.Stuck.String(),
-		Warned:       s.Warned,
+		V:             StateVersion,
+		Writer:        Clip(s.Writer, maxIDLen),
+		Phase:         s.Phase.String(),
+		Target:        Clip(s.Target, maxIDLen),
+		NotReadyFence: s.NotReadyFence,
+		AttestedAt:    nanos(s.AttestedAt),
+		Forced:        s.Forced,
+		Accepted:      s.PowerOffAccepted,
+		KeptOff:       s.KeptOff,
+		Since:         nanos(s.Since),
+		FailureStart:  nanos(s.FailureStart),
+		AdmittedAt:    nanos(s.AdmittedAt),
+		Manual:        s.Manual,
+		Attested:      s.Attested,
+		By:            Clip(s.By, maxIDLen),
+		PowerOffAt:    nanos(s.PowerOffAt),
+		PowerOffs:     s.PowerOffs,
+		PowerOnAt:     nanos(s.PowerOnAt),
+		TaintedAt:     nanos(s.TaintedAt),
+		TaintOwned:    s.TaintOwned,
+		FencedAt:      nanos(s.FencedAt),
+		NextReadAt:    nanos(s.NextReadAt),
+		ReadFailures:  s.ReadFailures,
+		Stuck:         s.Stuck.String(),
+		Warned:        s.Warned,
 	}
 	if s.Refusal != Admitted {
 		w.Refusal = s.Refusal.String()
@@ -115,10 +137,11 @@ func Encode(s State) (string, error) {
 		w.OffRun = &wireRun{First: nanos(s.OffRun.First), Last: nanos(s.OffRun.Last), Count: s.OffRun.Count}
 	}
 	if !s.Last.At.IsZero() {
-		w.Last = &wireReading{At: nanos(s.Last.At), Power: s.Last.Power.String(), OS: s.Last.OSRunning, Failure: s.Last.Failure}
+		w.Last = &wireReading{At: nanos(s.Last.At), Power: s.Last.Power.String(), OS: s.Last.OSRunning,
+			Failure: Clip(s.Last.Failure, MaxNoteLen), Target: Clip(s.Last.Target, maxIDLen)}
 	}
 	for _, r := range s.Evidence.Records() {
-		wr := wireRecord{At: nanos(r.At), Until: nanos(r.Until), Kind: r.Kind.String(), Phase: r.Phase.String(), Note: r.Note}
+		wr := wireRecord{At: nanos(r.At), Until: nanos(r.Until), Kind: r.Kind.String(), Phase: r.Phase.String(), Note: Clip(r.Note, MaxNoteLen)}
 		if r.Count > 1 {
 			wr.Count = r.Count
 		}
@@ -153,8 +176,8 @@ func Decode(v string) (State, error) {
 	if err := json.Unmarshal([]byte(v), &probe); err != nil || probe.V == nil {
 		return State{}, fmt.Errorf("%w: not a versioned JSON object", ErrStateCorrupt)
 	}
-	if *probe.V != StateVersion {
-		return State{}, fmt.Errorf("%w: version %d (this agent reads %d)", ErrStateVersion, *probe.V, StateVersion)
+	if *probe.V != StateVersion && *probe.V != 1 {
+		return State{}, fmt.Errorf("%w: version %d (this agent reads 1 and %d)", ErrStateVersion, *probe.V, StateVersion)
 	}
 	var w wireState
 	dec := json.NewDecoder(bytes.NewReader([]byte(v)))
@@ -178,9 +201,11 @@ func (w wireState) state() (State, error) {
 	if s.Phase, err = ParsePhase(w.Phase); err != nil {
 		return bad("ph", w.Phase)
 	}
-	if w.PowerOffs < 0 || w.ReadFailures < 0 {
-		return bad("pos/rf", fmt.Sprint(w.PowerOffs, w.ReadFailures))
+	if w.PowerOffs < 0 || w.ReadFailures < 0 || w.KeptOff < 0 {
+		return bad("pos/rf/ko", fmt.Sprint(w.PowerOffs, w.ReadFailures, w.KeptOff))
 	}
+	s.Writer, s.Target, s.NotReadyFence = w.Writer, w.Target, w.NotReadyFence
+	s.AttestedAt, s.Forced, s.PowerOffAccepted, s.KeptOff = fromNanos(w.AttestedAt), w.Forced, w.Accepted, w.KeptOff
 	s.Since, s.FailureStart, s.AdmittedAt = fromNanos(w.Since), fromNanos(w.FailureStart), fromNanos(w.AdmittedAt)
 	s.Manual, s.Attested, s.By = w.Manual, w.Attested, w.By
 	s.PowerOffAt, s.PowerOffs, s.PowerOnAt = fromNanos(w.PowerOffAt), w.PowerOffs, fromNanos(w.PowerOnAt)
@@ -197,7 +222,7 @@ func (w wireState) state() (State, error) {
 		if !ok {
 			return bad("last.p", w.Last.Power)
 		}
-		s.Last = Reading{At: fromNanos(w.Last.At), Power: p, OSRunning: w.Last.OS, Failure: w.Last.Failure}
+		s.Last = Reading{At: fromNanos(w.Last.At), Power: p, OSRunning: w.Last.OS, Failure: w.Last.Failure, Target: w.Last.Target}
 	}
 	if s.Stuck, ok = parseStuck(w.Stuck); !ok {
 		return bad("st", w.Stuck)

@@ -87,7 +87,7 @@ func TestDecodeRefusesWhatItCannotReadExactly(t *testing.T) {
 		{"empty", "", ErrStateCorrupt},
 		{"garbage", "not json", ErrStateCorrupt},
 		{"no version", `{"ph":"Healthy"}`, ErrStateCorrupt},
-		{"future version", `{"v":2,"ph":"Fenced","x":1}`, ErrStateVersion},
+		{"future version", `{"v":3,"ph":"Fenced","x":1}`, ErrStateVersion},
 		{"unknown phase", `{"v":1,"ph":"Fencing"}`, ErrStateCorrupt},
 		{"unknown field", `{"v":1,"ph":"Healthy","zz":1}`, ErrStateCorrupt},
 		{"bad run", `{"v":1,"ph":"ConfirmingOff","run":{"f":5,"l":1,"n":2}}`, ErrStateCorrupt},

@@ -67,10 +67,24 @@ func exhaustiveStates(now time.Time) []State {
 		func(s *State) { s.OffRun = OffRun{First: now.Add(-sec(7)), Last: now.Add(-sec(1)), Count: 3} },
 		func(s *State) { s.OffRun = OffRun{First: now.Add(-sec(1)), Last: now.Add(-sec(1)), Count: 1} },
 		func(s *State) { s.PowerOffAt, s.PowerOffs = now.Add(-sec(30)), 1 },
+		func(s *State) { s.PowerOffAt, s.PowerOffs, s.PowerOffAccepted = now.Add(-sec(30)), 1, true },
+		func(s *State) {
+			s.PowerOffAt, s.PowerOffs, s.PowerOffAccepted = now.Add(-sec(8)), 1, true
+			s.OffRun = OffRun{First: now.Add(-sec(7)), Last: now.Add(-sec(1)), Count: 3}
+		},
+		func(s *State) {
+			s.PowerOffAt, s.PowerOffs = now.Add(-sec(70)), 1
+			s.OffRun = OffRun{First: now.Add(-sec(65)), Last: now.Add(-sec(2)), Count: 20}
+		},
 		func(s *State) { s.PowerOffAt, s.PowerOffs = now.Add(-sec(90)), 3 },
+		func(s *State) { s.NotReadyFence = true },
+		func(s *State) { s.Target = "bmc-a" },
+		func(s *State) { s.AdmittedAt = now.Add(-sec(20)) },
 		func(s *State) { s.TaintOwned, s.TaintedAt = true, now.Add(-sec(60)) },
 		func(s *State) { s.Manual, s.By = true, "alice" },
-		func(s *State) { s.Attested, s.By = true, "alice" },
+		func(s *State) { s.Attested, s.By, s.AttestedAt = true, "alice", now.Add(-sec(5)) },
+		func(s *State) { s.Attested, s.By, s.AttestedAt, s.Forced = true, "alice", now.Add(-sec(5)), true },
+		func(s *State) { s.Attested, s.By, s.AttestedAt = true, "alice", now.Add(-time.Hour) },
 		func(s *State) { s.Stuck = StuckAborted },
 		func(s *State) { s.Stuck = StuckPowerOffIgnored; s.PowerOffAt = now.Add(-sec(90)) },
 		func(s *State) { s.NextReadAt = now.Add(sec(3)); s.ReadFailures = 3 },
@@ -95,12 +109,17 @@ func exhaustiveInputs(now time.Time) []Input {
 			}
 		}
 	}
-	ins = append(ins, Input{Kind: InputReading, Reading: Reading{At: now, Failure: "unreachable"}})
+	ins = append(ins, Input{Kind: InputReading, Reading: Reading{At: now, Failure: "unreachable"}},
+		Input{Kind: InputReading, Reading: Reading{At: now, Power: PowerOff, Target: "bmc-b"}},
+		Input{Kind: InputResult, Result: Result{Action: ActPowerOff, Err: "409", AlreadyInState: true}},
+		Input{Kind: InputResult, Result: Result{Action: ActPowerOff, Target: "bmc-b"}})
 	for k := ActPersist; k < numActionKinds; k++ {
 		ins = append(ins, Input{Kind: InputResult, Result: Result{Action: k}}, Input{Kind: InputResult, Result: Result{Action: k, Err: "boom"}})
 	}
 	for c := CmdNone; c < numCommandKinds; c++ {
-		ins = append(ins, Input{Kind: InputCommand, Command: Command{Kind: c, User: "alice", Reason: "test"}})
+		ins = append(ins, Input{Kind: InputCommand, Command: Command{Kind: c, User: "alice", Reason: "test", SeenAt: now}},
+			Input{Kind: InputCommand, Command: Command{Kind: c, User: "alice", Reason: "test", SeenAt: now, Force: true}},
+			Input{Kind: InputCommand, Command: Command{Kind: c, User: "alice", Reason: "test", SeenAt: now.Add(-time.Hour)}})
 	}
 	ins = append(ins, Input{Kind: InputCommand, Command: Command{Kind: CmdUnfence, User: "bob", PowerOn: true}})
 	return ins
@@ -116,6 +135,9 @@ func exhaustiveNodes(now time.Time) []NodeView {
 			n.Ready, n.HeartbeatAt, n.RenewedAt, n.NotReadySince = ReadyFalse, now.Add(-sec(1)), now.Add(-sec(1)), t0
 		}, // alive, NotReady
 		func(n *NodeView) { n.Ready, n.HeartbeatAt = ReadyUnknown, time.Time{} }, // never observed
+		func(n *NodeView) {
+			n.Ready, n.HeartbeatAt, n.RenewedAt, n.NotReadySince = ReadyUnknown, now.Add(-sec(30)), now.Add(-sec(30)), t0
+		}, // renewed after the failure began, silent again
 	}
 	flags := []func(*NodeView){
 		func(*NodeView) {},

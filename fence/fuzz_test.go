@@ -48,6 +48,19 @@ func fuzzCase(b []byte) (State, Input, time.Time) {
 		NextReadAt:   tm(),
 		Stuck:        StuckReason(r.u8() % uint8(numStuckReasons)),
 	}
+	s.PowerOffAccepted = r.u8()%2 == 0
+	s.AttestedAt = tm()
+	s.Forced = r.u8()%5 == 0
+	s.NotReadyFence = r.u8()%5 == 0
+	s.AdmittedAt = tm()
+	// Keep what the engine keeps together together: a count of our
+	// ForceOffs goes with the time of the last one.
+	switch {
+	case s.PowerOffAt.IsZero():
+		s.PowerOffs, s.PowerOffAccepted = 0, false
+	case s.PowerOffs == 0:
+		s.PowerOffs = 1
+	}
 	if c := int(r.u8() % 6); c > 0 {
 		first := tm()
 		s.OffRun = OffRun{First: first, Last: first.Add(time.Duration(r.u8()) * 100 * time.Millisecond), Count: c}
@@ -64,6 +77,10 @@ func fuzzCase(b []byte) (State, Input, time.Time) {
 		Pods:          int(r.u8() % 3),
 		Terminating:   int(r.u8() % 2),
 	}
+	if n.RenewedAt.After(n.HeartbeatAt) {
+		// The observation builder moves HeartbeatAt with every renewal.
+		n.HeartbeatAt = n.RenewedAt
+	}
 	f := FleetView{Nodes: 5, Unhealthy: int(r.u8() % 6), InFlight: int(r.u8() % 2), APIFreshAt: now.Add(-time.Duration(r.u8()) * time.Second)}
 	in := Input{Kind: InputKind(r.u8() % uint8(numInputKinds)), Node: n, Fleet: f}
 	switch in.Kind {
@@ -74,11 +91,15 @@ func fuzzCase(b []byte) (State, Input, time.Time) {
 		}
 	case InputResult:
 		in.Result = Result{Action: ActionKind(r.u8() % uint8(numActionKinds))}
-		if r.u8()%3 == 0 {
+		switch r.u8() % 4 {
+		case 0:
 			in.Result.Err = "boom"
+		case 1:
+			in.Result.Err, in.Result.AlreadyInState = "409", true
 		}
 	case InputCommand:
-		in.Command = Command{Kind: CommandKind(r.u8() % uint8(numCommandKinds)), User: "fuzz", PowerOn: r.u8()%2 == 0}
+		in.Command = Command{Kind: CommandKind(r.u8() % uint8(numCommandKinds)), User: "fuzz", Reason: "r", PowerOn: r.u8()%2 == 0,
+			Force: r.u8()%4 == 0, SeenAt: tm()}
 	case InputTick:
 	}
 	return s, in, now

@@ -5,10 +5,24 @@ import (
 	"time"
 )
 
+// SilentFor is how long the node has been silent on our clock: since the last
+// sign of life we observed (a Lease renewal or Ready heartbeat changing), or
+// since we first saw it. This, not NotReady, is the witness that the kubelet
+// is dead: a kubelet whose runtime or CNI is down is NotReady and renews. A
+// node we have not observed yet (zero HeartbeatAt) is never silent: absence
+// of observation is not evidence of death.
+func SilentFor(n NodeView, now time.Time) time.Duration {
+	if n.HeartbeatAt.IsZero() || !now.After(n.HeartbeatAt) {
+		return 0
+	}
+	return now.Sub(n.HeartbeatAt)
+}
+
 // UnhealthyFor is how long the node has looked unhealthy to us: the longer of
-// its heartbeat silence and, when Ready is not True, the time since we saw it
-// leave True. A node we have not observed yet (zero HeartbeatAt) is never
-// taken as unhealthy: absence of observation is not evidence of death.
+// its silence and, when Ready is not True, the time since we saw it leave
+// True. It counts nodes for the storm guard, where a NotReady node is as
+// unhealthy as the node lifecycle controller takes it to be; it never
+// licenses a fence (SilentFor does).
 func UnhealthyFor(n NodeView, now time.Time) time.Duration {
 	if n.HeartbeatAt.IsZero() {
 		return 0
@@ -76,9 +90,9 @@ func (r Refusal) String() string {
 	case RefuseAPIStale:
 		return fmt.Sprintf("our view of the API server is %s old (limit %s); a stale view makes live nodes look dead", r.Wait, time.Duration(r.Limit))
 	case RefuseClusterUnhealthy:
-		return fmt.Sprintf("%d of %d nodes are unhealthy (more than %.0f%%): a storm or a partition, not a node failure", r.Unhealthy, r.Nodes, r.Limit*100)
+		return fmt.Sprintf("%d of %d nodes are unhealthy (at least %.0f%%): a storm or a partition, not a node failure", r.Unhealthy, r.Nodes, r.Limit*100)
 	case RefuseZoneUnhealthy:
-		return fmt.Sprintf("%d of %d nodes in zone %q are unhealthy (more than %.0f%%): a storm or a partition, not a node failure", r.Unhealthy, r.Nodes, r.Zone, r.Limit*100)
+		return fmt.Sprintf("%d of %d nodes in zone %q are unhealthy (at least %.0f%%): a storm or a partition, not a node failure", r.Unhealthy, r.Nodes, r.Zone, r.Limit*100)
 	case RefuseInFlight:
 		return fmt.Sprintf("%d fences already in flight (limit %d)", r.InFlight, int(r.Limit))
 	case RefuseCooldown:
@@ -87,9 +101,30 @@ func (r Refusal) String() string {
 	return r.Reason.String()
 }
 
-// Admit is the storm guard (invariant 2 in doc.go; docs/design.md §2.6). The API check comes
-// first: with a stale view the counts themselves are not to be trusted.
+// Admit is the storm guard for a new fence (docs/design.md §2, invariant 6): the
+// absolute part (StillSafe), then the limits on fences at once and the
+// cooldown.
 func Admit(p Policy, f FleetView, now time.Time) Refusal {
+	if r := StillSafe(p, f, now); !r.Admitted() {
+		return r
+	}
+	if f.InFlight >= p.MaxConcurrentFences {
+		return Refusal{Reason: RefuseInFlight, InFlight: f.InFlight, Limit: float64(p.MaxConcurrentFences)}
+	}
+	if !f.LastFenceAt.IsZero() {
+		if since := now.Sub(f.LastFenceAt); since < p.Cooldown {
+			return Refusal{Reason: RefuseCooldown, Wait: p.Cooldown - since}
+		}
+	}
+	return Refusal{}
+}
+
+// StillSafe is the part of the storm guard no fence may pass, a human's
+// included, and that every later power-off and taint of an admitted fence
+// checks again: a fresh view of the API server (a stale one makes live nodes
+// look dead, so it comes first: the counts themselves are not to be trusted)
+// and no storm or partition in the cluster or any zone.
+func StillSafe(p Policy, f FleetView, now time.Time) Refusal {
 	if age := now.Sub(f.APIFreshAt); f.APIFreshAt.IsZero() || age > p.MaxAPIStaleness {
 		if f.APIFreshAt.IsZero() {
 			age = 0
@@ -104,20 +139,14 @@ func Admit(p Policy, f FleetView, now time.Time) Refusal {
 			return Refusal{Reason: RefuseZoneUnhealthy, Zone: z.Zone, Unhealthy: z.Unhealthy, Nodes: z.Nodes, Limit: p.MaxUnhealthyFraction}
 		}
 	}
-	if f.InFlight >= p.MaxConcurrentFences {
-		return Refusal{Reason: RefuseInFlight, InFlight: f.InFlight, Limit: float64(p.MaxConcurrentFences)}
-	}
-	if !f.LastFenceAt.IsZero() {
-		if since := now.Sub(f.LastFenceAt); since < p.Cooldown {
-			return Refusal{Reason: RefuseCooldown, Wait: p.Cooldown - since}
-		}
-	}
 	return Refusal{}
 }
 
-// storm: more than the allowed fraction unhealthy, and at least
+// storm: at least the allowed fraction unhealthy, and at least
 // StormMinUnhealthy nodes, so one dead node in a small zone is a failure to
-// fence rather than a storm to sit out.
+// fence rather than a storm to sit out. It compares as the node lifecycle
+// controller does (notReady > 2 && notReady/nodes >= threshold, with
+// StormMinUnhealthy 3 by default), so the two stop at the same count.
 func storm(p Policy, unhealthy, nodes int) bool {
-	return nodes > 0 && unhealthy >= p.StormMinUnhealthy && float64(unhealthy) > p.MaxUnhealthyFraction*float64(nodes)
+	return nodes > 0 && unhealthy >= p.StormMinUnhealthy && float64(unhealthy) >= p.MaxUnhealthyFraction*float64(nodes)
 }

@@ -11,19 +11,20 @@ import (
 // check the same invariants (checkInvariants) over every combination, and the
 // simulation checks them against the machines' truth.
 func TestInvariants(t *testing.T) {
-	t.Run("1 a taint only after a settled exact-Off run later than the failure and our power-off", func(t *testing.T) {
-		// A restart's Off dwell, an Off read before the failure, an Off
-		// before our ForceOff, BootProgress claiming an OS: none may taint.
+	t.Run("1 a taint only after our own accepted ForceOff and a settled exact-Off run later than it", func(t *testing.T) {
+		// A restart's Off dwell, an Off read before our ForceOff,
+		// BootProgress claiming an OS: none may taint.
 		d := newDriver(t)
 		d.p.FenceAfter = d.p.SuspectAfter
 		n := view()
 		d.suspect(n)
 		d.step(reading(n, at(sec(20)), PowerOn), at(sec(20)))
 		d.wantPhase(PoweringOff)
+		d.step(result(n, at(sec(20)), ActPowerOff, ""), at(sec(20)))
 		for i, rd := range []Reading{
 			{At: at(sec(19)), Power: PowerOff},                  // sent before our ForceOff
 			{At: at(sec(22)), Power: PowerOff, OSRunning: true}, // contradiction
-			{At: at(sec(24)), Power: PowerPoweringOn},           // a restart
+			{At: at(sec(24)), Power: PowerPoweringOff},          // not off yet
 		} {
 			in := reading(n, rd.At, 0)
 			in.Reading = rd
@@ -43,7 +44,7 @@ func TestInvariants(t *testing.T) {
 			t.Fatal("a settled run after our ForceOff did not taint")
 		}
 	})
-	t.Run("2 power-off only when the storm guard admits it", func(t *testing.T) {
+	t.Run("6 power-off only when the storm guard admits it", func(t *testing.T) {
 		d := newDriver(t)
 		d.p.FenceAfter = d.p.SuspectAfter
 		n := view()
@@ -62,7 +63,7 @@ func TestInvariants(t *testing.T) {
 			t.Fatal("no power-off once the guard admits it")
 		}
 	})
-	t.Run("4 only our taint is removed and only when the node is Ready with a renewal after the taint", func(t *testing.T) {
+	t.Run("8 only our taint is removed and only when the node is Ready with a renewal after the taint", func(t *testing.T) {
 		for name, n := range map[string]NodeView{
 			"foreign taint":             view(withTaint(TaintForeign), heartbeat(sec(100))),
 			"stale Ready":               view(withTaint(TaintOurs), heartbeat(sec(10))),
@@ -76,7 +77,7 @@ func TestInvariants(t *testing.T) {
 			}
 		}
 	})
-	t.Run("6 maintenance, exclusion and a missing BMC are never fenced", func(t *testing.T) {
+	t.Run("11 maintenance, exclusion and a missing BMC are never fenced", func(t *testing.T) {
 		for name, opt := range map[string]nodeOpt{"maintenance": maintenance(), "excluded": excluded(), "no BMC": noBMC()} {
 			d := newDriver(t)
 			d.p.FenceAfter = d.p.SuspectAfter
@@ -90,7 +91,7 @@ func TestInvariants(t *testing.T) {
 			}
 		}
 	})
-	t.Run("7 Step is deterministic", func(t *testing.T) {
+	t.Run("12 Step is deterministic", func(t *testing.T) {
 		s := State{Phase: ConfirmingOff, FailureStart: t0, OffRun: OffRun{First: at(sec(20)), Last: at(sec(23)), Count: 2}}
 		in := reading(view(), at(sec(26)), PowerOff)
 		first := Step(DefaultPolicy(), s, in, at(sec(26)))

@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -8,12 +9,14 @@ import (
 // Policy holds every threshold the engine uses. DefaultPolicy derives each
 // value; Validate names the first bad field and its allowed range.
 type Policy struct {
-	// SuspectAfter is how long a node must be unhealthy (heartbeat silence,
-	// or Ready not True, as observed by us) before we read its BMC.
+	// SuspectAfter is how long a node's Lease must be silent (no renewal
+	// observed by us, on our clock) before we read its BMC. NotReady alone
+	// is not silence: a kubelet whose runtime or CNI is down still renews.
 	SuspectAfter time.Duration
-	// FenceAfter is how long a node must be unhealthy before we may power off
-	// a node whose BMC still reads On. A node that already reads Off needs no
-	// wait beyond SuspectAfter and the settle window.
+	// FenceAfter is how long a node's Lease must be silent before we may
+	// power off a node whose BMC still reads On. A node that already reads
+	// Off needs no wait beyond SuspectAfter: our own ForceOff costs nothing
+	// there, and proves what the Off alone cannot.
 	FenceAfter time.Duration
 	// SettleWindow and SettleReads define "off and staying off": SettleReads
 	// consecutive exact-Off reads whose first and last are at least
@@ -64,6 +67,17 @@ type Policy struct {
 	// StuckReadInterval is the slow BMC read cadence of a Stuck node, so a
 	// node that a human powers off by hand is still fenced.
 	StuckReadInterval time.Duration
+	// AttestationTTL bounds how long a human's confirm stands: a taint not
+	// applied by then needs a new confirm.
+	AttestationTTL time.Duration
+	// MaxRequestAge bounds how long after we first saw it a fence or
+	// confirm request may still be taken.
+	MaxRequestAge time.Duration
+	// PowerOffNotReadyAfter, when positive, lets the agent power off a node
+	// that has been NotReady this long even though its kubelet still renews
+	// its Lease (container runtime or CNI down, kubelet up). Zero (the
+	// default) never does: a renewing node is alive.
+	PowerOffNotReadyAfter time.Duration
 }
 
 // DefaultPolicy returns the defaults, each derived below.
@@ -136,11 +150,20 @@ func DefaultPolicy() Policy {
 		// other kubelets' lease renewals refresh it every few seconds.
 		MaxAPIStaleness:   15 * time.Second,
 		StuckReadInterval: 60 * time.Second,
+		// A confirm is read against the BMC and applied within seconds;
+		// five minutes covers an API server that refuses writes for a
+		// while, and is short enough that "it is off" still holds.
+		AttestationTTL: 5 * time.Minute,
+		// Longer than the CLI waits for an agent, short enough that a
+		// human's view of the machine is still current.
+		MaxRequestAge: 15 * time.Minute,
 	}
 }
 
-// Validate returns an error naming the first field outside its range.
+// Validate returns an error naming every field outside its range, one per
+// line (errors.Join).
 func (p Policy) Validate() error {
+	var errs []error
 	type bound struct {
 		name     string
 		v        time.Duration
@@ -162,10 +185,12 @@ func (p Policy) Validate() error {
 		{"cooldown", p.Cooldown, 0, time.Hour},
 		{"maxAPIStaleness", p.MaxAPIStaleness, time.Second, p.SuspectAfter},
 		{"stuckReadInterval", p.StuckReadInterval, time.Second, time.Hour},
+		{"attestationTTL", p.AttestationTTL, 10 * time.Second, time.Hour},
+		{"maxRequestAge", p.MaxRequestAge, time.Minute, 24 * time.Hour},
 	}
 	for _, b := range durations {
 		if b.v < b.min || b.v > b.max {
-			return fmt.Errorf("policy.%s = %s: must be between %s and %s", b.name, b.v, b.min, b.max)
+			errs = append(errs, fmt.Errorf("policy.%s = %s: must be between %s and %s", b.name, b.v, b.min, b.max))
 		}
 	}
 	ints := []struct {
@@ -180,13 +205,16 @@ func (p Policy) Validate() error {
 	}
 	for _, b := range ints {
 		if b.v < b.min || b.v > b.max {
-			return fmt.Errorf("policy.%s = %d: must be between %d and %d", b.name, b.v, b.min, b.max)
+			errs = append(errs, fmt.Errorf("policy.%s = %d: must be between %d and %d", b.name, b.v, b.min, b.max))
 		}
 	}
-	if !(p.MaxUnhealthyFraction > 0 && p.MaxUnhealthyFraction <= 1) {
-		return fmt.Errorf("policy.maxUnhealthyFraction = %g: must be greater than 0 and at most 1", p.MaxUnhealthyFraction)
+	if p.PowerOffNotReadyAfter != 0 && (p.PowerOffNotReadyAfter < p.SuspectAfter || p.PowerOffNotReadyAfter > 24*time.Hour) {
+		errs = append(errs, fmt.Errorf("policy.powerOffNotReadyAfter = %s: must be 0 (off) or between %s and %s", p.PowerOffNotReadyAfter, p.SuspectAfter, 24*time.Hour))
 	}
-	return nil
+	if !(p.MaxUnhealthyFraction > 0 && p.MaxUnhealthyFraction <= 1) {
+		errs = append(errs, fmt.Errorf("policy.maxUnhealthyFraction = %g: must be greater than 0 and at most 1", p.MaxUnhealthyFraction))
+	}
+	return errors.Join(errs...)
 }
 
 // SettleInterval spaces the settle reads evenly across the window.

@@ -1,6 +1,9 @@
 package fence
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // StuckReason says why a node needs a human.
 type StuckReason uint8
@@ -12,10 +15,14 @@ const (
 	StuckPowerOffIgnored
 	// StuckAborted: a human aborted the fence; the node is held.
 	StuckAborted
+	// StuckContradiction: the node renewed its Lease after a ForceOff of
+	// ours that the BMC accepted (or after a human attested it off): the
+	// BMC is not this node's, or it reports a cached state. Never tainted.
+	StuckContradiction
 	numStuckReasons
 )
 
-var stuckNames = [numStuckReasons]string{"", "PowerOffIgnored", "Aborted"}
+var stuckNames = [numStuckReasons]string{"", "PowerOffIgnored", "Aborted", "Contradiction"}
 
 func (r StuckReason) String() string {
 	if r < numStuckReasons {
@@ -28,12 +35,24 @@ func (r StuckReason) String() string {
 // Step returns a new one. The runner persists it on the Node (Encode) so a
 // restarted agent or a new leader resumes exactly.
 type State struct {
-	Phase Phase
+	// Writer identifies the process that wrote this state (a runner's ID).
+	// Times in a state another process wrote are on its clock: the runner
+	// adopts such a state (Adopt) before comparing any of them with ours.
+	Writer string
+	Phase  Phase
 	// Since is when Phase was entered.
 	Since time.Time
 	// FailureStart is the last sign of life we observed before the node was
 	// suspected; every reading that counts must be later.
 	FailureStart time.Time
+	// Target is the BMC target this fence talks to (Reading.Target). A
+	// reading or command result from another target voids what the fence
+	// learned: everything starts over against the new one.
+	Target string
+	// NotReadyFence: suspected for being NotReady past
+	// Policy.PowerOffNotReadyAfter while still renewing its Lease (an
+	// explicit opt-in); renewals before our ForceOff do not end it.
+	NotReadyFence bool
 	// AdmittedAt is when the storm guard admitted this fence (for the
 	// fleet's cooldown). Zero when not admitted.
 	AdmittedAt time.Time
@@ -42,13 +61,25 @@ type State struct {
 	Manual   bool
 	Attested bool
 	By       string
+	// AttestedAt is when a human's confirm was taken (on our clock); it
+	// stands for Policy.AttestationTTL. Forced: the confirm overrides a
+	// contrary live witness (kubectl fence confirm --force, with a reason).
+	AttestedAt time.Time
+	Forced     bool
 	// OffRun is the current run of valid exact-Off readings.
 	OffRun OffRun
 	// PowerOffAt is our last power-off request, PowerOffs how many we sent
-	// in this fence.
-	PowerOffAt time.Time
-	PowerOffs  int
-	PowerOnAt  time.Time
+	// in this fence. PowerOffAccepted: the BMC accepted that request (no
+	// error). Only Off readings after an accepted ForceOff settle within
+	// SettleWindow; after one answered "already off", or failed, the Off is
+	// not ours and settles only over UnassistedSettleWindow.
+	PowerOffAt       time.Time
+	PowerOffs        int
+	PowerOffAccepted bool
+	// KeptOff counts ForceOffs sent after the taint because the machine
+	// read On again before detach completed (invariant 7).
+	KeptOff   int
+	PowerOnAt time.Time
 	// TaintedAt is when our taint was applied (or adopted); TaintOwned says
 	// whether the taint on the node is ours to remove.
 	TaintedAt  time.Time
@@ -180,10 +211,28 @@ func (e *Evidence) last() *Record {
 	return &e.recs[(e.start+e.n-1)%EvidenceCap]
 }
 
+// MaxNoteLen bounds one evidence note (and the human's name and reason in
+// it), so that a full ring always encodes within what Decode accepts.
+const MaxNoteLen = 240
+
+// Clip cuts s to at most n bytes at a UTF-8 boundary, marking the cut.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
 func (e *Evidence) add(r Record) {
 	if r.Count == 0 {
 		r.Count = 1
 	}
+	r.Note = Clip(r.Note, MaxNoteLen)
 	if r.Kind == RecReading {
 		if l := e.last(); l != nil && l.Kind == RecReading && l.Power == r.Power && l.Note == r.Note && l.Phase == r.Phase {
 			l.Count++

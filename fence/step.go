@@ -2,6 +2,7 @@ package fence
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -36,14 +37,26 @@ func (st *stepper) run() {
 	switch st.in.Kind {
 	case InputReading:
 		rd := st.in.Reading
+		rd.Failure = Clip(rd.Failure, MaxNoteLen)
+		st.in.Reading = rd
 		st.s.Last = rd
 		st.s.Evidence.add(Record{At: rd.At, Until: rd.At, Kind: RecReading, Phase: st.s.Phase, Power: rd.Power, Note: readingNote(rd)})
-	case InputResult:
-		note := "ok"
-		if st.in.Result.Err != "" {
-			note = st.in.Result.Err
+		if st.targetChanged(rd.Target) {
+			return
 		}
-		st.s.Evidence.add(Record{At: st.now, Kind: RecResult, Phase: st.s.Phase, Action: st.in.Result.Action, Note: note})
+	case InputResult:
+		r := st.in.Result
+		note := "ok"
+		switch {
+		case r.AlreadyInState:
+			note = "already in that state (the BMC did nothing): " + r.Err
+		case r.Err != "":
+			note = r.Err
+		}
+		st.s.Evidence.add(Record{At: st.now, Kind: RecResult, Phase: st.s.Phase, Action: r.Action, Note: note})
+		if r.Action == ActPowerOff && st.targetChanged(r.Target) {
+			return
+		}
 	case InputCommand:
 		st.command()
 		st.sideEffct = true // a command is always worth persisting
@@ -110,7 +123,7 @@ func (st *stepper) output() Output {
 func (st *stepper) emit(k ActionKind) {
 	st.acts = append(st.acts, Action{Kind: k})
 	switch k {
-	case ActPowerOff, ActPowerOn, ActApplyTaint, ActRemoveTaint:
+	case ActPowerOff, ActPowerOn, ActApplyTaint, ActRemoveTaint, ActForgetTaint:
 		st.sideEffct = true
 		st.s.Evidence.add(Record{At: st.now, Kind: RecAction, Phase: st.s.Phase, Action: k})
 	case ActPersist, ActReadPower, ActDeletePods, ActEvent:
@@ -146,8 +159,8 @@ func (st *stepper) reset(note string) { st.resetTo(Healthy, note) }
 
 // resetTo forgets the fence and enters ph.
 func (st *stepper) resetTo(ph Phase, note string) {
-	ev := st.s.Evidence
-	st.s = State{Phase: st.s.Phase, Evidence: ev}
+	ev, writer := st.s.Evidence, st.s.Writer
+	st.s = State{Writer: writer, Phase: st.s.Phase, Evidence: ev}
 	st.enter(ph, note)
 }
 
@@ -170,26 +183,31 @@ func (st *stepper) renewedAfter(t time.Time) bool {
 	return st.node().RenewedAt.After(t)
 }
 
-// recovered: Ready, with a renewal observed after the failure began.
-func (st *stepper) recovered() bool {
-	return st.node().Ready == ReadyTrue && st.renewedAfter(st.s.FailureStart)
-}
-
 // recoveredAfterTaint: Ready, with a renewal observed after our taint
-// (invariant 4's condition for removing it).
+// (invariant 8's condition for removing it).
 func (st *stepper) recoveredAfterTaint() bool {
 	return st.node().Ready == ReadyTrue && !st.s.TaintedAt.IsZero() && st.renewedAfter(st.s.TaintedAt)
 }
 
-// looksAlive: Ready with a heartbeat inside SuspectAfter; what a human
-// command must not override.
-func (st *stepper) looksAlive() bool {
+// suspectDue reports whether the node is a suspect: its Lease silent for
+// SuspectAfter on our clock (invariant 2), or, only with the explicit
+// PowerOffNotReadyAfter opt-in, NotReady that long while still renewing.
+func (st *stepper) suspectDue() (due, notReadyFence bool) {
 	n := st.node()
-	return n.Ready == ReadyTrue && UnhealthyFor(n, st.now) < st.p.SuspectAfter
+	if SilentFor(n, st.now) >= st.p.SuspectAfter {
+		return true, false
+	}
+	if !Enabled(CheckLeaseWitness) && UnhealthyFor(n, st.now) >= st.p.SuspectAfter {
+		return true, false // the mutant: NotReady alone is suspicion
+	}
+	if d := st.p.PowerOffNotReadyAfter; d > 0 && n.Ready != ReadyTrue && !n.NotReadySince.IsZero() && st.now.Sub(n.NotReadySince) >= d {
+		return true, true
+	}
+	return false, false
 }
 
 // offNotBefore is the time every counting Off reading must follow: the start
-// of the failure and our last power-off request (invariant 1 a, c).
+// of the failure and our last power-off request (invariant 1).
 func (st *stepper) offNotBefore() time.Time {
 	if st.s.PowerOffAt.After(st.s.FailureStart) {
 		return st.s.PowerOffAt
@@ -197,13 +215,44 @@ func (st *stepper) offNotBefore() time.Time {
 	return st.s.FailureStart
 }
 
-func (st *stepper) validOff(rd Reading) bool {
+// exactOff: an exact-Off reading, after the failure began and our last
+// ForceOff, from the fence's BMC, with no OS claimed running.
+func (st *stepper) exactOff(rd Reading) bool {
 	return OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap).Count == 1
 }
 
 // extend is the current run extended by rd (empty if rd breaks it).
 func (st *stepper) extend(rd Reading) OffRun {
 	return st.s.OffRun.Observe(rd, st.offNotBefore(), st.p.MaxReadGap)
+}
+
+// ours: the Off being watched follows a ForceOff of ours that the BMC
+// accepted (invariant 1). Otherwise it settles only over the unassisted
+// window, which outlasts any restart's off-dwell.
+func (st *stepper) ours() bool {
+	return (st.s.PowerOffAccepted && st.forceOffSent()) || !Enabled(CheckOurOwnOff)
+}
+
+// forceOffSent: a ForceOff of ours went out in this fence, after the
+// failure began.
+func (st *stepper) forceOffSent() bool {
+	return !st.s.PowerOffAt.IsZero() && !st.s.PowerOffAt.Before(st.s.FailureStart)
+}
+
+func (st *stepper) settleWindow() time.Duration {
+	if st.ours() {
+		return st.p.SettleWindow
+	}
+	return st.p.UnassistedSettleWindow
+}
+
+// settled: the run proves off. Never without a ForceOff of ours sent in this
+// fence, accepted or not: every fence sends its own.
+func (st *stepper) settled(run OffRun) bool {
+	if !st.forceOffSent() && Enabled(CheckOurOwnOff) {
+		return false
+	}
+	return run.SettledOver(st.settleWindow(), st.p.SettleReads)
 }
 
 func (st *stepper) readNow() {
@@ -246,14 +295,79 @@ func (st *stepper) readFailed(rd Reading, base time.Duration) {
 	st.scheduleRead(st.backoff(base))
 }
 
-// admit consults the storm guard (invariant 2). A human's fence request
-// bypasses it: the human has seen the cluster. (An attestation does not: it
-// replaces the BMC's proof, never licenses a power-off.)
-func (st *stepper) admit() bool {
-	if st.s.Manual {
+// targetChanged handles a reading or result from another BMC target than the
+// fence's (the inventory entry changed, invariant 3): before the taint,
+// everything learned from the old target is void and the fence starts over
+// from Suspect against the new one, this input included. It reports whether
+// it handled the input.
+func (st *stepper) targetChanged(target string) bool {
+	if target == "" || target == st.s.Target {
+		return false
+	}
+	old := st.s.Target
+	st.s.Target = target
+	if old == "" || !st.s.Phase.PreTaint() || st.s.Phase == Healthy || (st.s.Phase == Tainting && st.s.Attested) {
+		return false
+	}
+	st.event(true, "FenceTargetChanged", "the node's BMC entry changed during the fence (%s → %s): nothing the old BMC said counts; starting over", old, target)
+	st.s.OffRun = OffRun{}
+	st.s.PowerOffAt, st.s.PowerOffAccepted = time.Time{}, false
+	st.s.NextReadAt = time.Time{}
+	st.enter(Suspect, "BMC target changed")
+	if st.in.Kind == InputReading {
+		st.suspect()
+	} else {
+		st.readNow()
+	}
+	return true
+}
+
+// ---- the storm guard ----------------------------------------------------------
+
+// admitPowerOff consults the storm guard before a ForceOff (invariant 6). The
+// first of a fence needs the whole guard; a human's, and every later one of
+// an admitted fence, its absolute part (a fresh view, no storm or
+// partition).
+func (st *stepper) admitPowerOff() bool {
+	if !st.silentLongEnough() {
+		return false
+	}
+	if st.s.Manual || !st.s.AdmittedAt.IsZero() {
+		return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
+	}
+	return st.guard(Admit(st.p, st.in.Fleet, st.now))
+}
+
+// admitTaint: a taint re-checks the absolute part of the guard every time,
+// a retry or a resumed fence included. A human's attestation does not stand
+// in for the cluster's view: a stale view may hide the node's renewals.
+func (st *stepper) admitTaint() bool {
+	if !st.forced() && !st.silentLongEnough() {
+		return false
+	}
+	r := StillSafe(st.p, st.in.Fleet, st.now)
+	if st.s.Attested && r.Reason != RefuseAPIStale {
+		r = Refusal{}
+	}
+	return st.guard(r)
+}
+
+// silentLongEnough: the Lease witness holds on our clock right now (invariant
+// 2). A fence this process adopted from another (Adopt) saw the node first
+// when it started: it waits until that first sighting is SuspectAfter old.
+func (st *stepper) silentLongEnough() bool {
+	if (st.s.NotReadyFence && !st.s.Attested) || !Enabled(CheckLeaseWitness) {
 		return true
 	}
-	r := Admit(st.p, st.in.Fleet, st.now)
+	silent := SilentFor(st.node(), st.now)
+	if silent >= st.p.SuspectAfter {
+		return true
+	}
+	st.wake(st.p.SuspectAfter - silent)
+	return false
+}
+
+func (st *stepper) guard(r Refusal) bool {
 	if r.Admitted() {
 		st.s.Refusal = Admitted
 		if st.s.AdmittedAt.IsZero() {
@@ -271,17 +385,15 @@ func (st *stepper) admit() bool {
 
 // ---- pre-taint phases --------------------------------------------------------
 
-// leavePreTaint handles what ends a fence before the taint: maintenance, a
-// node we may not fence, recovery. It reports whether it moved the node.
-// Recovery needs evidence (a renewal observed while Ready), never just a
-// short apparent silence: an agent that restarts mid-fence sees every node
-// for the first time, and must not drop the fence for that.
+// leavePreTaint handles what ends or stops a fence before the taint:
+// maintenance, a node we may not fence, a sign of life, an expired
+// attestation. It reports whether it moved the node.
 func (st *stepper) leavePreTaint() bool {
 	n := st.node()
 	if st.s.Phase != Tainting {
 		// An attestation belongs to the taint it was given for; outside
 		// Tainting it means nothing.
-		st.s.Attested = false
+		st.s.Attested, st.s.AttestedAt, st.s.Forced = false, time.Time{}, false
 	}
 	switch {
 	case n.Taint == TaintOurs:
@@ -303,23 +415,56 @@ func (st *stepper) leavePreTaint() bool {
 		st.reset("not fenceable")
 		st.event(true, "FenceNotFenceable", "node is %s; fence abandoned before any taint", unfenceableWhy(n))
 		return true
-	case st.recovered():
-		st.reset("recovered")
-		st.event(false, "FenceRecovered", "node is Ready again with a fresh heartbeat; nothing was done")
+	case st.contradicted():
+		what := "after the BMC accepted our ForceOff at " + stamp(st.s.PowerOffAt) + ": the BMC is not this node's machine (a wrong inventory entry?) or it reports a cached power state"
+		if st.s.Attested {
+			what = "after " + st.s.By + " attested it off at " + stamp(st.s.AttestedAt)
+		}
+		st.enterStuck(StuckContradiction, "renewal after our power-off")
+		st.event(true, "FenceContradiction", "the node renewed its Lease at %s, %s. The node is alive: not tainting. Check the inventory, then `kubectl fence abort`, or `confirm --force` with a reason",
+			stamp(st.node().RenewedAt), what)
+		return true
+	case st.renewedAfter(st.s.FailureStart) && !st.s.NotReadyFence && !st.forced():
+		// A renewal since the failure began, before any accepted
+		// ForceOff: the kubelet runs. Whatever the BMC read (a restart's
+		// off-dwell, a cached state) is not a fence.
+		what := "nothing was done"
+		if st.s.PowerOffs > 0 {
+			what = "our ForceOff was not accepted (the BMC said it was already off), so it did nothing"
+		}
+		st.reset("alive")
+		st.event(false, "FenceRecovered", "node renewed its Lease again; %s", what)
+		return true
+	case st.s.NotReadyFence && st.node().Ready == ReadyTrue && st.renewedAfter(st.s.FailureStart):
+		st.reset("Ready again")
+		st.event(false, "FenceRecovered", "node is Ready again; nothing was done")
+		return true
+	case st.s.Attested && st.now.Sub(st.s.AttestedAt) >= st.p.AttestationTTL:
+		by := st.s.By
+		st.s.Attested, st.s.AttestedAt, st.s.Forced = false, time.Time{}, false
+		st.event(true, "FenceAttestationExpired", "the attestation by %s expired after %s without a taint; confirm again if the node is still off", by, st.p.AttestationTTL)
+		st.backToSuspect("attestation expired")
 		return true
 	}
-	if st.renewedAfter(st.s.FailureStart) {
-		// A renewal after the failure began, from a node still not
-		// Ready: the machine runs. Any Off so far is contradicted.
-		st.s.FailureStart = n.RenewedAt
-		if st.s.OffRun.Count > 0 {
-			st.s.OffRun = OffRun{}
-			st.event(true, "FenceOffRunBroken", "node sent a heartbeat while its BMC read Off; not proof of off (wrong BMC in the inventory?)")
-		}
-		if st.s.Phase == ConfirmingOff || (st.s.Phase == Tainting && !st.s.Attested) {
-			st.backFromOffRun("heartbeat observed")
-			return true
-		}
+	return false
+}
+
+// forced: a human's attestation given with --force stands against the live
+// witnesses; outside an attestation Forced means nothing.
+func (st *stepper) forced() bool { return st.s.Attested && st.s.Forced }
+
+// contradicted: a renewal observed after a ForceOff of ours that the BMC
+// accepted, or after a human's attestation (invariant 2). Either witness
+// says off while the node says alive: never taint.
+func (st *stepper) contradicted() bool {
+	if !Enabled(CheckLeaseWitness) || st.forced() {
+		return false
+	}
+	switch {
+	case st.s.PowerOffAccepted && !st.s.PowerOffAt.IsZero() && st.renewedAfter(st.s.PowerOffAt):
+		return true
+	case st.s.Attested && st.renewedAfter(st.s.AttestedAt):
+		return true
 	}
 	return false
 }
@@ -329,7 +474,7 @@ func unfenceableWhy(n NodeView) string {
 	case n.Excluded:
 		return "excluded from fencing by label"
 	case !n.HasBMC:
-		return "without a BMC entry in the inventory"
+		return "without a usable BMC entry in the inventory (missing, or its identity cannot be checked)"
 	default:
 		return "not fenceable"
 	}
@@ -352,31 +497,48 @@ func (st *stepper) healthy() {
 		st.recovering()
 		return
 	}
-	d := UnhealthyFor(n, st.now)
-	if d < st.p.SuspectAfter {
+	due, notReady := st.suspectDue()
+	if !due {
 		st.s.Warned = false
-		st.wake(st.p.SuspectAfter - d)
+		st.wake(st.p.SuspectAfter - SilentFor(n, st.now))
 		return
 	}
 	if n.Excluded || !n.HasBMC {
 		if !st.s.Warned {
 			st.s.Warned = true
-			st.event(true, "FenceNotFenceable", "node unhealthy for %s but %s; it will not be fenced", d.Round(time.Second), unfenceableWhy(n))
+			st.event(true, "FenceNotFenceable", "node silent for %s but %s; it will not be fenced", SilentFor(n, st.now).Round(time.Second), unfenceableWhy(n))
 		}
 		return
 	}
-	st.enterSuspect(fmt.Sprintf("unhealthy for %s", d.Round(time.Second)))
+	if notReady {
+		st.enterSuspect(fmt.Sprintf("NotReady for %s while renewing (policy powerOffNotReadyAfter)", st.now.Sub(n.NotReadySince).Round(time.Second)))
+		st.s.NotReadyFence = true
+		return
+	}
+	st.enterSuspect(fmt.Sprintf("Lease silent for %s", SilentFor(n, st.now).Round(time.Second)))
 }
 
 func (st *stepper) enterSuspect(note string) {
 	n := st.node()
 	st.s.FailureStart = n.HeartbeatAt
-	st.s.Attested = false // a new attempt needs new proof
+	st.s.Attested, st.s.AttestedAt, st.s.Forced = false, time.Time{}, false // a new attempt needs new proof
+	st.s.NotReadyFence = false
+	st.s.Target = ""
+	st.s.OffRun = OffRun{}
+	st.s.PowerOffAt, st.s.PowerOffAccepted = time.Time{}, false
 	st.s.NextReadAt = time.Time{}
 	st.enter(Suspect, note)
-	st.event(false, "FenceSuspect", "no heartbeat observed for %s (Ready=%s); reading the BMC",
-		st.now.Sub(n.HeartbeatAt).Round(time.Second), n.Ready)
+	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC",
+		SilentFor(n, st.now).Round(time.Second), n.Ready)
 	st.readNow()
+}
+
+// backToSuspect returns an admitted fence to Suspect, keeping who asked and
+// the admission, to read and decide again.
+func (st *stepper) backToSuspect(note string) {
+	st.s.OffRun = OffRun{}
+	st.enter(Suspect, note)
+	st.scheduleRead(st.p.ReadInterval)
 }
 
 func (st *stepper) suspect() {
@@ -393,31 +555,42 @@ func (st *stepper) suspect() {
 		return
 	}
 	st.s.ReadFailures = 0
-	d := UnhealthyFor(st.node(), st.now)
 	switch {
-	case st.validOff(rd):
-		if !st.admit() {
+	case st.exactOff(rd) && !Enabled(CheckOurOwnOff):
+		// The mutant: an Off we did not cause, taken as proof.
+		if !st.admitPowerOff() {
 			st.scheduleRead(st.p.ReadInterval)
 			return
 		}
-		st.enterConfirming(rd)
-	case rd.Power == PowerOn && st.powerOffDue():
-		if !st.admit() {
+		st.s.OffRun = OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap)
+		st.enter(ConfirmingOff, "BMC read Off")
+		st.scheduleRead(st.p.SettleInterval())
+	case st.exactOff(rd):
+		// Off, but not by our hand: a restart's off-dwell reads Off too.
+		// Our own ForceOff costs nothing on a machine that is off, and an
+		// accepted one makes the Off ours.
+		if !st.admitPowerOff() {
 			st.scheduleRead(st.p.ReadInterval)
 			return
 		}
-		st.sendPowerOff()
+		st.sendPowerOff("the BMC reads Off; sending our own ForceOff, since a restart's off-dwell reads Off too")
+	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.powerOffDue():
+		if !st.admitPowerOff() {
+			st.scheduleRead(st.p.ReadInterval)
+			return
+		}
+		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s and its BMC reads %s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power))
 	default:
-		st.noteNotOff(rd, d)
+		st.noteNotOff(rd)
 		st.scheduleRead(st.p.ReadInterval)
-		if rd.Power == PowerOn && !st.s.Manual {
-			st.wake(st.p.FenceAfter - d)
+		if (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && !st.s.Manual && !st.s.NotReadyFence {
+			st.wake(st.p.FenceAfter - SilentFor(st.node(), st.now))
 		}
 	}
 }
 
 // noteNotOff announces a reading that is not proof, once per change.
-func (st *stepper) noteNotOff(rd Reading, unhealthy time.Duration) {
+func (st *stepper) noteNotOff(rd Reading) {
 	if prev := st.s.Evidence.last(); prev != nil && prev.Kind == RecReading && prev.Count > 1 {
 		return // the same answer as last time: already said
 	}
@@ -426,45 +599,119 @@ func (st *stepper) noteNotOff(rd Reading, unhealthy time.Duration) {
 		st.event(true, "FenceBMCContradiction", "BMC reads Off but BootProgress says the OS is running; not proof of off")
 	case rd.Power == PowerOff:
 		st.event(false, "FenceWaiting", "BMC reads Off, but not after the failure began; reading again")
-	case rd.Power == PowerOn && !st.s.Manual:
-		st.event(false, "FenceWaiting", "BMC reads On; the node will be powered off if it stays unhealthy for %s (now %s)",
-			st.p.FenceAfter, unhealthy.Round(time.Second))
+	case rd.Power == PowerOn || rd.Power == PowerPoweringOn:
+		st.event(false, "FenceWaiting", "BMC reads %s; the node will be powered off if its Lease stays silent for %s (now %s)",
+			rd.Power, st.p.FenceAfter, SilentFor(st.node(), st.now).Round(time.Second))
 	default:
 		st.event(false, "FenceWaiting", "BMC reads %s; not proof of off, reading again", rd.Power)
 	}
 }
 
-func (st *stepper) enterConfirming(rd Reading) {
-	st.s.OffRun = OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap)
-	st.enter(ConfirmingOff, "BMC read Off")
-	st.event(false, "FenceConfirmingOff", "BMC reads Off; confirming it stays off (%d reads over %s)", st.p.SettleReads, st.p.SettleWindow)
-	st.scheduleRead(st.p.SettleInterval())
+// powerOffDue: a ForceOff to a machine that may run is due once its Lease
+// has been silent for FenceAfter, or a human asked, or the opt-in NotReady
+// rule holds. A human's attestation never licenses one.
+func (st *stepper) powerOffDue() bool {
+	if st.s.Attested {
+		return false
+	}
+	return st.s.Manual || st.s.NotReadyFence || SilentFor(st.node(), st.now) >= st.p.FenceAfter ||
+		(!Enabled(CheckLeaseWitness) && UnhealthyFor(st.node(), st.now) >= st.p.FenceAfter)
 }
 
-func (st *stepper) sendPowerOff() {
+func (st *stepper) sendPowerOff(why string) {
 	st.s.PowerOffAt = st.now
 	st.s.PowerOffs++
+	st.s.PowerOffAccepted = false
 	st.s.OffRun = OffRun{}
 	if st.s.Phase != PoweringOff {
 		st.enter(PoweringOff, "powering off")
 	}
-	st.event(true, "FencePowerOff", "sending ForceOff (attempt %d of %d): the node is unhealthy for %s and its BMC reads On",
-		st.s.PowerOffs, st.p.PowerOffAttempts, UnhealthyFor(st.node(), st.now).Round(time.Second))
+	st.event(true, "FencePowerOff", "sending ForceOff (attempt %d of %d): %s", st.s.PowerOffs, st.p.PowerOffAttempts, why)
 	st.emit(ActPowerOff)
 	st.scheduleRead(st.p.PowerPollInterval)
 }
 
-// backFromOffRun returns to where a broken run came from: PoweringOff if we
-// powered the node off in this fence (its timeout still runs), else Suspect.
-func (st *stepper) backFromOffRun(note string) {
-	st.s.OffRun = OffRun{}
-	if !st.s.PowerOffAt.IsZero() {
-		st.enter(PoweringOff, note)
+// resendPowerOff sends ForceOff again within the fence's attempts, or holds
+// the node for a human when they are spent.
+func (st *stepper) resendPowerOff(rd Reading, why string) {
+	if st.s.PowerOffs >= st.p.PowerOffAttempts {
+		st.enterStuck(StuckPowerOffIgnored, "power-off ignored")
+		st.event(true, "FenceStuck", "sent ForceOff %d times but the BMC still reads %s; not tainting. Check the machine, then `kubectl fence confirm` or `abort`",
+			st.s.PowerOffs, readingText(rd))
+		return
+	}
+	if !st.admitPowerOff() {
 		st.scheduleRead(st.p.PowerPollInterval)
 		return
 	}
-	st.enter(Suspect, note)
-	st.scheduleRead(st.p.ReadInterval)
+	st.sendPowerOff(why)
+}
+
+func (st *stepper) poweringOff() {
+	if st.leavePreTaint() {
+		return
+	}
+	switch st.in.Kind {
+	case InputResult:
+		r := st.in.Result
+		if r.Action == ActPowerOff {
+			switch {
+			case r.Err == "":
+				st.s.PowerOffAccepted = true
+			case r.AlreadyInState:
+				st.s.PowerOffAccepted = false
+				st.event(true, "FencePowerOffNotAccepted", "the BMC answered that the machine is already off and did nothing (%s): an Off we did not cause counts only after %s of Off reads, longer than a restart's off-dwell",
+					r.Err, st.p.UnassistedSettleWindow)
+			default:
+				st.s.PowerOffAccepted = false
+				st.event(true, "FencePowerOffFailed", "ForceOff failed: %s; reading back (an Off now is not ours and counts only after %s)", r.Err, st.p.UnassistedSettleWindow)
+			}
+		}
+		st.readIfDue()
+		return
+	case InputReading:
+	case InputTick, InputCommand:
+		st.readIfDue()
+		return
+	}
+	rd := st.in.Reading
+	if st.exactOff(rd) {
+		st.s.ReadFailures = 0
+		st.enterConfirming(rd)
+		return
+	}
+	if rd.Failure != "" {
+		st.s.ReadFailures++
+	} else {
+		st.s.ReadFailures = 0
+	}
+	if st.forceOffSent() && !st.s.PowerOffAccepted && (rd.Power == PowerOn || rd.Power == PowerPoweringOn) {
+		// Our ForceOff did nothing (refused as "already off", or failed)
+		// and the machine comes up: the Off was a restart's dwell. Now
+		// a ForceOff can take.
+		st.resendPowerOff(rd, fmt.Sprintf("the machine reads %s after the BMC did not act on our ForceOff", rd.Power))
+		return
+	}
+	if st.now.Sub(st.s.PowerOffAt) < st.p.PowerTimeout {
+		st.scheduleRead(st.backoff(st.p.PowerPollInterval))
+		return
+	}
+	if rd.Failure == "" && rd.Power != PowerOff && !st.powerOffDue() {
+		st.backToSuspect("power-off no longer due")
+		return
+	}
+	st.resendPowerOff(rd, fmt.Sprintf("the BMC still reads %s %s after our ForceOff", readingText(rd), st.p.PowerTimeout))
+}
+
+func (st *stepper) enterConfirming(rd Reading) {
+	st.s.OffRun = OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap)
+	st.enter(ConfirmingOff, "BMC read Off")
+	if st.ours() {
+		st.event(false, "FenceConfirmingOff", "BMC reads Off after our accepted ForceOff; confirming it stays off (%d reads over %s)", st.p.SettleReads, st.settleWindow())
+	} else {
+		st.event(false, "FenceConfirmingOff", "BMC reads Off, but the BMC did not accept our ForceOff: the Off may be a restart's off-dwell, so it must stay off for %s", st.settleWindow())
+	}
+	st.scheduleRead(st.p.SettleInterval())
 }
 
 func (st *stepper) confirmingOff() {
@@ -476,28 +723,38 @@ func (st *stepper) confirmingOff() {
 		return
 	}
 	rd := st.in.Reading
+	if !st.forceOffSent() && Enabled(CheckOurOwnOff) {
+		// No ForceOff of ours behind this run (a state from an older
+		// agent): send one first.
+		st.backToSuspect("no ForceOff of ours yet")
+		st.suspect()
+		return
+	}
 	run := st.extend(rd)
 	if run.Count == 0 {
 		st.event(true, "FenceOffRunBroken", "BMC read %s after %d Off reads; not proof of off, starting over", readingText(rd), st.s.OffRun.Count)
-		if rd.Failure != "" {
-			st.s.ReadFailures++
-		}
-		st.backFromOffRun("off run broken")
+		st.s.OffRun = OffRun{}
+		st.enter(PoweringOff, "off run broken")
+		st.poweringOff()
 		return
 	}
 	st.s.ReadFailures = 0
 	st.s.OffRun = run
-	if !run.Settled(st.p) {
+	if !st.settled(run) {
 		st.scheduleRead(st.p.SettleInterval())
 		return
 	}
-	if !st.admit() {
+	if !st.admitTaint() {
 		st.scheduleRead(st.p.SettleInterval())
 		return
 	}
 	st.enter(Tainting, "off settled")
-	st.event(false, "FenceConfirmedOff", "BMC read Off %d times over %s (from %s to %s), all after the failure began at %s",
-		run.Count, run.Last.Sub(run.First).Round(time.Millisecond), stamp(run.First), stamp(run.Last), stamp(st.s.FailureStart))
+	how := "after our accepted ForceOff at " + stamp(st.s.PowerOffAt)
+	if !st.ours() {
+		how = "without a ForceOff the BMC accepted (unassisted window)"
+	}
+	st.event(false, "FenceConfirmedOff", "BMC read Off %d times over %s (from %s to %s), %s; the Lease has been silent since %s",
+		run.Count, run.Last.Sub(run.First).Round(time.Millisecond), stamp(run.First), stamp(run.Last), how, stamp(st.s.FailureStart))
 	st.applyTaint()
 }
 
@@ -512,64 +769,6 @@ func readingText(rd Reading) string {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("15:04:05.000") }
-
-func (st *stepper) poweringOff() {
-	if st.leavePreTaint() {
-		return
-	}
-	switch st.in.Kind {
-	case InputResult:
-		if st.in.Result.Action == ActPowerOff && st.in.Result.Err != "" {
-			// A refusal (409 when already off, an error) proves nothing
-			// either way: read back.
-			st.event(true, "FencePowerOffFailed", "ForceOff failed: %s; reading back anyway", st.in.Result.Err)
-		}
-		st.readIfDue()
-		return
-	case InputReading:
-	case InputTick, InputCommand:
-		st.readIfDue()
-		return
-	}
-	rd := st.in.Reading
-	if st.validOff(rd) {
-		st.s.ReadFailures = 0
-		st.enterConfirming(rd)
-		return
-	}
-	if rd.Failure != "" {
-		st.s.ReadFailures++
-	} else {
-		st.s.ReadFailures = 0
-	}
-	if st.now.Sub(st.s.PowerOffAt) < st.p.PowerTimeout {
-		st.scheduleRead(st.backoff(st.p.PowerPollInterval))
-		return
-	}
-	if st.s.PowerOffs >= st.p.PowerOffAttempts {
-		st.enterStuck(StuckPowerOffIgnored, "power-off ignored")
-		st.event(true, "FenceStuck", "BMC accepted ForceOff %d times but still reads %s after %s; not tainting. Check the machine, then `kubectl fence confirm` or `abort`",
-			st.s.PowerOffs, readingText(rd), st.p.PowerTimeout)
-		return
-	}
-	if !st.powerOffDue() {
-		// The node showed life since our request; reconsider from Suspect.
-		st.enter(Suspect, "power-off no longer due")
-		st.scheduleRead(st.p.ReadInterval)
-		return
-	}
-	if !st.admit() {
-		st.scheduleRead(st.p.PowerPollInterval)
-		return
-	}
-	st.sendPowerOff()
-}
-
-// powerOffDue: the node has been unhealthy for FenceAfter, or a human asked.
-// Every ForceOff, first or repeated, needs it.
-func (st *stepper) powerOffDue() bool {
-	return !st.s.Attested && (st.s.Manual || UnhealthyFor(st.node(), st.now) >= st.p.FenceAfter)
-}
 
 func (st *stepper) applyTaint() {
 	switch st.node().Taint {
@@ -589,9 +788,12 @@ func (st *stepper) applyTaint() {
 }
 
 func (st *stepper) taintApplied(note string) {
+	// An attestation is spent on the taint it was given for.
+	st.s.Attested, st.s.AttestedAt, st.s.Forced = false, time.Time{}, false
 	st.s.TaintOwned = true
 	st.s.TaintedAt = st.now
 	st.s.NextReadAt = time.Time{}
+	st.s.ReadFailures = 0
 	st.event(false, "FenceTainted", "applied node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (%s)", note)
 	st.enter(Detaching, "tainted")
 	st.detaching()
@@ -617,38 +819,64 @@ func (st *stepper) tainting() {
 	case InputReading:
 		rd := st.in.Reading
 		if st.s.Attested {
-			st.retryTaintIfDue()
+			st.attestedReading(rd)
 			return
 		}
 		run := st.extend(rd)
 		switch {
 		case run.Count == 0:
 			st.event(true, "FenceOffRunBroken", "BMC read %s just before the taint; not tainting", readingText(rd))
-			st.backFromOffRun("off run broken before taint")
-		case !run.Settled(st.p):
+			st.s.OffRun = OffRun{}
+			st.enter(PoweringOff, "off run broken before taint")
+			st.poweringOff()
+		case !st.settled(run):
 			// Too long since the run's last read (an agent resuming here):
 			// the machine was not watched, so confirm again.
 			st.s.OffRun = run
 			st.enter(ConfirmingOff, "off run restarted")
+			st.scheduleRead(st.p.SettleInterval())
+		case !st.admitTaint():
+			st.s.OffRun = run
 			st.scheduleRead(st.p.SettleInterval())
 		default:
 			st.s.OffRun = run
 			st.applyTaint()
 		}
 	case InputTick, InputCommand:
-		if st.s.Attested {
-			st.retryTaintIfDue()
+		// Never taint on an old reading: a retry, or an agent resuming
+		// here, reads the BMC first (invariant 1, fresh Off). An attested
+		// node without a BMC has nothing to read.
+		if st.s.Attested && !st.node().HasBMC {
+			if st.now.Before(st.s.NextReadAt) {
+				st.wakeAtTime(st.s.NextReadAt)
+				return
+			}
+			if st.admitTaint() {
+				st.applyTaint()
+			} else {
+				st.scheduleRead(st.p.SettleInterval())
+			}
 			return
 		}
-		// Never taint on an old reading: a retry, or an agent resuming
-		// here, reads the BMC first (invariant 1, fresh Off).
 		st.readIfDue()
 	}
 }
 
-func (st *stepper) retryTaintIfDue() {
-	if st.now.Before(st.s.NextReadAt) {
-		st.wakeAtTime(st.s.NextReadAt)
+// attestedReading takes the BMC's word right before tainting on a human's
+// attestation: a machine that reads On (or is coming up) is running, and a
+// confirm never overrides that without --force. A failed read is why humans
+// confirm: it does not stop the taint.
+func (st *stepper) attestedReading(rd Reading) {
+	if !st.forced() && rd.Failure == "" && (rd.Power == PowerOn || rd.Power == PowerPoweringOn || rd.Power == PowerPoweringOff || rd.OSRunning) {
+		by := st.s.By
+		st.s.Attested, st.s.AttestedAt, st.s.Forced = false, time.Time{}, false
+		st.refuseRecord(fmt.Sprintf("confirm by %s refused: the BMC reads %s now", by, readingText(rd)))
+		st.event(true, "FenceCommandRefused", "confirm by %s refused: the BMC reads %s now; the node may be running (use --force with a reason if you are sure)", by, readingText(rd))
+		st.backToSuspect("attestation contradicted by the BMC")
+		return
+	}
+	if !st.admitTaint() {
+		st.scheduleRead(st.p.SettleInterval())
 		return
 	}
 	st.applyTaint()
@@ -656,21 +884,36 @@ func (st *stepper) retryTaintIfDue() {
 
 func evidenceSummary(s State) string {
 	if s.Attested {
-		return "off attested by " + s.By
+		how := "off attested by " + s.By
+		if s.Forced {
+			how += " (forced)"
+		}
+		return how
 	}
-	return fmt.Sprintf("BMC read Off %d times over %s", s.OffRun.Count, s.OffRun.Last.Sub(s.OffRun.First).Round(time.Millisecond))
+	how := "after our accepted ForceOff"
+	if !s.PowerOffAccepted {
+		how = "without an accepted ForceOff (unassisted window)"
+	}
+	return fmt.Sprintf("BMC read Off %d times over %s, %s", s.OffRun.Count, s.OffRun.Last.Sub(s.OffRun.First).Round(time.Millisecond), how)
 }
 
 // ---- after the taint --------------------------------------------------------
 
 // taintLost handles our taint vanishing under us (someone removed it). The
-// node starts over: if it is still down it is suspected and proven off again.
+// node starts over: if it is still down it is suspected and proven off
+// again. Our owner mark goes with it (ForgetTaint clears a mark whose taint
+// is gone, and never removes a taint), so a later taint by someone else is
+// never taken for ours.
 func (st *stepper) taintLost() bool {
 	if st.node().Taint != TaintAbsent {
 		return false
 	}
+	owned := st.s.TaintOwned
 	st.reset("taint removed by someone else")
 	st.event(true, "FenceTaintLost", "the out-of-service taint was removed by someone else; starting over")
+	if owned {
+		st.emit(ActForgetTaint)
+	}
 	return true
 }
 
@@ -683,6 +926,14 @@ func (st *stepper) detaching() {
 		return
 	}
 	n := st.node()
+	// A node a human took into maintenance or excluded meanwhile is theirs:
+	// we read and warn, but send nothing (invariant 11).
+	mayAct := n.HasBMC && !n.Maintenance && !n.Excluded
+	if st.in.Kind == InputReading && Enabled(CheckKeepOff) && mayAct {
+		if st.keepOff(st.in.Reading) {
+			return
+		}
+	}
 	if n.Pods == 0 && n.VolumeAttachments == 0 {
 		st.s.FencedAt = st.now
 		st.event(false, "FenceDetached", "no pods or VolumeAttachments left on the node, %s after the taint", st.now.Sub(st.s.TaintedAt).Round(time.Millisecond))
@@ -695,10 +946,7 @@ func (st *stepper) detaching() {
 	if st.p.ForceDeletePods && n.Terminating > 0 {
 		st.emit(ActDeletePods)
 	}
-	if !st.now.Before(st.s.NextReadAt) {
-		st.s.NextReadAt = st.now.Add(st.p.DetachPoll)
-	}
-	st.wakeAtTime(st.s.NextReadAt)
+	st.wake(st.p.DetachPoll)
 	waited := st.now.Sub(st.s.TaintedAt)
 	if waited >= st.p.DetachTimeout && !st.s.Warned {
 		st.s.Warned = true
@@ -707,20 +955,43 @@ func (st *stepper) detaching() {
 	} else if !st.s.Warned {
 		st.wake(st.p.DetachTimeout - waited)
 	}
+	if !Enabled(CheckKeepOff) || !mayAct {
+		return
+	}
+	// Keep it off until detach completes (invariant 7): the volumes are
+	// being detached on the word that the machine is off.
+	if st.in.Kind != InputReading && st.in.Kind != InputResult {
+		st.readIfDue()
+	}
+}
+
+// keepOff reacts to a reading while detaching: a machine found On, or
+// coming up, is forced off again at once. It reports whether it acted.
+func (st *stepper) keepOff(rd Reading) bool {
+	switch {
+	case rd.Failure != "":
+		st.s.ReadFailures++
+		st.scheduleRead(st.backoff(st.p.SettleInterval()))
+		return false
+	case rd.Power == PowerOn || rd.Power == PowerPoweringOn || rd.OSRunning:
+		st.s.ReadFailures = 0
+		st.s.KeptOff++
+		st.event(true, "FencePoweredOnDuringFence", "the machine reads %s while its workloads are still being detached: powered on during the fence; sending ForceOff again (%d)", readingText(rd), st.s.KeptOff)
+		st.emit(ActPowerOff)
+		st.scheduleRead(st.p.PowerPollInterval)
+		return true
+	default:
+		st.s.ReadFailures = 0
+		st.scheduleRead(st.p.SettleInterval())
+		return false
+	}
 }
 
 func blockerList(b []string) string {
 	if len(b) == 0 {
 		return "(none named)"
 	}
-	out := ""
-	for i, s := range b {
-		if i > 0 {
-			out += ", "
-		}
-		out += s
-	}
-	return out
+	return strings.Join(b, ", ")
 }
 
 func (st *stepper) fenced() {
@@ -751,7 +1022,7 @@ func (st *stepper) poweringOn() {
 	}
 	switch st.in.Kind {
 	case InputResult:
-		if st.in.Result.Action == ActPowerOn && st.in.Result.Err != "" {
+		if st.in.Result.Action == ActPowerOn && st.in.Result.Err != "" && !st.in.Result.AlreadyInState {
 			st.event(true, "FencePowerOnFailed", "power-on failed: %s; the node stays fenced (retry with `kubectl fence unfence --power-on`)", st.in.Result.Err)
 			st.enter(Fenced, "power-on failed")
 			return
@@ -785,7 +1056,7 @@ func (st *stepper) recovering() {
 }
 
 // enterUntainting removes our taint, or, if the taint is not ours, leaves it
-// and goes back to Healthy (invariant 4).
+// and goes back to Healthy (invariant 8).
 func (st *stepper) enterUntainting() {
 	n := st.node()
 	if !st.s.TaintOwned || n.Taint != TaintOurs {
@@ -840,7 +1111,7 @@ func (st *stepper) untainting() {
 func (st *stepper) enterStuck(r StuckReason, note string) {
 	st.s.Stuck = r
 	st.s.OffRun = OffRun{}
-	st.s.Attested = false
+	st.s.Attested, st.s.AttestedAt, st.s.Forced = false, time.Time{}, false
 	st.enter(Stuck, note)
 	st.scheduleRead(st.p.StuckReadInterval)
 }
@@ -863,22 +1134,25 @@ func (st *stepper) stuck() {
 		st.resetTo(Maintenance, "maintenance")
 		return
 	}
-	if st.recovered() {
+	if n.Ready == ReadyTrue && st.renewedAfter(st.s.Since) {
 		st.reset("recovered")
 		st.event(false, "FenceRecovered", "node is Ready again with a fresh heartbeat; released from Stuck")
 		return
 	}
-	if st.s.Stuck == StuckAborted || n.Excluded || !n.HasBMC {
+	if st.s.Stuck != StuckPowerOffIgnored || n.Excluded || !n.HasBMC {
 		return // held until a human acts or the node recovers
 	}
 	// Keep watching slowly: if someone powers the machine off by hand,
-	// the settle rule still decides. No power command is sent from here.
+	// the unassisted rule still decides (the BMC ignored our ForceOffs,
+	// so nothing it reads is an Off we caused). No power command is sent
+	// from here.
 	if st.in.Kind != InputReading {
 		st.readIfDue()
 		return
 	}
 	rd := st.in.Reading
-	if st.validOff(rd) && st.admit() {
+	if st.exactOff(rd) && !st.renewedAfter(st.s.FailureStart) {
+		st.s.PowerOffAccepted = false
 		st.enterConfirming(rd)
 		return
 	}
@@ -894,72 +1168,36 @@ func (st *stepper) maintenance() {
 
 // ---- human commands ---------------------------------------------------------
 
+// refuseRecord records a refusal in the state as well as in an Event: the
+// write that acknowledges the request carries it, so whoever waits on the
+// request reads the answer with the acknowledgement (Events trail).
+func (st *stepper) refuseRecord(why string) {
+	st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: why})
+}
+
 func (st *stepper) command() {
 	c := st.in.Command
+	c.User, c.Reason = Clip(c.User, 64), Clip(c.Reason, 120)
 	n := st.node()
 	st.s.Evidence.add(Record{At: st.now, Kind: RecCommand, Phase: st.s.Phase, Note: commandNote(c)})
 	refuse := func(why string) {
-		// Recorded in the state as well as said in an Event: the write
-		// that acknowledges the request carries it, so whoever waits on the
-		// request reads the answer with the acknowledgement (Events trail).
-		st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: why})
+		st.refuseRecord(why)
 		st.event(true, "FenceCommandRefused", "%s requested by %s refused: %s", c.Kind, c.User, why)
+	}
+	acts := c.Kind == CmdFence || c.Kind == CmdConfirm
+	if acts && Enabled(CheckRequestAge) && (c.SeenAt.IsZero() || st.now.Sub(c.SeenAt) > st.p.MaxRequestAge) {
+		age := "of unknown age"
+		if !c.SeenAt.IsZero() {
+			age = "first seen " + st.now.Sub(c.SeenAt).Round(time.Second).String() + " ago"
+		}
+		refuse(fmt.Sprintf("the request is %s; requests expire after %s, since what you saw may have changed: run kubectl fence again", age, st.p.MaxRequestAge))
+		return
 	}
 	switch c.Kind {
 	case CmdFence:
-		switch {
-		case n.Maintenance:
-			refuse("the node is under maintenance")
-		case n.Excluded || !n.HasBMC:
-			refuse("the node is " + unfenceableWhy(n) + " (use confirm if you know it is off)")
-		case st.looksAlive():
-			refuse("the node is Ready with a fresh heartbeat")
-		case st.s.Phase.InFlight():
-			// The agent may have started this fence a moment before the
-			// request arrived. Refusing would race the human against the
-			// agent; what they asked for is under way, so it goes on as
-			// theirs: no thresholds, no storm guard, nothing else changes.
-			st.s.Manual, st.s.By = true, c.User
-			st.event(false, "FenceManual", "fence requested by %s: %s; following the fence already %s", c.User, c.Reason, st.s.Phase)
-		case st.s.Phase == Detaching || st.s.Phase == Fenced:
-			st.event(false, "FenceManual", "fence requested by %s: %s; the node is already tainted (%s)", c.User, c.Reason, st.s.Phase)
-		case st.s.Phase == PoweringOn || st.s.Phase == Recovering:
-			refuse("the node is being brought back (" + st.s.Phase.String() + "); abort that first")
-		case st.s.Phase != Healthy && st.s.Phase != Suspect && st.s.Phase != Stuck:
-			refuse("the node is " + st.s.Phase.String() + "; wait until that ends")
-		default:
-			keep := st.s.Phase == Suspect
-			st.s.Manual, st.s.By, st.s.Stuck = true, c.User, StuckNone
-			// A human asking again gets fresh power-off attempts; the time
-			// of our last request stays, so older Off reads still do not
-			// count (invariant 1 c).
-			st.s.PowerOffs = 0
-			st.event(false, "FenceManual", "fence requested by %s: %s", c.User, c.Reason)
-			if keep {
-				st.s.NextReadAt = time.Time{}
-				return
-			}
-			st.enterSuspect("manual fence by " + c.User)
-		}
+		st.fenceCommand(c, refuse)
 	case CmdConfirm:
-		switch {
-		case n.Maintenance:
-			refuse("the node is under maintenance")
-		case n.Excluded:
-			refuse("the node is excluded from fencing by label")
-		case !st.s.Phase.PreTaint() && st.s.Phase != Stuck || n.Taint == TaintOurs:
-			refuse("the node is already tainted (" + st.s.Phase.String() + ")")
-		case st.looksAlive():
-			refuse("the node is Ready with a fresh heartbeat")
-		default:
-			if st.s.Phase == Healthy || st.s.FailureStart.IsZero() {
-				st.s.FailureStart = n.HeartbeatAt
-			}
-			st.s.Attested, st.s.By, st.s.Stuck = true, c.User, StuckNone
-			st.event(true, "FenceConfirmedByHuman", "%s attests the node is off: %s", c.User, c.Reason)
-			st.enter(Tainting, "off attested by "+c.User)
-			st.s.NextReadAt = time.Time{}
-		}
+		st.confirmCommand(c, refuse)
 	case CmdAbort:
 		switch st.s.Phase {
 		case Healthy, Maintenance, Untainting:
@@ -996,8 +1234,112 @@ func (st *stepper) command() {
 	}
 }
 
+func (st *stepper) fenceCommand(c Command, refuse func(string)) {
+	n := st.node()
+	switch {
+	case n.Maintenance:
+		refuse("the node is under maintenance")
+	case n.Excluded || !n.HasBMC:
+		refuse("the node is " + unfenceableWhy(n) + " (use confirm if you know it is off)")
+	case st.liveWitness() != "" && !st.s.NotReadyFence:
+		refuse(st.liveWitness())
+	case st.s.Phase.InFlight():
+		// The agent may have started this fence a moment before the
+		// request arrived. Refusing would race the human against the
+		// agent; what they asked for is under way, so it goes on as
+		// theirs: no thresholds, nothing else changes.
+		st.s.Manual, st.s.By = true, c.User
+		st.event(false, "FenceManual", "fence requested by %s: %s; following the fence already %s", c.User, c.Reason, st.s.Phase)
+	case st.s.Phase == Detaching || st.s.Phase == Fenced:
+		st.event(false, "FenceManual", "fence requested by %s: %s; the node is already tainted (%s)", c.User, c.Reason, st.s.Phase)
+	case st.s.Phase == PoweringOn || st.s.Phase == Recovering:
+		refuse("the node is being brought back (" + st.s.Phase.String() + "); abort that first")
+	case st.s.Phase != Healthy && st.s.Phase != Suspect && st.s.Phase != Stuck:
+		refuse("the node is " + st.s.Phase.String() + "; wait until that ends")
+	default:
+		keep := st.s.Phase == Suspect
+		st.s.Manual, st.s.By, st.s.Stuck = true, c.User, StuckNone
+		// A human asking again gets fresh power-off attempts; the time
+		// of our last request stays, so older Off reads still do not
+		// count (invariant 1).
+		st.s.PowerOffs = 0
+		st.event(false, "FenceManual", "fence requested by %s: %s", c.User, c.Reason)
+		if keep {
+			st.s.NextReadAt = time.Time{}
+			return
+		}
+		st.enterSuspect("manual fence by " + c.User)
+		st.s.Manual, st.s.By = true, c.User
+	}
+}
+
+// confirmCommand takes a human's attestation that the node is off, when no
+// BMC can say so. It never overrides a contrary live witness (a renewal,
+// the BMC reading On: checked again right before the taint) without Force.
+func (st *stepper) confirmCommand(c Command, refuse func(string)) {
+	n := st.node()
+	switch {
+	case n.Maintenance:
+		refuse("the node is under maintenance")
+		return
+	case n.Excluded:
+		refuse("the node is excluded from fencing by label")
+		return
+	case !st.s.Phase.PreTaint() && st.s.Phase != Stuck || n.Taint == TaintOurs:
+		refuse("the node is already tainted (" + st.s.Phase.String() + ")")
+		return
+	case c.Force && strings.TrimSpace(c.Reason) == "":
+		refuse("--force needs a reason")
+		return
+	}
+	if !c.Force {
+		switch {
+		case st.liveWitness() != "":
+			refuse(st.liveWitness() + " (use --force with a reason if you are sure)")
+			return
+		case st.s.Phase != Healthy && !st.s.FailureStart.IsZero() && st.renewedAfter(st.s.FailureStart):
+			refuse("the node renewed its Lease since the failure began (use --force with a reason if you are sure)")
+			return
+		case st.s.Last.Failure == "" && !st.s.Last.At.IsZero() && st.now.Sub(st.s.Last.At) < st.p.ReadBackoffMax &&
+			(st.s.Last.Power == PowerOn || st.s.Last.Power == PowerPoweringOn):
+			refuse(fmt.Sprintf("the BMC read %s at %s (use --force with a reason if you are sure)", st.s.Last.Power, stamp(st.s.Last.At)))
+			return
+		}
+	}
+	if st.s.Phase == Healthy || st.s.FailureStart.IsZero() {
+		st.s.FailureStart = n.HeartbeatAt
+	}
+	st.s.Attested, st.s.AttestedAt, st.s.Forced, st.s.By, st.s.Stuck = true, st.now, c.Force, c.User, StuckNone
+	forced := ""
+	if c.Force {
+		forced = " (forced, overriding the live witnesses)"
+	}
+	st.event(true, "FenceConfirmedByHuman", "%s attests the node is off%s: %s", c.User, forced, c.Reason)
+	st.enter(Tainting, "off attested by "+c.User)
+	st.s.NextReadAt = time.Time{}
+}
+
+// liveWitness says why the node looks alive to a human's request, or "": a
+// Lease renewal we observed within SuspectAfter, or Ready with no silence
+// long enough to doubt it. A process that has only just started (the CLI)
+// has seen no renewal yet: that is no witness either way, and the power-off
+// or taint waits until it has watched the node silent for SuspectAfter.
+func (st *stepper) liveWitness() string {
+	n := st.node()
+	if !n.RenewedAt.IsZero() && st.now.Sub(n.RenewedAt) < st.p.SuspectAfter {
+		return fmt.Sprintf("the node renewed its Lease %s ago: it is alive", st.now.Sub(n.RenewedAt).Round(time.Second))
+	}
+	if n.Ready == ReadyTrue && SilentFor(n, st.now) < st.p.SuspectAfter {
+		return "the node is Ready with a fresh heartbeat: it is alive"
+	}
+	return ""
+}
+
 func commandNote(c Command) string {
 	note := c.Kind.String() + " by " + c.User
+	if c.Force {
+		note += " (forced)"
+	}
 	if c.Reason != "" {
 		note += ": " + c.Reason
 	}

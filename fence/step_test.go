@@ -69,41 +69,75 @@ func TestSilenceOfSuspectAfterTriggersABMCRead(t *testing.T) {
 	}
 }
 
-func TestNotReadyWithLiveHeartbeatIsSuspectedToo(t *testing.T) {
+// A kubelet whose runtime or CNI is down is NotReady and still renews its
+// Lease: it is alive, and NotReady alone is no suspicion (invariant 2).
+func TestNotReadyButRenewingIsNotSuspected(t *testing.T) {
 	d := newDriver(t)
-	n := view(heartbeat(sec(28)), readyFalse(sec(5)))
-	d.step(tick(n, at(sec(30))), at(sec(30)))
-	d.wantPhase(Suspect)
+	for s := 30.0; s < 900; s += 10 {
+		n := view(heartbeat(sec(s-5)), readyFalse(sec(5)))
+		if out := d.step(tick(n, at(sec(s))), at(sec(s))); has(out, ActReadPower) || has(out, ActPowerOff) {
+			t.Fatalf("at %s: %v for a node that renews its Lease", fmtSec(s), kinds(out))
+		}
+	}
+	d.wantPhase(Healthy)
 }
 
-// Seed timeline §5: the node shuts down; the BMC reads Off; we confirm it
-// stays off, taint, and the pods go.
-func TestShutdownNodeIsConfirmedOffAndTainted(t *testing.T) {
+// Only the explicit opt-in powers off a NotReady node that still renews.
+func TestNotReadyButRenewingIsPoweredOffOnlyWithTheOptIn(t *testing.T) {
+	d := newDriver(t)
+	d.p.PowerOffNotReadyAfter = 10 * time.Minute
+	n := func(s float64) NodeView { return view(heartbeat(sec(s-5)), readyFalse(sec(5))) }
+	d.step(tick(n(599), at(sec(599))), at(sec(599)))
+	d.wantPhase(Healthy)
+	d.step(tick(n(606), at(sec(606))), at(sec(606)))
+	d.wantPhase(Suspect)
+	out := d.step(reading(n(607), at(sec(607)), PowerOn), at(sec(607)))
+	if !has(out, ActPowerOff) {
+		t.Fatalf("actions = %v, want PowerOff (opt-in)", kinds(out))
+	}
+	d.step(result(n(607), at(sec(607)), ActPowerOff, ""), at(sec(607)))
+	// Renewals already in flight before our ForceOff do not end it; a
+	// renewal after it is a contradiction.
+	out = d.step(reading(n(615), at(sec(615)), PowerOff), at(sec(615)))
+	d.wantPhase(Stuck)
+	if d.s.Stuck != StuckContradiction || has(out, ActApplyTaint) {
+		t.Fatalf("stuck %v, actions %v", d.s.Stuck, kinds(out))
+	}
+}
+
+// Seed timeline §5: the node shuts down; the BMC reads Off. We send our own
+// ForceOff anyway, the BMC accepts it, the Off settles, we taint, pods go.
+func TestShutdownNodeIsConfirmedOffThroughOurOwnForceOff(t *testing.T) {
 	d := newDriver(t)
 	n := view()
 	d.suspect(n)
-	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+	out := d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+	d.wantPhase(PoweringOff)
+	if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActPowerOff}, kinds(out)); diff != "" {
+		t.Fatalf("on an Off reading (-want +got):\n%s", diff)
+	}
+	d.step(result(n, at(sec(20.3)), ActPowerOff, ""), at(sec(20.3)))
+	d.step(reading(n, at(sec(22.2)), PowerOff), at(sec(22.2)))
 	d.wantPhase(ConfirmingOff)
-	d.step(reading(n, at(sec(23.1)), PowerOff), at(sec(23.2)))
-	d.wantPhase(ConfirmingOff)
-	out := d.step(reading(n, at(sec(26.1)), PowerOff), at(sec(26.2)))
+	d.step(reading(n, at(sec(25.2)), PowerOff), at(sec(25.2)))
+	out = d.step(reading(n, at(sec(28.2)), PowerOff), at(sec(28.2)))
 	d.wantPhase(Tainting)
 	if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActApplyTaint}, kinds(out)); diff != "" {
 		t.Fatalf("actions (-want +got):\n%s", diff)
 	}
 	tainted := view(withTaint(TaintOurs), pods(2, 1))
-	out = d.step(result(tainted, at(sec(26.3)), ActApplyTaint, ""), at(sec(26.3)))
+	out = d.step(result(tainted, at(sec(28.3)), ActApplyTaint, ""), at(sec(28.3)))
 	d.wantPhase(Detaching)
 	if has(out, ActDeletePods) {
 		t.Errorf("actions = %v: nothing is terminating yet", kinds(out))
 	}
 	// The taint manager evicts: the pods turn Terminating, and are
 	// force-deleted at once.
-	out = d.step(tick(view(withTaint(TaintOurs), pods(2, 1), terminating(2)), at(sec(26.4))), at(sec(26.4)))
+	out = d.step(tick(view(withTaint(TaintOurs), pods(2, 1), terminating(2)), at(sec(28.4))), at(sec(28.4)))
 	if !has(out, ActDeletePods) {
 		t.Errorf("actions = %v, want DeletePods (force-delete terminating pods)", kinds(out))
 	}
-	out = d.step(tick(view(withTaint(TaintOurs), pods(0, 0)), at(sec(30))), at(sec(30)))
+	out = d.step(tick(view(withTaint(TaintOurs), pods(0, 0)), at(sec(32))), at(sec(32)))
 	d.wantPhase(Fenced)
 	if !slices.Contains(eventReasons(out), "FenceDetached") {
 		t.Errorf("events = %v, want FenceDetached", eventReasons(out))
@@ -128,28 +162,31 @@ func TestOffReadingsThatDoNotCount(t *testing.T) {
 			d.suspect(n)
 			in := reading(n, at(sec(22)), 0)
 			in.Reading = tt.rd
-			d.step(in, at(sec(22)))
+			if out := d.step(in, at(sec(22))); has(out, ActPowerOff) {
+				t.Fatalf("actions = %v on a reading that is not Off", kinds(out))
+			}
 			d.wantPhase(Suspect)
 		})
 	}
 }
 
-// Seed timeline §4: a ~10 s reboot reads Off briefly, then PoweringOn. The
-// run breaks and the node is never tainted; it comes back Healthy.
+// Seed timeline §4: a ~10 s reboot. By the time the Lease has been silent
+// for SuspectAfter the machine is booting; it comes back before FenceAfter
+// and is never touched.
 func TestRebootIsNeverTainted(t *testing.T) {
 	d := newDriver(t)
 	n := view()
 	d.suspect(n)
-	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
-	d.wantPhase(ConfirmingOff)
-	out := d.step(reading(n, at(sec(23.1)), PowerPoweringOn), at(sec(23.2)))
-	d.wantPhase(Suspect)
-	if !slices.Contains(eventReasons(out), "FenceOffRunBroken") {
-		t.Errorf("events = %v, want FenceOffRunBroken", eventReasons(out))
+	for _, r := range []struct {
+		s float64
+		p Power
+	}{{20.1, PowerPoweringOn}, {25.1, PowerOn}, {30.1, PowerOn}} {
+		if out := d.step(reading(n, at(sec(r.s)), r.p), at(sec(r.s))); has(out, ActPowerOff) || has(out, ActApplyTaint) {
+			t.Fatalf("acted on %v: %v", r.p, kinds(out))
+		}
 	}
-	d.step(reading(n, at(sec(28.1)), PowerOn), at(sec(28.2)))
 	d.wantPhase(Suspect)
-	out = d.step(tick(view(heartbeat(sec(31))), at(sec(31))), at(sec(31)))
+	out := d.step(tick(view(heartbeat(sec(31))), at(sec(31))), at(sec(31)))
 	d.wantPhase(Healthy)
 	if !slices.Contains(eventReasons(out), "FenceRecovered") {
 		t.Errorf("events = %v, want FenceRecovered", eventReasons(out))
@@ -248,6 +285,7 @@ func TestOffAfterPowerOffRequestIsConfirmed(t *testing.T) {
 	d.suspect(n)
 	d.step(reading(n, at(sec(20)), PowerOn), at(sec(20)))
 	d.wantPhase(PoweringOff)
+	d.step(result(n, at(sec(20)), ActPowerOff, ""), at(sec(20)))
 	// An Off read that started before our request does not count.
 	d.step(reading(n, at(sec(19.9)), PowerOff), at(sec(21)))
 	d.wantPhase(PoweringOff)
@@ -305,6 +343,26 @@ func TestStormGuardAllowsOneDeadNodeInASmallCluster(t *testing.T) {
 	}
 }
 
+// offAccepted takes a suspect node through our own accepted ForceOff at
+// 20.1 s to the first Off of a run at 22.2 s (ConfirmingOff).
+func (d *driver) offAccepted(n NodeView) {
+	d.t.Helper()
+	d.suspect(n)
+	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.1)))
+	d.step(result(n, at(sec(20.2)), ActPowerOff, ""), at(sec(20.2)))
+	d.step(reading(n, at(sec(22.2)), PowerOff), at(sec(22.2)))
+	d.wantPhase(ConfirmingOff)
+}
+
+// toTainting continues offAccepted to a settled run at 28.2 s.
+func (d *driver) toTainting(n NodeView) {
+	d.t.Helper()
+	d.offAccepted(n)
+	d.step(reading(n, at(sec(25.2)), PowerOff), at(sec(25.2)))
+	d.step(reading(n, at(sec(28.2)), PowerOff), at(sec(28.2)))
+	d.wantPhase(Tainting)
+}
+
 func TestMaintenanceIsNeverFenced(t *testing.T) {
 	d := newDriver(t)
 	out := d.step(tick(view(maintenance()), at(sec(100))), at(sec(100)))
@@ -315,9 +373,8 @@ func TestMaintenanceIsNeverFenced(t *testing.T) {
 	// Maintenance set while a fence is under way abandons it before the taint.
 	d = newDriver(t)
 	n := view()
-	d.suspect(n)
-	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
-	d.step(reading(view(maintenance()), at(sec(23.1)), PowerOff), at(sec(23.2)))
+	d.offAccepted(n)
+	d.step(reading(view(maintenance()), at(sec(25.2)), PowerOff), at(sec(25.2)))
 	d.wantPhase(Maintenance)
 	// And it ends when maintenance ends.
 	d.step(tick(view(heartbeat(sec(30))), at(sec(31))), at(sec(31)))
@@ -338,25 +395,6 @@ func TestUnfenceableNodesAreWatchedNotFenced(t *testing.T) {
 				t.Errorf("second tick actions = %v, want none (warned once)", kinds(out))
 			}
 		})
-	}
-}
-
-func TestHeartbeatWhileConfirmingBreaksTheRun(t *testing.T) {
-	d := newDriver(t)
-	n := view(notReady(sec(-30)))
-	d.suspect(n)
-	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
-	d.wantPhase(ConfirmingOff)
-	// The node's lease renews (it is alive, still NotReady): the BMC's Off
-	// is contradicted (wrong machine in the inventory?).
-	alive := view(notReady(sec(-30)), heartbeat(sec(21)))
-	out := d.step(reading(alive, at(sec(23.1)), PowerOff), at(sec(23.2)))
-	d.wantPhase(Suspect)
-	if d.s.OffRun.Count != 0 || !d.s.FailureStart.Equal(at(sec(21))) {
-		t.Errorf("after heartbeat: run %+v, failure start %v", d.s.OffRun, d.s.FailureStart)
-	}
-	if !slices.Contains(eventReasons(out), "FenceOffRunBroken") {
-		t.Errorf("events = %v", eventReasons(out))
 	}
 }
 
@@ -399,7 +437,8 @@ func TestFirstSightingIsNoSignOfLife(t *testing.T) {
 	}
 	// Same for a fence in progress: a first sighting breaks no Off run.
 	d = newDriver(t)
-	d.s = State{Phase: ConfirmingOff, FailureStart: t0, OffRun: OffRun{First: at(sec(20)), Last: at(sec(20)), Count: 1}}
+	d.s = State{Phase: ConfirmingOff, FailureStart: t0, PowerOffAt: at(sec(19)), PowerOffs: 1, PowerOffAccepted: true,
+		OffRun: OffRun{First: at(sec(20)), Last: at(sec(20)), Count: 1}}
 	d.step(reading(view(firstSeen(sec(21))), at(sec(23)), PowerOff), at(sec(23)))
 	d.wantPhase(ConfirmingOff)
 }
@@ -407,12 +446,10 @@ func TestFirstSightingIsNoSignOfLife(t *testing.T) {
 func TestForeignTaintIsNeverRemoved(t *testing.T) {
 	d := newDriver(t)
 	n := view()
-	d.suspect(n)
-	for _, s := range []float64{20.1, 23.1} {
-		d.step(reading(n, at(sec(s)), PowerOff), at(sec(s)))
-	}
+	d.offAccepted(n)
+	d.step(reading(n, at(sec(25.2)), PowerOff), at(sec(25.2)))
 	foreign := view(withTaint(TaintForeign), pods(1, 0))
-	out := d.step(reading(foreign, at(sec(26.1)), PowerOff), at(sec(26.1)))
+	out := d.step(reading(foreign, at(sec(28.2)), PowerOff), at(sec(28.2)))
 	if has(out, ActApplyTaint) {
 		t.Fatal("applied a taint that is already there")
 	}
@@ -428,32 +465,32 @@ func TestForeignTaintIsNeverRemoved(t *testing.T) {
 func TestTaintFailureReReadsBeforeRetrying(t *testing.T) {
 	d := newDriver(t)
 	n := view()
-	d.suspect(n)
-	for _, s := range []float64{20.1, 23.1, 26.1} {
-		d.step(reading(n, at(sec(s)), PowerOff), at(sec(s)))
-	}
-	d.wantPhase(Tainting)
-	d.step(result(n, at(sec(26.2)), ActApplyTaint, "conflict"), at(sec(26.2)))
-	out := d.step(tick(n, at(sec(30))), at(sec(30)))
+	d.toTainting(n)
+	d.step(result(n, at(sec(28.3)), ActApplyTaint, "conflict"), at(sec(28.3)))
+	out := d.step(tick(n, at(sec(32))), at(sec(32)))
 	if diff := cmp.Diff([]ActionKind{ActReadPower}, kinds(out)); diff != "" {
 		t.Fatalf("after a failed taint (-want +got):\n%s", diff)
 	}
-	out = d.step(reading(n, at(sec(30.1)), PowerOff), at(sec(30.1)))
+	out = d.step(reading(n, at(sec(32.1)), PowerOff), at(sec(32.1)))
 	if !has(out, ActApplyTaint) {
 		t.Fatalf("actions = %v, want ApplyTaint on a fresh Off", kinds(out))
 	}
 	// A non-Off answer at that point cancels the taint.
-	d.step(result(n, at(sec(30.2)), ActApplyTaint, "conflict"), at(sec(30.2)))
-	d.step(tick(n, at(sec(34))), at(sec(34)))
-	d.step(reading(n, at(sec(34.1)), PowerPoweringOn), at(sec(34.1)))
-	d.wantPhase(Suspect)
+	d.step(result(n, at(sec(32.2)), ActApplyTaint, "conflict"), at(sec(32.2)))
+	d.step(tick(n, at(sec(36))), at(sec(36)))
+	out = d.step(reading(n, at(sec(36.1)), PowerPoweringOn), at(sec(36.1)))
+	if has(out, ActApplyTaint) {
+		t.Fatal("tainted on PoweringOn")
+	}
+	d.wantPhase(PoweringOff)
 }
 
 // An agent that resumes from the annotation long after its last read must
 // not taint on old evidence: it confirms again.
 func TestResumeAfterLongGapConfirmsAgain(t *testing.T) {
 	d := newDriver(t)
-	d.s = State{Phase: Tainting, FailureStart: t0, OffRun: OffRun{First: at(sec(20)), Last: at(sec(26)), Count: 3}}
+	d.s = State{Phase: Tainting, FailureStart: t0, PowerOffAt: at(sec(19)), PowerOffs: 1, PowerOffAccepted: true,
+		OffRun: OffRun{First: at(sec(20)), Last: at(sec(26)), Count: 3}}
 	n := view()
 	now := at(sec(600))
 	out := d.step(tick(n, now), now)
@@ -469,7 +506,8 @@ func TestResumeAfterLongGapConfirmsAgain(t *testing.T) {
 
 func TestAdoptsOurTaintAfterACrashBetweenPatchAndPersist(t *testing.T) {
 	d := newDriver(t)
-	d.s = State{Phase: Tainting, FailureStart: t0, OffRun: OffRun{First: at(sec(20)), Last: at(sec(26)), Count: 3}}
+	d.s = State{Phase: Tainting, FailureStart: t0, PowerOffAt: at(sec(19)), PowerOffs: 1, PowerOffAccepted: true,
+		OffRun: OffRun{First: at(sec(20)), Last: at(sec(26)), Count: 3}}
 	d.step(tick(view(withTaint(TaintOurs), pods(1, 1)), at(sec(40))), at(sec(40)))
 	d.wantPhase(Detaching)
 	if !d.s.TaintOwned {
@@ -522,20 +560,20 @@ func TestCommands(t *testing.T) {
 	t.Run("manual fence skips the thresholds but not the proof", func(t *testing.T) {
 		d := newDriver(t)
 		n := view(notReady(sec(1)))
-		out := d.step(command(n, at(sec(5)), alice(CmdFence)), at(sec(5)))
+		out := d.step(command(n, at(sec(21)), alice(CmdFence)), at(sec(21)))
 		d.wantPhase(Suspect)
 		if !has(out, ActReadPower) {
 			t.Fatalf("actions = %v", kinds(out))
 		}
-		out = d.step(reading(n, at(sec(5.1)), PowerOn), at(sec(5.1)))
+		out = d.step(reading(n, at(sec(21.1)), PowerOn), at(sec(21.1)))
 		d.wantPhase(PoweringOff)
 		if !has(out, ActPowerOff) {
 			t.Fatalf("manual fence of an On node: actions = %v, want PowerOff", kinds(out))
 		}
 	})
-	t.Run("manual fence of a Ready node is refused", func(t *testing.T) {
+	t.Run("manual fence of a node that renews is refused", func(t *testing.T) {
 		d := newDriver(t)
-		out := d.step(command(view(heartbeat(sec(4))), at(sec(5)), alice(CmdFence)), at(sec(5)))
+		out := d.step(command(view(heartbeat(sec(4)), readyFalse(sec(1))), at(sec(5)), alice(CmdFence)), at(sec(5)))
 		d.wantPhase(Healthy)
 		if diff := cmp.Diff([]string{"FenceCommandRefused"}, eventReasons(out)); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
@@ -550,10 +588,8 @@ func TestCommands(t *testing.T) {
 	t.Run("manual fence follows a fence the agent already started", func(t *testing.T) {
 		d := newDriver(t)
 		n := view()
-		d.suspect(n)
-		d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
-		d.wantPhase(ConfirmingOff)
-		out := d.step(command(n, at(sec(21)), alice(CmdFence)), at(sec(21)))
+		d.offAccepted(n)
+		out := d.step(command(n, at(sec(23)), alice(CmdFence)), at(sec(23)))
 		d.wantPhase(ConfirmingOff)
 		if diff := cmp.Diff([]string{"FenceManual"}, eventReasons(out)); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
@@ -565,18 +601,17 @@ func TestCommands(t *testing.T) {
 	t.Run("manual fence does not take over a fence of a node that looks alive", func(t *testing.T) {
 		d := newDriver(t)
 		n := view()
-		d.suspect(n)
-		d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
-		out := d.step(command(view(heartbeat(sec(20.9))), at(sec(21)), alice(CmdFence)), at(sec(21)))
-		if !slices.Contains(eventReasons(out), "FenceCommandRefused") || d.s.Manual {
-			t.Errorf("events %v, manual %v: want a refusal", eventReasons(out), d.s.Manual)
+		d.offAccepted(n)
+		out := d.step(command(view(heartbeat(sec(22.9))), at(sec(23)), alice(CmdFence)), at(sec(23)))
+		if d.s.Manual || has(out, ActApplyTaint) {
+			t.Errorf("events %v, manual %v: want no takeover", eventReasons(out), d.s.Manual)
 		}
 	})
 	t.Run("manual fence of a node being brought back is refused", func(t *testing.T) {
 		for _, p := range []Phase{PoweringOn, Recovering, Untainting} {
 			d := newDriver(t)
 			d.s = State{Phase: p, TaintOwned: true, TaintedAt: at(0)}
-			out := d.step(command(view(withTaint(TaintOurs), notReady(sec(1))), at(sec(5)), alice(CmdFence)), at(sec(5)))
+			out := d.step(command(view(withTaint(TaintOurs), notReady(sec(1))), at(sec(25)), alice(CmdFence)), at(sec(25)))
 			if !slices.Contains(eventReasons(out), "FenceCommandRefused") || has(out, ActPowerOff) {
 				t.Errorf("%s: events %v, actions %v: want a refusal", p, eventReasons(out), kinds(out))
 			}
@@ -585,7 +620,7 @@ func TestCommands(t *testing.T) {
 	t.Run("manual fence of a fenced node changes nothing", func(t *testing.T) {
 		d := newDriver(t)
 		d.s = State{Phase: Fenced, TaintOwned: true, TaintedAt: at(0)}
-		out := d.step(command(view(withTaint(TaintOurs), notReady(sec(1))), at(sec(5)), alice(CmdFence)), at(sec(5)))
+		out := d.step(command(view(withTaint(TaintOurs), notReady(sec(1))), at(sec(25)), alice(CmdFence)), at(sec(25)))
 		d.wantPhase(Fenced)
 		if diff := cmp.Diff([]string{"FenceManual"}, eventReasons(out)); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
@@ -600,6 +635,18 @@ func TestCommands(t *testing.T) {
 			t.Fatalf("actions = %v, state %+v", kinds(out), d.s)
 		}
 	})
+	t.Run("confirm with a BMC reads it first", func(t *testing.T) {
+		d := newDriver(t)
+		n := view(notReady(sec(40)))
+		out := d.step(command(n, at(sec(60)), alice(CmdConfirm)), at(sec(60)))
+		if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActReadPower}, kinds(out)); diff != "" {
+			t.Fatalf("actions (-want +got):\n%s", diff)
+		}
+		out = d.step(failedReading(n, at(sec(60.1)), "unreachable"), at(sec(60.1)))
+		if !has(out, ActApplyTaint) {
+			t.Fatalf("an unreachable BMC is why humans confirm: actions = %v", kinds(out))
+		}
+	})
 	t.Run("confirm on maintenance is refused", func(t *testing.T) {
 		d := newDriver(t)
 		out := d.step(command(view(maintenance(), notReady(sec(40))), at(sec(60)), alice(CmdConfirm)), at(sec(60)))
@@ -610,11 +657,10 @@ func TestCommands(t *testing.T) {
 	t.Run("abort before the taint leaves nothing", func(t *testing.T) {
 		d := newDriver(t)
 		n := view()
-		d.suspect(n)
-		d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
-		d.step(command(n, at(sec(21)), alice(CmdAbort)), at(sec(21)))
+		d.offAccepted(n)
+		d.step(command(n, at(sec(23)), alice(CmdAbort)), at(sec(23)))
 		d.wantPhase(Stuck)
-		for s := 22.0; s < 200; s += 3 {
+		for s := 24.0; s < 200; s += 3 {
 			if out := d.step(reading(n, at(sec(s)), PowerOff), at(sec(s))); has(out, ActApplyTaint) || has(out, ActReadPower) {
 				t.Fatalf("an aborted fence acted: %v", kinds(out))
 			}
@@ -640,16 +686,6 @@ func TestCommands(t *testing.T) {
 			t.Fatal("removed a foreign taint")
 		}
 	})
-}
-
-func TestTaintRemovedBySomeoneElseStartsOver(t *testing.T) {
-	d := newDriver(t)
-	d.s = State{Phase: Detaching, TaintOwned: true, TaintedAt: at(0)}
-	out := d.step(tick(view(pods(1, 0)), at(sec(10))), at(sec(10)))
-	d.wantPhase(Healthy)
-	if !slices.Contains(eventReasons(out), "FenceTaintLost") {
-		t.Errorf("events = %v", eventReasons(out))
-	}
 }
 
 func TestPolicyValidate(t *testing.T) {

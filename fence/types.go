@@ -121,6 +121,10 @@ type Reading struct {
 	// Failure is a short reason ("unreachable", "auth", ...) when the read
 	// failed; Power is then PowerUnknown.
 	Failure string
+	// Target identifies the BMC target that answered (the runner's key of
+	// the node's inventory entry: address and system). Readings from
+	// another target than the fence's prove nothing about the fence.
+	Target string
 }
 
 // ActionKind is a side effect the runner performs.
@@ -135,10 +139,14 @@ const (
 	ActDeletePods
 	ActRemoveTaint
 	ActEvent
+	// ActForgetTaint clears our owner mark when our taint was found gone.
+	// It never removes a taint: if the taint is on the node after all (our
+	// view lagged), it does nothing.
+	ActForgetTaint
 	numActionKinds
 )
 
-var actionNames = [numActionKinds]string{"Persist", "ReadPower", "PowerOff", "PowerOn", "ApplyTaint", "DeletePods", "RemoveTaint", "Event"}
+var actionNames = [numActionKinds]string{"Persist", "ReadPower", "PowerOff", "PowerOn", "ApplyTaint", "DeletePods", "RemoveTaint", "Event", "ForgetTaint"}
 
 func (k ActionKind) String() string {
 	if k < numActionKinds {
@@ -164,6 +172,11 @@ type Action struct {
 type Result struct {
 	Action ActionKind
 	Err    string
+	// AlreadyInState: a power command was answered "already in that state"
+	// (bmc.ErrAlreadyInState): the BMC did nothing. Err is set too.
+	AlreadyInState bool
+	// Target is the BMC target a power command went to.
+	Target string
 }
 
 // CommandKind is a human's request (from the CLI, through an annotation).
@@ -198,6 +211,13 @@ type Command struct {
 	User    string
 	Reason  string
 	PowerOn bool // unfence: power the node on first
+	// Force: a confirm that overrides a contrary live witness (a renewal
+	// since the failure began, a BMC reading On). Needs a Reason.
+	Force bool
+	// SeenAt is when we first observed the request, on our clock. A fence
+	// or confirm request is refused when taken more than MaxRequestAge
+	// after it: whatever the human saw is older than that.
+	SeenAt time.Time
 }
 
 // InputKind says what happened.

@@ -6,6 +6,7 @@ package bmctest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -31,12 +32,14 @@ type Fake struct {
 	// moment the BMC looks at the machine.
 	step func(time.Duration)
 
-	mu       sync.Mutex
-	hw       machine.Machine
-	identity bmc.Identity
-	fail     map[bmc.Op]failure
-	latency  time.Duration
-	calls    []Call
+	mu        sync.Mutex
+	hw        machine.Machine
+	identity  bmc.Identity
+	key       string
+	verifyErr error
+	fail      map[bmc.Op]failure
+	latency   time.Duration
+	calls     []Call
 }
 
 type failure struct {
@@ -70,13 +73,16 @@ func WithTiming(t machine.Timing) Option {
 // WithIdentity sets what Identity reports.
 func WithIdentity(id bmc.Identity) Option { return func(f *Fake) { f.identity = id } }
 
+// WithKey sets the target key the fake reports (default "fake://bmc").
+func WithKey(k string) Option { return func(f *Fake) { f.key = k } }
+
 // WithStepper makes each call take Latency on the caller's fake clock:
 // step is called with the latency in the middle of the call.
 func WithStepper(step func(time.Duration)) Option { return func(f *Fake) { f.step = step } }
 
 // New returns a Fake whose machine is On, with instant transitions.
 func New(clk clock.PassiveClock, opts ...Option) *Fake {
-	f := &Fake{clock: clk, fail: map[bmc.Op]failure{}}
+	f := &Fake{clock: clk, fail: map[bmc.Op]failure{}, key: "fake://bmc"}
 	f.hw = machine.New(clk.Now(), machine.PowerOn, machine.Timing{}, machine.Behavior{})
 	for _, o := range opts {
 		o(f)
@@ -125,7 +131,10 @@ func (f *Fake) reset(ctx context.Context, op bmc.Op, rt machine.ResetType) (bmc.
 	err := f.do(ctx, op, func(now time.Time) error {
 		if err := f.hw.Reset(now, rt); err != nil {
 			// A real BMC answers 409: an error from the BMC, not a
-			// transport failure.
+			// transport failure. "Already off" means it did nothing.
+			if errors.Is(err, machine.ErrAlreadyOff) {
+				return fmt.Errorf("%w: HTTP 409: %v", bmc.ErrAlreadyInState, err)
+			}
 			return fmt.Errorf("%w: HTTP 409: %v", bmc.ErrBMC, err)
 		}
 		return nil
@@ -171,6 +180,27 @@ func (f *Fake) do(ctx context.Context, op bmc.Op, fn func(now time.Time) error) 
 
 func (f *Fake) opError(op bmc.Op, err error) error {
 	return &bmc.OpError{Op: op, Protocol: bmc.Redfish, Address: "fake://bmc", Err: err}
+}
+
+// Key is the fake's target key (runner.PowerController).
+func (f *Fake) Key() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.key
+}
+
+// Verify passes unless SetVerifyError made it fail (runner.PowerController).
+func (f *Fake) Verify(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.verifyErr
+}
+
+// SetVerifyError makes Verify fail with err (nil: pass).
+func (f *Fake) SetVerifyError(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.verifyErr = err
 }
 
 // ---- scripting ----

@@ -31,6 +31,7 @@ type requestFlags struct {
 	dryRun  bool
 	timeout time.Duration
 	powerOn bool
+	force   bool
 	out     outputFormat
 }
 
@@ -63,8 +64,11 @@ var requests = map[string]requestSpec{
 			case fence.Fenced:
 				return true, nil
 			case fence.Stuck:
-				if s.Stuck == fence.StuckPowerOffIgnored {
+				switch s.Stuck {
+				case fence.StuckPowerOffIgnored:
 					return true, withCode(exitNotOff, errors.New("the BMC accepted ForceOff but never read Off; nothing was tainted (it may ignore commands)"))
+				case fence.StuckContradiction:
+					return true, withCode(exitRefused, errors.New("the node renewed its Lease after the BMC accepted our ForceOff: the BMC is not this node's, or reports a cached state; nothing was tainted (check the inventory)"))
 				}
 				return true, withCode(exitRefused, errors.New("the fence was aborted"))
 			}
@@ -114,6 +118,9 @@ func newRequestCmd(s streams, k *kubeFlags, name, short, long, example string, t
 	f.register(cmd, timeout, spec.kind == fence.CmdFence || spec.kind == fence.CmdConfirm)
 	if spec.kind == fence.CmdUnfence {
 		cmd.Flags().BoolVar(&f.powerOn, "power-on", false, "power the node on through its BMC first")
+	}
+	if spec.kind == fence.CmdConfirm {
+		cmd.Flags().BoolVar(&f.force, "force", false, "attest even against a live witness (the node renewed its Lease, or its BMC reads On); needs --reason")
 	}
 	return cmd
 }
@@ -259,7 +266,7 @@ func writeRequest(ctx context.Context, sess *session, node string, spec requestS
 	buf := make([]byte, 8)
 	_, _ = rand.Read(buf)
 	id := hex.EncodeToString(buf)
-	raw, err := cluster.EncodeRequest(cluster.Request{ID: id, Kind: spec.kind, User: sess.user, Reason: f.reason, PowerOn: f.powerOn, At: time.Now()})
+	raw, err := cluster.EncodeRequest(cluster.Request{ID: id, Kind: spec.kind, User: sess.user, Reason: f.reason, PowerOn: f.powerOn, Force: f.force, At: time.Now()})
 	if err != nil {
 		return "", err
 	}

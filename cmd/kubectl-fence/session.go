@@ -9,9 +9,11 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -174,27 +176,53 @@ func (s *session) startView(ctx context.Context) error {
 }
 
 // agentLeader names the agent replica that currently leads, or "" when none
-// has renewed the leader Lease within its duration (no agent running).
+// does (no agent running).
 func (s *session) agentLeader(ctx context.Context) (string, error) {
 	le := s.cfg.LeaderElection
-	l, err := s.client.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, le.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", nil
+	return leaderAlive(ctx, s.client, s.cfg.Namespace, le.Name, le.LeaseDuration, le.RetryPeriod/4)
+}
+
+// leaderAlive reports the holder of the leader Lease if we see the Lease
+// renewed while we watch, on our own clock, within one lease duration. The
+// renewTime the leader wrote is never compared with our clock: a laptop's
+// clock may be minutes off the agent's, which made a dead agent look alive
+// (and a live one dead). A leader renews every retryPeriod (2 s by default),
+// so a live one shows within a couple of seconds.
+func leaderAlive(ctx context.Context, client kubernetes.Interface, ns, name string, duration, poll time.Duration) (string, error) {
+	get := func() (*coordinationv1.Lease, error) {
+		l, err := client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the agent's leader Lease %s/%s: %w", ns, name, err)
+		}
+		return l, nil
 	}
-	if err != nil {
-		return "", fmt.Errorf("reading the agent's leader Lease %s/%s: %w", s.cfg.Namespace, le.Name, err)
+	first, err := get()
+	if err != nil || first == nil || first.Spec.HolderIdentity == nil || *first.Spec.HolderIdentity == "" {
+		return "", err
 	}
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
-		return "", nil
+	if first.Spec.LeaseDurationSeconds != nil {
+		duration = time.Duration(*first.Spec.LeaseDurationSeconds) * time.Second
 	}
-	d := le.LeaseDuration
-	if l.Spec.LeaseDurationSeconds != nil {
-		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	poll = max(poll, 10*time.Millisecond)
+	var holder string
+	err = wait.PollUntilContextTimeout(ctx, poll, duration, false, func(context.Context) (bool, error) {
+		l, err := get()
+		if err != nil || l == nil {
+			return l == nil && err == nil, err
+		}
+		if l.ResourceVersion != first.ResourceVersion && l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil && !wait.Interrupted(err) {
+		return "", err
 	}
-	if time.Since(l.Spec.RenewTime.Time) > d {
-		return "", nil
-	}
-	return *l.Spec.HolderIdentity, nil
+	return holder, nil
 }
 
 // getNode gets a Node or says it does not exist.

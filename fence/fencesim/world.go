@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -148,6 +149,23 @@ func (w *World) AddNode(name, zone string, timing machine.Timing) *Node {
 
 // Node returns a node by name.
 func (w *World) Node(name string) *Node { return w.byName[name] }
+
+// DeleteNode removes a node's API objects (kubectl delete node); its
+// machine stays as it is.
+func (w *World) DeleteNode(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.byName, name)
+	w.Nodes = slices.DeleteFunc(w.Nodes, func(n *Node) bool { return n.Name == name })
+	w.notify(name)
+}
+
+// Notify tells the agents a node's view changed.
+func (w *World) Notify(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.notify(name)
+}
 
 func (w *World) now() time.Time { return w.Clock.Now() }
 
@@ -281,6 +299,7 @@ func (w *World) Request(name string, c fence.Command) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := w.byName[name]
+	c.SeenAt = w.now()
 	n.request = &c
 	n.requestID = fmt.Sprintf("req-%d", len(w.Records))
 	switch c.Kind {
@@ -307,7 +326,12 @@ func (w *World) info(n *Node) runner.NodeInfo {
 	if n.pods > 0 || n.vas > 0 {
 		v.Blockers = []string{fmt.Sprintf("%d pods", n.pods), fmt.Sprintf("%d VolumeAttachments", n.vas)}
 	}
-	return runner.NodeInfo{Name: n.Name, Zone: n.Zone, View: v, State: n.state, Command: n.request, CommandID: n.requestID}
+	info := runner.NodeInfo{Name: n.Name, Zone: n.Zone, View: v, State: n.state, CommandID: n.requestID}
+	if n.request != nil {
+		c := *n.request
+		info.Command = &c
+	}
+	return info
 }
 
 func (w *World) observed(n *Node) runner.NodeInfo {
@@ -325,11 +349,16 @@ func (w *World) observed(n *Node) runner.NodeInfo {
 type Cluster struct {
 	W     *World
 	Since time.Time
+	// Skew is how far the agent's clock runs ahead of the world's (behind,
+	// if negative): what it observes, it stamps with its own clock.
+	Skew time.Duration
 }
 
 // asSeenBy turns the world's observations into what an agent that started
-// observing at since can know.
-func asSeenBy(v fence.NodeView, since time.Time) fence.NodeView {
+// observing at since can know, stamped on the agent's clock (the world's
+// plus skew): an agent stamps what it observes with its own clock.
+func asSeenBy(info runner.NodeInfo, since time.Time, skew time.Duration) runner.NodeInfo {
+	v := info.View
 	if !v.HeartbeatAt.After(since) {
 		v.HeartbeatAt, v.RenewedAt = since, time.Time{}
 	} else {
@@ -338,7 +367,21 @@ func asSeenBy(v fence.NodeView, since time.Time) fence.NodeView {
 	if v.Ready != fence.ReadyTrue && v.NotReadySince.Before(since) {
 		v.NotReadySince = since
 	}
-	return v
+	v.HeartbeatAt, v.RenewedAt, v.NotReadySince = shift(v.HeartbeatAt, skew), shift(v.RenewedAt, skew), shift(v.NotReadySince, skew)
+	info.View = v
+	if info.Command != nil {
+		c := *info.Command
+		c.SeenAt = shift(c.SeenAt, skew)
+		info.Command = &c
+	}
+	return info
+}
+
+func shift(t time.Time, d time.Duration) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(d)
 }
 
 var (
@@ -352,7 +395,7 @@ func (c Cluster) Nodes() []runner.NodeInfo {
 	out := make([]runner.NodeInfo, len(c.W.Nodes))
 	for i, n := range c.W.Nodes {
 		out[i] = c.W.observed(n)
-		out[i].View = asSeenBy(out[i].View, c.Since)
+		out[i] = asSeenBy(out[i], c.Since, c.Skew)
 	}
 	return out
 }
@@ -365,14 +408,14 @@ func (c Cluster) Node(name string) (runner.NodeInfo, bool) {
 		return runner.NodeInfo{}, false
 	}
 	info := c.W.observed(n)
-	info.View = asSeenBy(info.View, c.Since)
+	info = asSeenBy(info, c.Since, c.Skew)
 	return info, true
 }
 
 func (c Cluster) APIFreshAt() time.Time {
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
-	return c.W.lastFresh
+	return shift(c.W.lastFresh, c.Skew)
 }
 func (c Cluster) Changed() <-chan string { return c.W.changed }
 
@@ -409,7 +452,7 @@ func (c Cluster) Recheck(_ context.Context, node string) (runner.Recheck, error)
 		return runner.Recheck{}, errAPI
 	}
 	n := c.W.byName[node]
-	return runner.Recheck{LeaseRenewed: n.lastBeat.After(n.lastObservedHB), Maintenance: n.Maintenance, Excluded: n.Excluded}, nil
+	return runner.Recheck{LeaseRenewed: n.lastBeat.After(n.lastObservedHB), Maintenance: n.Maintenance, Excluded: n.Excluded, State: n.state}, nil
 }
 
 func (c Cluster) CurrentState(_ context.Context, node string) (string, error) {
@@ -423,13 +466,16 @@ func (c Cluster) CurrentState(_ context.Context, node string) (string, error) {
 
 // ApplyTaint checks the oracle: the machine must be off and stay off on its
 // own, and the node must be one we may fence.
-func (c Cluster) ApplyTaint(_ context.Context, node string) error {
+func (c Cluster) ApplyTaint(_ context.Context, node, token string) error {
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
 	w := c.W
 	n := w.byName[node]
 	if w.apiFails() {
 		return errAPI
+	}
+	if token != runner.NoToken && token != n.state {
+		return fmt.Errorf("%s: %w (fencing token)", node, runner.ErrConflict)
 	}
 	if n.Maintenance || n.Excluded {
 		w.violate("%s: tainted a node in maintenance or excluded", node)
@@ -448,14 +494,30 @@ func (c Cluster) ApplyTaint(_ context.Context, node string) error {
 	return nil
 }
 
+// ForgetTaint: the world keeps no owner marks; it never removes a taint.
+func (c Cluster) ForgetTaint(_ context.Context, node, token string) error {
+	c.W.mu.Lock()
+	defer c.W.mu.Unlock()
+	if c.W.apiFails() {
+		return errAPI
+	}
+	if token != runner.NoToken && token != c.W.byName[node].state {
+		return fmt.Errorf("%s: %w (fencing token)", node, runner.ErrConflict)
+	}
+	return nil
+}
+
 // RemoveTaint checks the oracle: only our taint, only when the node is back.
-func (c Cluster) RemoveTaint(_ context.Context, node string) error {
+func (c Cluster) RemoveTaint(_ context.Context, node, token string) error {
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
 	w := c.W
 	n := w.byName[node]
 	if w.apiFails() {
 		return errAPI
+	}
+	if token != runner.NoToken && token != n.state {
+		return fmt.Errorf("%s: %w (fencing token)", node, runner.ErrConflict)
 	}
 	switch n.taint {
 	case fence.TaintForeign:
@@ -474,13 +536,16 @@ func (c Cluster) RemoveTaint(_ context.Context, node string) error {
 	return nil
 }
 
-func (c Cluster) DeleteTerminatingPods(_ context.Context, node string) (int, error) {
+func (c Cluster) DeleteTerminatingPods(_ context.Context, node, token string) (int, error) {
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
 	w := c.W
 	n := w.byName[node]
 	if w.apiFails() {
 		return 0, errAPI
+	}
+	if token != runner.NoToken && token != n.state {
+		return 0, fmt.Errorf("%s: %w (fencing token)", node, runner.ErrConflict)
 	}
 	if !n.terminating {
 		return 0, nil
@@ -523,6 +588,12 @@ func (o oracleBMC) PowerOff(ctx context.Context) (bmc.Result, error) {
 	return o.Fake.PowerOff(ctx)
 }
 
+// Key names the node's BMC target.
+func (o oracleBMC) Key() string { return "bmc-" + o.n.Name }
+
+// Verify: every BMC in this world is its node's.
+func (o oracleBMC) Verify(context.Context) error { return nil }
+
 func (o oracleBMC) check() {
 	w, n := o.w, o.n
 	w.mu.Lock()
@@ -531,12 +602,11 @@ func (o oracleBMC) check() {
 	if n.Maintenance || n.Excluded || !n.HasBMC {
 		w.violate("%s: powered off a node in maintenance, excluded or without BMC", n.Name)
 	}
-	// The agent may power off a node only after FenceAfter of silence: its
-	// cached view may lag, but it checks the Lease on the server first, so
-	// any heartbeat newer than FenceAfter is a violation unless a human
-	// asked.
-	if silence := now.Sub(n.lastBeat); silence < w.Policy.FenceAfter && !w.manual[n.Name] {
-		w.violate("%s: powered off a node whose kubelet renewed its lease %s ago (fenceAfter %s)", n.Name, silence, w.Policy.FenceAfter)
+	// Never power off a live node: one whose kubelet renewed its Lease
+	// within SuspectAfter (its cached view may lag, but the agent checks the
+	// Lease on the server first), unless a human asked.
+	if silence := now.Sub(n.lastBeat); n.alive(now) && silence < w.Policy.SuspectAfter && !w.manual[n.Name] {
+		w.violate("%s: powered off a node whose kubelet renewed its lease %s ago", n.Name, silence)
 	}
 	w.record(n.Name, "power-off", "", "")
 }

@@ -20,6 +20,9 @@ import (
 func (r *Runner) execute(ctx context.Context, name string, rec *record, out fence.Output, ackID string) (next *fence.Input, retry time.Duration) {
 	prev := rec.state
 	for _, a := range out.Actions {
+		if r.opts.BeforeAct != nil && a.Kind != fence.ActEvent {
+			r.opts.BeforeAct(name, a.Kind, out.State)
+		}
 		if ctx.Err() != nil {
 			return nil, retryAfterError
 		}
@@ -44,21 +47,38 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 			r.commit(rec, out.State)
 			rd := r.readPower(ctx, name, rec)
 			return &fence.Input{Kind: fence.InputReading, Reading: rd}, 0
-		case fence.ActPowerOff, fence.ActPowerOn, fence.ActApplyTaint, fence.ActRemoveTaint:
+		case fence.ActPowerOff, fence.ActPowerOn, fence.ActApplyTaint, fence.ActRemoveTaint, fence.ActForgetTaint:
 			r.commit(rec, out.State)
 			if r.opts.DryRun {
 				r.would(name, rec, a.Kind, out.State)
+				if a.Kind == fence.ActPowerOff {
+					// Shadow mode decides as if the BMC had accepted it,
+					// so it shows when it would taint after a ForceOff.
+					return &fence.Input{Kind: fence.InputResult, Result: fence.Result{Action: a.Kind}}, 0
+				}
 				return nil, 0
 			}
-			err := r.sideEffect(ctx, name, a.Kind)
+			res, err := r.sideEffect(ctx, name, rec, out.State, a.Kind)
+			if errors.Is(err, ErrConflict) {
+				// The fencing token is no longer ours: another agent
+				// wrote the state since. Nothing was done; reload and
+				// decide again on what it wrote.
+				r.log.Info("fencing token lost; reloading", zap.String("node", name), zap.Stringer("action", a.Kind), zap.Error(err))
+				if cur, err := r.opts.Cluster.CurrentState(ctx, name); err == nil {
+					rec.load(cur)
+				}
+				return nil, minRetry
+			}
 			r.noteOutcome(name, prev, out.State, a.Kind, err)
-			return &fence.Input{Kind: fence.InputResult, Result: fence.Result{Action: a.Kind, Err: errString(err)}}, 0
+			res.Action, res.Err = a.Kind, errString(err)
+			res.AlreadyInState = errors.Is(err, bmc.ErrAlreadyInState)
+			return &fence.Input{Kind: fence.InputResult, Result: res}, 0
 		case fence.ActDeletePods:
 			if r.opts.DryRun {
 				r.would(name, rec, a.Kind, out.State)
 				continue
 			}
-			if n, err := r.opts.Cluster.DeleteTerminatingPods(ctx, name); err != nil {
+			if n, err := r.opts.Cluster.DeleteTerminatingPods(ctx, name, r.token(rec)); err != nil {
 				r.log.Warn("force-deleting terminating pods failed", zap.String("node", name), zap.Error(err))
 			} else if n > 0 {
 				r.log.Info("force-deleted terminating pods of a confirmed-off, tainted node", zap.String("node", name), zap.Int("pods", n))
@@ -69,11 +89,28 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 	return nil, 0
 }
 
+// token is the fencing token for this runner's next irreversible write on
+// the node: the state annotation it last wrote. The mutant without the
+// check sends none, and the cluster then checks nothing.
+func (r *Runner) token(rec *record) string {
+	if !fence.Enabled(fence.CheckFencingToken) {
+		return NoToken
+	}
+	return rec.raw
+}
+
+// NoToken is the fencing token of a write that checks none: only the
+// mutation test's build sends it. A real Cluster refuses it.
+const NoToken = "\x00no-fencing-token"
+
 // minRetry re-syncs at once (after a reload) without spinning.
 const minRetry = 10 * time.Millisecond
 
 // commit adopts s as the node's state and records what changed.
 func (r *Runner) commit(rec *record, s fence.State) {
+	if s.Phase == fence.Stuck && s.Stuck == fence.StuckContradiction && rec.state.Phase != fence.Stuck {
+		r.opts.Recorder.Contradiction(rec.name)
+	}
 	if rec.state.Phase == fence.Detaching && s.Phase != fence.Detaching && !s.FencedAt.IsZero() {
 		r.opts.Recorder.Detached(s.FencedAt.Sub(s.TaintedAt), s.FencedAt.Sub(s.FailureStart))
 	}
@@ -108,7 +145,10 @@ func (r *Runner) persist(ctx context.Context, name string, rec *record, s fence.
 }
 
 // readPower reads the BMC, stamping the reading with the time the request
-// was sent: a reading counts as "later than" an event only if all of it is.
+// was sent (a reading counts as "later than" an event only if all of it is)
+// and with the target that answered. A target whose identity has not been
+// checked (a new one, or not for VerifyInterval) is checked first; one that
+// fails gives no reading, so it can never prove the node off (invariant 3).
 func (r *Runner) readPower(ctx context.Context, name string, rec *record) fence.Reading {
 	ctrl, ok := r.opts.Inventory.Controller(name)
 	if !ok {
@@ -118,16 +158,28 @@ func (r *Runner) readPower(ctx context.Context, name string, rec *record) fence.
 		return fence.Reading{At: r.opts.Clock.Now(), Failure: "cancelled"}
 	}
 	defer r.release()
+	key := ctrl.Key()
 	sent := r.opts.Clock.Now()
-	if v, ok := ctrl.(Verifier); ok && sent.Sub(rec.verifiedAt) >= r.opts.VerifyInterval {
-		if err := v.Verify(ctx); err != nil {
-			return fence.Reading{At: sent, Failure: "identity check failed: " + err.Error()}
+	if fence.Enabled(fence.CheckIdentity) && (key != rec.verifiedKey || sent.Sub(rec.verifiedAt) >= r.opts.VerifyInterval) {
+		if err := r.verify(ctx, rec, ctrl); err != nil {
+			return fence.Reading{At: sent, Failure: "identity check failed: " + err.Error(), Target: key}
 		}
-		rec.verifiedAt = sent
 		sent = r.opts.Clock.Now()
 	}
 	st, err := ctrl.PowerStatus(ctx)
-	return ReadingOf(sent, st, err)
+	rd := ReadingOf(sent, st, err)
+	rd.Target = key
+	return rd
+}
+
+// verify checks the target's identity now and remembers the success.
+func (r *Runner) verify(ctx context.Context, rec *record, ctrl PowerController) error {
+	if err := ctrl.Verify(ctx); err != nil {
+		rec.verifiedKey = ""
+		return err
+	}
+	rec.verifiedKey, rec.verifiedAt = ctrl.Key(), r.opts.Clock.Now()
+	return nil
 }
 
 // ReadingOf turns a BMC power read sent at sent into the engine's Reading.
@@ -155,40 +207,77 @@ func powerOf(s bmc.PowerState) fence.Power {
 	return fence.PowerUnknown
 }
 
-func (r *Runner) sideEffect(ctx context.Context, name string, k fence.ActionKind) error {
+// sideEffect performs one irreversible action of the state s. A power-off
+// and a taint rested on a cached view: the server is asked first (the
+// fencing token, a renewal we missed, maintenance), and the BMC target's
+// identity is checked right before (invariants 3 and 4). An error wrapping
+// ErrConflict means the fencing token is no longer ours and nothing was
+// done.
+func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fence.State, k fence.ActionKind) (fence.Result, error) {
+	var res fence.Result
+	token := r.token(rec)
 	if k == fence.ActPowerOff || k == fence.ActApplyTaint {
-		// These decisions rested on a cached view. Before an irreversible
-		// step, ask the server itself.
 		c, err := r.opts.Cluster.Recheck(ctx, name)
 		if err != nil {
-			return fmt.Errorf("not acting: cannot read the node from the API server: %w", err)
+			return res, fmt.Errorf("not acting: cannot read the node from the API server: %w", err)
 		}
-		if why := c.blocks(); why != "" {
-			return errors.New("not acting: " + why)
+		keepOff := s.Phase == fence.Detaching
+		if err := c.blocks(token, !keepOff); err != nil {
+			return res, err
 		}
 	}
 	switch k {
 	case fence.ActPowerOff, fence.ActPowerOn:
 		ctrl, ok := r.opts.Inventory.Controller(name)
 		if !ok {
-			return errors.New("no BMC entry")
+			return res, errors.New("no BMC entry")
 		}
+		res.Target = ctrl.Key()
 		if err := r.acquire(ctx); err != nil {
-			return err
+			return res, err
 		}
 		defer r.release()
+		if k == fence.ActPowerOff && fence.Enabled(fence.CheckIdentity) {
+			if err := r.verify(ctx, rec, ctrl); err != nil {
+				return res, fmt.Errorf("not acting: identity check failed: %w", err)
+			}
+		}
 		call := ctrl.PowerOff
 		if k == fence.ActPowerOn {
 			call = ctrl.PowerOn
 		}
 		_, err := call(ctx)
-		return err
+		if k == fence.ActPowerOff && s.Phase == fence.Detaching {
+			r.opts.Recorder.KeptOff(name)
+		}
+		return res, err
 	case fence.ActApplyTaint:
-		return r.opts.Cluster.ApplyTaint(ctx, name)
+		if !s.Attested && fence.Enabled(fence.CheckIdentity) {
+			// The last identity check before the taint: the Off run was
+			// read from this target, and it must still be this node's.
+			ctrl, ok := r.opts.Inventory.Controller(name)
+			if !ok {
+				return res, errors.New("not acting: no BMC entry")
+			}
+			if ctrl.Key() != s.Target && s.Target != "" {
+				return res, fmt.Errorf("not acting: the node's BMC entry changed (%s, the run was read from %s)", ctrl.Key(), s.Target)
+			}
+			if err := r.acquire(ctx); err != nil {
+				return res, err
+			}
+			err := r.verify(ctx, rec, ctrl)
+			r.release()
+			if err != nil {
+				return res, fmt.Errorf("not acting: identity check failed: %w", err)
+			}
+		}
+		return res, r.opts.Cluster.ApplyTaint(ctx, name, token)
 	case fence.ActRemoveTaint:
-		return r.opts.Cluster.RemoveTaint(ctx, name)
+		return res, r.opts.Cluster.RemoveTaint(ctx, name, token)
+	case fence.ActForgetTaint:
+		return res, r.opts.Cluster.ForgetTaint(ctx, name, token)
 	default:
-		return fmt.Errorf("not a side effect: %v", k)
+		return res, fmt.Errorf("not a side effect: %v", k)
 	}
 }
 
@@ -200,12 +289,12 @@ func (r *Runner) noteOutcome(name string, prev, s fence.State, k fence.ActionKin
 	}
 	r.log.Info("fence action done", zap.String("node", name), zap.Stringer("action", k), zap.Stringer("phase", s.Phase))
 	if k == fence.ActApplyTaint {
-		reason := "off"
+		reason := "accepted"
 		switch {
 		case s.Attested:
 			reason = "attested"
-		case !s.PowerOffAt.IsZero():
-			reason = "powered-off"
+		case !s.PowerOffAccepted:
+			reason = "unassisted"
 		}
 		r.opts.Recorder.Fence("tainted", reason, r.opts.Clock.Since(s.FailureStart))
 	}

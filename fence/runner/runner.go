@@ -12,6 +12,8 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -27,20 +29,30 @@ import (
 // PowerController is what the runner needs from a node's BMC.
 type PowerController interface {
 	PowerStatus(ctx context.Context) (bmc.PowerStatus, error)
+	// PowerOff always sends a hard off; an "already in that state" answer
+	// wraps bmc.ErrAlreadyInState (see bmc.Controller).
 	PowerOff(ctx context.Context) (bmc.Result, error)
 	PowerOn(ctx context.Context) (bmc.Result, error)
-}
-
-// Verifier is optionally implemented by a PowerController that can check it
-// reaches the right machine (Node systemUUID vs Redfish UUID). A controller
-// that fails it gives no readings, so it can never prove a node off.
-type Verifier interface {
+	// Key identifies the BMC target (normalised address and system): when
+	// it changes, another machine may answer (invariant 3).
+	Key() string
+	// Verify checks that the target answers for the node's machine (its
+	// system UUID against the Node's, or an explicit expected UUID). A
+	// target whose identity cannot be checked fails, unless the inventory
+	// opts the node in explicitly.
 	Verify(ctx context.Context) error
 }
 
 // Inventory finds a node's BMC.
 type Inventory interface {
 	Controller(node string) (PowerController, bool)
+}
+
+// PolicySource is optionally implemented by a PowerController whose
+// inventory entry overrides parts of the policy for its node (its settle
+// windows: a vendor's longer power-cycle dwell).
+type PolicySource interface {
+	Policy(base fence.Policy) fence.Policy
 }
 
 // NodeInfo is the cluster's view of one node.
@@ -65,21 +77,28 @@ type Recheck struct {
 	LeaseRenewed bool
 	Maintenance  bool
 	Excluded     bool
+	// State is the state annotation on the server: the fencing token.
+	State string
 }
 
-// blocks says why the recheck forbids a power-off or a taint, or "".
-func (c Recheck) blocks() string {
+// blocks says why the recheck forbids a power-off or a taint, or "". token
+// is the state annotation this runner last wrote; alive says whether a
+// renewal blocks (not for keep-off: a machine found On while its volumes
+// are being detached is forced off whatever its kubelet says).
+func (c Recheck) blocks(token string, alive bool) error {
 	switch {
+	case fence.Enabled(fence.CheckFencingToken) && c.State != token:
+		return fmt.Errorf("not acting: %w: the fence state on the server is not the one this agent wrote (another agent took over)", ErrConflict)
 	case c.Maintenance:
-		return "the node is now under maintenance"
+		return errors.New("not acting: the node is now under maintenance")
 	case c.Excluded:
-		return "the node is now excluded from fencing"
-	case c.LeaseRenewed:
+		return errors.New("not acting: the node is now excluded from fencing")
+	case c.LeaseRenewed && alive:
 		// Before a power-off: it is alive. Before a taint: it is alive
 		// while its BMC reads Off, so the BMC is not this node's.
-		return "the node renewed its Lease since we last saw it (our view was behind)"
+		return errors.New("not acting: the node renewed its Lease since we last saw it (our view was behind)")
 	}
-	return ""
+	return nil
 }
 
 // ErrConflict is returned by Cluster.SaveState when the annotation is no
@@ -109,9 +128,18 @@ type Cluster interface {
 	// rest on a cached view that may be up to MaxAPIStaleness old, and the
 	// node may have come back, or been put in maintenance, unseen.
 	Recheck(ctx context.Context, node string) (Recheck, error)
-	ApplyTaint(ctx context.Context, node string) error
-	RemoveTaint(ctx context.Context, node string) error
-	DeleteTerminatingPods(ctx context.Context, node string) (int, error)
+	// ApplyTaint, RemoveTaint and DeleteTerminatingPods carry the fencing
+	// token (invariant 4): the state annotation this runner last wrote.
+	// Each refuses with ErrConflict, in the same resourceVersion-guarded
+	// write, when the annotation on the server is not token: a paused or
+	// deposed leader can never land one.
+	ApplyTaint(ctx context.Context, node, token string) error
+	RemoveTaint(ctx context.Context, node, token string) error
+	DeleteTerminatingPods(ctx context.Context, node, token string) (int, error)
+	// ForgetTaint removes our owner mark if the taint it names is gone
+	// from the node (someone removed our taint by hand). It never removes
+	// a taint.
+	ForgetTaint(ctx context.Context, node, token string) error
 	Event(node string, ev fence.Event)
 }
 
@@ -120,8 +148,8 @@ type Cluster interface {
 // safe for concurrent use.
 type Recorder interface {
 	Phase(node string, p fence.Phase)
-	// Fence is called once per applied taint with the reason ("off",
-	// "powered-off", "attested") and the time from the failure's start to
+	// Fence is called once per applied taint with the reason ("accepted",
+	// "unassisted", "attested") and the time from the failure's start to
 	// the taint.
 	Fence(result, reason string, toTaint time.Duration)
 	// Detached is called when a fenced node's pods and volumes are gone,
@@ -129,6 +157,12 @@ type Recorder interface {
 	Detached(toDetach, failover time.Duration)
 	// Refused counts a storm-guard refusal by reason.
 	Refused(reason string)
+	// KeptOff counts a machine found On between the taint and the end of
+	// detach, and forced off again.
+	KeptOff(node string)
+	// Contradiction counts a fence stopped because the node renewed its
+	// Lease after our accepted ForceOff (or a human's attestation).
+	Contradiction(node string)
 }
 
 // NopRecorder records nothing.
@@ -138,6 +172,8 @@ func (NopRecorder) Phase(string, fence.Phase)             {}
 func (NopRecorder) Fence(string, string, time.Duration)   {}
 func (NopRecorder) Detached(time.Duration, time.Duration) {}
 func (NopRecorder) Refused(string)                        {}
+func (NopRecorder) KeptOff(string)                        {}
+func (NopRecorder) Contradiction(string)                  {}
 
 // Options configure a Runner.
 type Options struct {
@@ -153,8 +189,19 @@ type Options struct {
 	// no taint, no pod deletion, no annotation. "Would" decisions are
 	// logged and recorded as Events, once per phase.
 	DryRun bool
-	// VerifyInterval bounds how often a Verifier is asked again.
+	// VerifyInterval bounds how often a target's identity is checked
+	// again between the checks that are never skipped: a new target, and
+	// right before every ForceOff and every taint.
 	VerifyInterval time.Duration
+	// ID names this runner in the states it writes (State.Writer): a state
+	// written by any other ID is adopted onto our clock before use
+	// (fence.Adopt). Default: a random ID, new for every runner.
+	ID string
+	// BeforeAct, if set, is called before each action of a Step runs (the
+	// persist, a BMC call, a taint...). The simulation uses it to run other
+	// workers and other agents in that gap, and to pause a leader between
+	// its decision and its write. Production code leaves it nil.
+	BeforeAct func(node string, action fence.ActionKind, decided fence.State)
 }
 
 // maxStepsPerSync bounds one sync's chain of Step → action → result. A fence
@@ -173,11 +220,18 @@ type Runner struct {
 
 	mu    sync.Mutex
 	nodes map[string]*record
+
+	// admitMu makes the storm guard's admission atomic across workers
+	// (invariant 6): the fleet view, the Step that reads it and the
+	// publication of what it admitted happen under it, so no two workers
+	// admit against the same count.
+	admitMu sync.Mutex
 }
 
 // record is the runner's memory of one node.
 type record struct {
-	mu sync.Mutex // held by the node's sync; fleet reads take it briefly
+	name string
+	mu   sync.Mutex // held by the node's sync; fleet reads take it briefly
 	// state is the engine state; raw is its last persisted encoding (what
 	// the annotation holds as far as we know).
 	state fence.State
@@ -195,8 +249,10 @@ type record struct {
 	// acked is the last command we processed: a cache that lags behind
 	// our acknowledgement may show the request again.
 	acked string
-	// verifiedAt is the last successful identity check.
-	verifiedAt time.Time
+	// verifiedKey and verifiedAt: the target whose identity was last
+	// checked successfully, and when.
+	verifiedKey string
+	verifiedAt  time.Time
 	// would dedupes dry-run announcements: one per phase entry.
 	would map[fence.ActionKind]time.Time
 	wake  chan struct{}
@@ -209,10 +265,24 @@ type record struct {
 	pubAdmitted time.Time
 }
 
-func (rec *record) publish() {
+func (rec *record) publish() { rec.reserve(rec.state) }
+
+// reserve publishes s (a decision not yet persisted) to the other workers'
+// fleet views, so that an admission holds its place at once; publish puts
+// back the committed state if the decision does not stick.
+func (rec *record) reserve(s fence.State) {
 	rec.pubMu.Lock()
-	rec.pubPhase, rec.pubAdmitted = rec.state.Phase, rec.state.AdmittedAt
+	rec.pubPhase, rec.pubAdmitted = s.Phase, s.AdmittedAt
 	rec.pubMu.Unlock()
+}
+
+// randomID names a runner: 8 random bytes in hex.
+func randomID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("runner: no randomness for an ID: %v", err)) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // New validates the options and returns a Runner.
@@ -235,6 +305,9 @@ func New(opts Options) (*Runner, error) {
 	if opts.VerifyInterval <= 0 {
 		opts.VerifyInterval = time.Hour
 	}
+	if opts.ID == "" {
+		opts.ID = randomID()
+	}
 	return &Runner{
 		opts:  opts,
 		log:   opts.Log,
@@ -247,12 +320,20 @@ func New(opts Options) (*Runner, error) {
 func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// exited carries the names of workers whose node was deleted, so that a
+	// node re-created under the same name gets a worker again.
+	exited := make(chan string, 64)
 	start := func(name string) {
 		rec := r.recordFor(name)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.work(ctx, name, rec)
+			if r.work(ctx, name, rec) {
+				select {
+				case exited <- name:
+				case <-ctx.Done():
+				}
+			}
 		}()
 	}
 	// Load every node before any worker steps, so the first fleet view
@@ -271,6 +352,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case name := <-exited:
+			delete(started, name)
+			if _, ok := r.opts.Cluster.Node(name); ok {
+				started[name] = true
+				start(name)
+			}
 		case name := <-r.opts.Cluster.Changed():
 			if !started[name] {
 				started[name] = true
@@ -304,7 +391,7 @@ func (r *Runner) recordFor(name string) *record {
 	defer r.mu.Unlock()
 	rec, ok := r.nodes[name]
 	if !ok {
-		rec = &record{wake: make(chan struct{}, 1), would: map[fence.ActionKind]time.Time{}}
+		rec = &record{name: name, wake: make(chan struct{}, 1), would: map[fence.ActionKind]time.Time{}}
 		if info, ok := r.opts.Cluster.Node(name); ok {
 			rec.load(info.State)
 		}
@@ -326,21 +413,24 @@ func (r *Runner) poke(name string) {
 	}
 }
 
-// work is one node's loop: sync, then sleep until woken or due.
-func (r *Runner) work(ctx context.Context, name string, rec *record) {
+// work is one node's loop: sync, then sleep until woken or due. It reports
+// whether it ended because the node was deleted.
+func (r *Runner) work(ctx context.Context, name string, rec *record) bool {
 	for {
 		after, gone := r.Sync(ctx, name)
 		if gone {
 			r.mu.Lock()
-			delete(r.nodes, name)
+			if r.nodes[name] == rec {
+				delete(r.nodes, name)
+			}
 			r.mu.Unlock()
-			return
+			return true
 		}
 		timer := r.opts.Clock.NewTimer(after)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return
+			return false
 		case <-rec.wake:
 			timer.Stop()
 		case <-timer.C():
@@ -437,11 +527,11 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		ackID = info.CommandID
 	}
 	for i := 0; i < maxStepsPerSync; i++ {
-		now := r.opts.Clock.Now()
-		in.Node = r.view(info)
-		in.Fleet = r.fleet(name, now)
-		out := fence.Step(r.opts.Policy, rec.state, in, now)
+		out := r.decide(name, rec, info, in)
 		next, retry := r.execute(ctx, name, rec, out, ackID)
+		// What execute committed is what others see; a reservation whose
+		// persist failed is withdrawn.
+		rec.publish()
 		r.opts.Recorder.Phase(name, rec.state.Phase)
 		if retry > 0 {
 			return retry, false
@@ -457,6 +547,39 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 	}
 	r.log.Error("fence engine did not settle; retrying later", zap.String("node", name), zap.Int("steps", maxStepsPerSync))
 	return retryAfterError, false
+}
+
+// decide steps the engine on the node's current view. The state is adopted
+// onto our clock first when another process wrote it (invariant 5). Under
+// admitMu, what the Step admitted is published before any other worker
+// reads the fleet (invariant 6).
+func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input) fence.Output {
+	atomic := fence.Enabled(fence.CheckAdmission)
+	if atomic {
+		r.admitMu.Lock()
+		defer r.admitMu.Unlock()
+	}
+	now := r.opts.Clock.Now()
+	in.Node = r.view(info)
+	in.Fleet = r.fleet(name, now)
+	if rec.state.Writer != r.opts.ID && fence.Enabled(fence.CheckOneClock) {
+		rec.state = fence.Adopt(rec.state, r.opts.ID, in.Node.HeartbeatAt, now)
+	}
+	out := fence.Step(r.policy(name), rec.state, in, now)
+	if atomic {
+		rec.reserve(out.State)
+	}
+	return out
+}
+
+// policy is the node's policy: ours, with its inventory entry's overrides.
+func (r *Runner) policy(name string) fence.Policy {
+	if ctrl, ok := r.opts.Inventory.Controller(name); ok {
+		if ps, ok := ctrl.(PolicySource); ok {
+			return ps.Policy(r.opts.Policy)
+		}
+	}
+	return r.opts.Policy
 }
 
 func (r *Runner) view(info NodeInfo) fence.NodeView {

@@ -36,21 +36,24 @@ func (c *cluster) SaveState(ctx context.Context, node, old, new, ack string) err
 	return c.Cluster.SaveState(ctx, node, old, new, ack)
 }
 
-func (c *cluster) ApplyTaint(ctx context.Context, node string) error {
+func (c *cluster) ApplyTaint(ctx context.Context, node, token string) error {
 	c.taints.Add(1)
-	return c.Cluster.ApplyTaint(ctx, node)
+	return c.Cluster.ApplyTaint(ctx, node, token)
 }
 
-func (c *cluster) DeleteTerminatingPods(ctx context.Context, node string) (int, error) {
+func (c *cluster) DeleteTerminatingPods(ctx context.Context, node, token string) (int, error) {
 	c.deletePods.Add(1)
-	return c.Cluster.DeleteTerminatingPods(ctx, node)
+	return c.Cluster.DeleteTerminatingPods(ctx, node, token)
 }
 
 func (c *cluster) Recheck(ctx context.Context, node string) (runner.Recheck, error) {
+	got, err := c.Cluster.Recheck(ctx, node)
 	if c.recheck != nil {
-		return *c.recheck, nil
+		rc := *c.recheck
+		rc.State = got.State
+		return rc, err
 	}
-	return c.Cluster.Recheck(ctx, node)
+	return got, err
 }
 
 // world returns three healthy nodes; n1 lost power 30 s ago and has not
@@ -150,8 +153,10 @@ func TestSyncHoldsANodeWhoseStateItCannotRead(t *testing.T) {
 	}
 }
 
-// Two runners acting at once: the compare-and-swap on the annotation lets
-// exactly one win each step; the node is tainted once.
+// Two runners acting at once (a split brain): the compare-and-swap on the
+// annotation lets one win each step, and each adopts what the other wrote
+// onto its own clock, so neither taints on a proof the other collected.
+// Once one stops, the other fences the node, once.
 func TestPerNodeLockLetsOneOfTwoAgentsAct(t *testing.T) {
 	w, c := world(t)
 	a, b := newRunner(t, w, c), newRunner(t, w, c)
@@ -163,18 +168,25 @@ func TestPerNodeLockLetsOneOfTwoAgentsAct(t *testing.T) {
 			b.Sync(context.Background(), n.Name)
 		}
 	}
+	if c.taints.Load() > 1 {
+		t.Errorf("taint applied %d times during the split brain, want at most once", c.taints.Load())
+	}
+	syncFor(w, a, 30*time.Second)
 	if c.taints.Load() != 1 {
 		t.Errorf("taint applied %d times, want exactly once", c.taints.Load())
 	}
 	if w.Node("n1").Phase() != "Fenced" {
 		t.Errorf("phase = %s", w.Node("n1").Phase())
 	}
+	if len(w.Violations) > 0 {
+		t.Fatal(w.Violations)
+	}
 }
 
 // The cached view says the node may be fenced; the server says it went into
 // maintenance, was excluded, or renewed its Lease (alive while its BMC reads
-// Off: the wrong BMC). The server wins.
-func TestFreshRecheckBlocksTheTaint(t *testing.T) {
+// Off: the wrong BMC). The server wins: no ForceOff, so no taint.
+func TestFreshRecheckBlocksTheFence(t *testing.T) {
 	for name, recheck := range map[string]runner.Recheck{
 		"maintenance":   {Maintenance: true},
 		"excluded":      {Excluded: true},
@@ -188,8 +200,8 @@ func TestFreshRecheckBlocksTheTaint(t *testing.T) {
 			if w.Node("n1").Taint() != fence.TaintAbsent || c.taints.Load() != 0 {
 				t.Fatalf("tainted a node the server says: %+v", recheck)
 			}
-			if !slices.Contains(events(w, "n1"), "FenceTaintFailed") {
-				t.Errorf("events = %v, want FenceTaintFailed naming the recheck", events(w, "n1"))
+			if !slices.Contains(events(w, "n1"), "FencePowerOffFailed") {
+				t.Errorf("events = %v, want FencePowerOffFailed naming the recheck", events(w, "n1"))
 			}
 		})
 	}
@@ -213,13 +225,28 @@ func TestDryRunChangesNothing(t *testing.T) {
 	}
 }
 
-// verifying wraps a fake BMC with an identity check that fails.
+// verifying wraps a fake BMC with an identity check, which fails with err,
+// and a target key.
 type verifying struct {
 	*bmctest.Fake
+	key string
 	err error
+	// verified counts identity checks.
+	verified *atomic.Int64
 }
 
-func (v verifying) Verify(context.Context) error { return v.err }
+func (v verifying) Verify(context.Context) error {
+	if v.verified != nil {
+		v.verified.Add(1)
+	}
+	return v.err
+}
+func (v verifying) Key() string {
+	if v.key == "" {
+		return "fake"
+	}
+	return v.key
+}
 
 type inventory map[string]runner.PowerController
 
@@ -248,7 +275,7 @@ func TestWrongMachineGivesNoReadings(t *testing.T) {
 // blockingBMC holds every PowerStatus until released or cancelled, and
 // counts how many are in flight.
 type blockingBMC struct {
-	*bmctest.Fake
+	verifying
 	inFlight, max *atomic.Int64
 	started       chan<- struct{}
 	release       <-chan struct{}
@@ -282,7 +309,7 @@ func blockingWorld(t *testing.T, nodes int) (*fencesim.World, inventory, *atomic
 	for i := 0; i < nodes; i++ {
 		n := w.AddNode(string(rune('a'+i)), "a", machine.Timing{})
 		n.KubeletEnabled = false // silent from the start: every node is suspected
-		inv[n.Name] = blockingBMC{Fake: n.BMC, inFlight: &inFlight, max: &max, started: started, release: release, cancelled: &cancelled}
+		inv[n.Name] = blockingBMC{verifying: verifying{Fake: n.BMC}, inFlight: &inFlight, max: &max, started: started, release: release, cancelled: &cancelled}
 	}
 	w.Clock.Step(25 * time.Second)
 	w.Advance()

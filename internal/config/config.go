@@ -72,6 +72,13 @@ type BMCSettings struct {
 	InsecureSkipVerify bool   `mapstructure:"insecureSkipVerify"`
 	Auth               string `mapstructure:"auth"`
 	CipherSuite        int    `mapstructure:"cipherSuite"`
+	// SettleWindow and UnassistedSettleWindow override the policy's for
+	// these BMCs (0: the policy's): a vendor whose power cycle holds the
+	// machine off longer than the policy's unassisted window needs a longer
+	// one; a BMC known to accept a ForceOff during a restart's off-dwell
+	// and ignore it needs a settle window longer than that dwell.
+	SettleWindow           time.Duration `mapstructure:"settleWindow"`
+	UnassistedSettleWindow time.Duration `mapstructure:"unassistedSettleWindow"`
 }
 
 // NodeBMC is one node's inventory entry.
@@ -82,7 +89,12 @@ type NodeBMC struct {
 	// ExpectedUUID is checked against the BMC's system UUID; empty means
 	// the Node's status.nodeInfo.systemUUID is the reference.
 	ExpectedUUID string `mapstructure:"expectedUUID"`
-	BMCSettings  `mapstructure:",squash"`
+	// AllowUnverifiedIdentity lets the node be fenced although its BMC's
+	// identity cannot be checked (the Node reports no systemUUID and no
+	// expectedUUID is given, or the BMC reports no UUID). The operator
+	// vouches that the entry is this node's machine: off by default.
+	AllowUnverifiedIdentity bool `mapstructure:"allowUnverifiedIdentity"`
+	BMCSettings             `mapstructure:",squash"`
 }
 
 // LeaderElection configures the leader Lease.
@@ -368,7 +380,7 @@ func (inv Inventory) validate() []error {
 			errs = append(errs, err)
 		}
 	}
-	return errs
+	return append(errs, inv.duplicateTargets()...)
 }
 
 func (s BMCSettings) validate(field string) error {
@@ -401,7 +413,25 @@ func (n NodeBMC) Resolved(d BMCSettings) BMCSettings {
 	if s.CipherSuite == 0 {
 		s.CipherSuite = d.CipherSuite
 	}
+	if s.SettleWindow == 0 {
+		s.SettleWindow = d.SettleWindow
+	}
+	if s.UnassistedSettleWindow == 0 {
+		s.UnassistedSettleWindow = d.UnassistedSettleWindow
+	}
 	return s
+}
+
+// Policy returns p with the entry's settle windows, if set, in place of the
+// policy's.
+func (s BMCSettings) Policy(p fence.Policy) fence.Policy {
+	if s.SettleWindow > 0 {
+		p.SettleWindow = s.SettleWindow
+	}
+	if s.UnassistedSettleWindow > 0 {
+		p.UnassistedSettleWindow = s.UnassistedSettleWindow
+	}
+	return p
 }
 
 // Target builds the entry's BMC target, without credentials or CA (the

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -63,41 +62,14 @@ func fieldPath(name string) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// policyErrors reports every bad field of the policy, not only the first
-// that fence.Policy.Validate names. It asks Validate alone, so it follows
-// the policy's own rules as fields are added: after each error it resets
-// to its default the first field whose reset changes the answer (the field
-// the error is about, or one side of a relation between two), and asks
-// again.
+// policyErrors reports every bad field of the policy: fence.Policy.Validate
+// names each one (errors.Join), and follows the policy's own rules as fields
+// are added.
 func policyErrors(p fence.Policy) []error {
-	def := reflect.ValueOf(fence.DefaultPolicy())
-	cur := reflect.ValueOf(&p).Elem()
-	var errs []error
-	for range cur.NumField() + 1 {
-		err := p.Validate()
-		if err == nil {
-			return errs
-		}
-		errs = append(errs, err)
-		reset := false
-		for i := range cur.NumField() {
-			f := cur.Field(i)
-			if !f.CanSet() || reflect.DeepEqual(f.Interface(), def.Field(i).Interface()) {
-				continue
-			}
-			was := reflect.ValueOf(f.Interface())
-			f.Set(def.Field(i))
-			if again := p.Validate(); again == nil || again.Error() != err.Error() {
-				reset = true
-				break
-			}
-			f.Set(was)
-		}
-		if !reset {
-			return errs
-		}
+	if err := p.Validate(); err != nil {
+		return []error{err}
 	}
-	return errs
+	return nil
 }
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)

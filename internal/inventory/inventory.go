@@ -26,6 +26,7 @@ import (
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/bmclib"
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
 )
@@ -43,6 +44,12 @@ type Observer interface {
 // ErrIdentity is wrapped when a BMC's system is not the node it is listed
 // for: fencing through it could power off the wrong machine.
 var ErrIdentity = errors.New("BMC identity does not match the node")
+
+// ErrUnverified is wrapped when a BMC's identity cannot be checked: the Node
+// reports no systemUUID and the entry gives no expectedUUID, or the BMC
+// reports no UUID. Such a node is not fenceable unless its entry sets
+// allowUnverifiedIdentity (invariant 11).
+var ErrUnverified = errors.New("BMC identity cannot be checked")
 
 // Options configure an Inventory.
 type Options struct {
@@ -150,13 +157,28 @@ func (i *Inventory) Refresh(ctx context.Context) {
 	cas := map[string][]byte{}
 	nodes := map[string]*Controller{}
 	problems := map[string]error{}
+	resolved := map[string]bmc.Target{}
 	for name, e := range entries {
 		t, err := i.resolve(ctx, e, secrets, cas)
 		if err != nil {
 			problems[name] = fmt.Errorf("node %s: %w", name, err)
 			continue
 		}
-		key := targetKey(t)
+		resolved[name] = t
+	}
+	// Two nodes on one BMC: both refused, each naming the other.
+	var names []string
+	var targets []bmc.Target
+	for name, t := range resolved {
+		names, targets = append(names, name), append(targets, t)
+	}
+	for name, err := range config.DuplicateTargets(names, targets) {
+		problems[name] = fmt.Errorf("node %s: %w", name, err)
+		delete(resolved, name)
+	}
+	for name, t := range resolved {
+		e := entries[name]
+		key := targetKey(t, e)
 		i.mu.RLock()
 		old := i.nodes[name]
 		i.mu.RUnlock()
@@ -171,7 +193,9 @@ func (i *Inventory) Refresh(ctx context.Context) {
 		}
 		nodes[name] = &Controller{
 			Node: name, Target: t, key: key, ctrl: ctrl,
-			expectedUUID: e.ExpectedUUID, nodes: i.opts.Nodes, obs: i.opts.Observer,
+			expectedUUID: e.ExpectedUUID, allowUnverified: e.AllowUnverifiedIdentity,
+			settings: e.Resolved(i.opts.Config.Defaults),
+			nodes:    i.opts.Nodes, obs: i.opts.Observer,
 		}
 	}
 	i.mu.Lock()
@@ -259,11 +283,12 @@ func (i *Inventory) resolve(ctx context.Context, e config.NodeBMC, secrets map[s
 	return t.WithDefaults(), t.WithDefaults().Validate()
 }
 
-// targetKey identifies a target's settings, password included (hashed), so
-// a rotated Secret rebuilds the controller.
-func targetKey(t bmc.Target) string {
+// targetKey identifies an entry's settings, password included (hashed), so
+// a rotated Secret or a changed setting rebuilds the controller.
+func targetKey(t bmc.Target, e config.NodeBMC) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|%s|%s|%s|%v|%s|%d|%s|", t.Address, t.System, t.Credentials.Username, t.Auth, t.InsecureSkipVerify, t.Timeout, t.IPMICipherSuite, t.Credentials.Password.Reveal())
+	fmt.Fprintf(h, "%s|%s|%s|%s|%v|%s|%d|%s|%s|%v|%s|%s|", t.Address, t.System, t.Credentials.Username, t.Auth, t.InsecureSkipVerify, t.Timeout, t.IPMICipherSuite,
+		t.Credentials.Password.Reveal(), e.ExpectedUUID, e.AllowUnverifiedIdentity, e.SettleWindow, e.UnassistedSettleWindow)
 	h.Write(t.CACertificates)
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
@@ -273,51 +298,66 @@ type Controller struct {
 	Node   string
 	Target bmc.Target
 
-	key          string
-	ctrl         bmc.Controller
-	expectedUUID string
-	nodes        NodeSource
-	obs          Observer
+	key             string
+	ctrl            bmc.Controller
+	expectedUUID    string
+	allowUnverified bool
+	settings        config.BMCSettings
+	nodes           NodeSource
+	obs             Observer
 }
 
 var (
-	_ bmc.Controller  = (*Controller)(nil)
-	_ runner.Verifier = (*Controller)(nil)
+	_ bmc.Controller         = (*Controller)(nil)
+	_ runner.PowerController = (*Controller)(nil)
 )
 
-func (c *Controller) observe(op bmc.Op, start time.Time, err error) {
+// Key identifies the BMC target (bmc.Target.Key): the runner verifies the
+// identity of every new one.
+func (c *Controller) Key() string { return c.Target.Key() }
+
+// Policy gives the entry's settle windows in place of the policy's, where
+// the entry sets them.
+func (c *Controller) Policy(p fence.Policy) fence.Policy { return c.settings.Policy(p) }
+
+// observe records an operation and returns its error with the password
+// removed from its text: whatever the adapter or the BMC put in it, no
+// credential leaves the inventory (invariant 10).
+func (c *Controller) observe(op bmc.Op, start time.Time, err error) error {
+	err = bmc.RedactError(err, c.Target.Credentials.Password)
 	if c.obs != nil {
 		c.obs.BMC(c.Target.Address.Protocol, op, time.Since(start), err)
 	}
+	return err
 }
 
 func (c *Controller) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
 	start := time.Now()
 	st, err := c.ctrl.PowerStatus(ctx)
-	c.observe(bmc.OpPowerStatus, start, err)
-	return st, err
+	return st, c.observe(bmc.OpPowerStatus, start, err)
 }
 
 func (c *Controller) PowerOff(ctx context.Context) (bmc.Result, error) {
 	start := time.Now()
 	r, err := c.ctrl.PowerOff(ctx)
-	c.observe(bmc.OpPowerOff, start, err)
-	return r, err
+	return r, c.observe(bmc.OpPowerOff, start, err)
 }
 
 func (c *Controller) PowerOn(ctx context.Context) (bmc.Result, error) {
 	start := time.Now()
 	r, err := c.ctrl.PowerOn(ctx)
-	c.observe(bmc.OpPowerOn, start, err)
-	return r, err
+	return r, c.observe(bmc.OpPowerOn, start, err)
 }
 
 func (c *Controller) Identity(ctx context.Context) (bmc.Identity, error) {
 	start := time.Now()
 	id, err := c.ctrl.Identity(ctx)
-	c.observe(bmc.OpIdentity, start, err)
-	return id, err
+	return id, c.observe(bmc.OpIdentity, start, err)
 }
+
+// AllowUnverified reports whether the entry lets the node be fenced without
+// a checked identity (allowUnverifiedIdentity).
+func (c *Controller) AllowUnverified() bool { return c.allowUnverified }
 
 // ExpectedUUID is what the BMC's system UUID must be: the inventory's
 // expectedUUID, else the Node's status.nodeInfo.systemUUID ("" if neither).
@@ -333,36 +373,47 @@ func (c *Controller) ExpectedUUID() (uuid, source string) {
 	return "", ""
 }
 
-// Verify checks the BMC's system is the node's machine. IPMI exposes no
-// portable identity, and a node with no UUID to compare passes: the check
-// can only refuse on evidence.
+// Verify checks that the BMC's system is the node's machine (invariant 3):
+// its UUID (Redfish system UUID, IPMI system GUID) against the entry's
+// expectedUUID or the Node's systemUUID. It fails when the two differ, and
+// when there is nothing to compare (no UUID on either side) unless the
+// entry sets allowUnverifiedIdentity.
 func (c *Controller) Verify(ctx context.Context) error {
-	if c.Target.Address.Protocol == bmc.IPMI {
-		return nil
-	}
 	want, source := c.ExpectedUUID()
 	if want == "" {
-		return nil
+		if c.allowUnverified {
+			return nil
+		}
+		return fmt.Errorf("%w: the Node reports no status.nodeInfo.systemUUID and the entry has no expectedUUID: set expectedUUID (kubectl fence check shows the BMC's), or allowUnverifiedIdentity if you vouch for the entry", ErrUnverified)
 	}
 	id, err := c.Identity(ctx)
 	if err != nil {
+		if errors.Is(err, bmc.ErrUnsupported) && c.allowUnverified {
+			return nil
+		}
+		if errors.Is(err, bmc.ErrUnsupported) {
+			return fmt.Errorf("%w: %v (set allowUnverifiedIdentity if you vouch for the entry)", ErrUnverified, err)
+		}
 		return err
 	}
-	if !strings.EqualFold(strings.TrimSpace(id.UUID), strings.TrimSpace(want)) {
+	got := strings.TrimSpace(id.UUID)
+	switch {
+	case got == "" && c.allowUnverified:
+		return nil
+	case got == "":
+		return fmt.Errorf("%w: the BMC reports no system UUID (set allowUnverifiedIdentity if you vouch for the entry)", ErrUnverified)
+	case !strings.EqualFold(got, strings.TrimSpace(want)):
 		return fmt.Errorf("%w: the BMC's system UUID is %q, but the %s is %q: the inventory may point at another machine", ErrIdentity, id.UUID, source, want)
 	}
 	return nil
 }
 
-// Probe checks the node can be fenced: one request that proves credentials,
-// TLS, reachability and (Redfish) identity.
+// Probe checks the node can be fenced: credentials, TLS, reachability and
+// identity, in one identity request (the agent verifies before every
+// ForceOff and taint with the same check).
 func (c *Controller) Probe(ctx context.Context) error {
-	if c.Target.Address.Protocol == bmc.IPMI {
-		_, err := c.PowerStatus(ctx)
-		return err
-	}
-	if want, _ := c.ExpectedUUID(); want == "" {
-		_, err := c.Identity(ctx)
+	if want, _ := c.ExpectedUUID(); want == "" && c.allowUnverified {
+		_, err := c.PowerStatus(ctx) // nothing to compare: prove it answers
 		return err
 	}
 	return c.Verify(ctx)

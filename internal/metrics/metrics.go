@@ -37,6 +37,8 @@ type Metrics struct {
 	unfenceable prometheus.Gauge
 	risky       *prometheus.GaugeVec
 	build       *prometheus.GaugeVec
+	keptOff     prometheus.Counter
+	contradicts prometheus.Counter
 
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
@@ -50,7 +52,7 @@ func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		fences: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bmcfence_fences_total", Help: "Out-of-service taints applied, by result and reason (off: the BMC read Off; powered-off: after our ForceOff; attested: a human confirmed).",
+			Name: "bmcfence_fences_total", Help: "Out-of-service taints applied, by result and reason (accepted: Off settled after our ForceOff the BMC accepted; unassisted: Off outlasted the unassisted window after the BMC did not act on our ForceOff; attested: a human confirmed).",
 		}, []string{"result", "reason"}),
 		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bmcfence_node_phase", Help: "1 for the phase each node is in, 0 for the others.",
@@ -85,11 +87,17 @@ func New() *Metrics {
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bmcfence_build_info", Help: "Always 1; the labels say what the agent was built from.",
 		}, []string{"version", "commit", "goversion"}),
+		keptOff: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bmcfence_powered_on_during_fence_total", Help: "Machines found On between the taint and the end of detach, and forced off again.",
+		}),
+		contradicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bmcfence_contradictions_total", Help: "Fences stopped because the node renewed its Lease after our accepted ForceOff or a human's attestation (wrong BMC in the inventory, or a BMC reporting a cached state).",
+		}),
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
 	}
 	m.Registry.MustRegister(m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.risky, m.build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -136,6 +144,10 @@ func (m *Metrics) Detached(toDetach, failover time.Duration) {
 }
 
 func (m *Metrics) Refused(reason string) { m.refusals.WithLabelValues(reason).Inc() }
+
+func (m *Metrics) KeptOff(string) { m.keptOff.Inc() }
+
+func (m *Metrics) Contradiction(string) { m.contradicts.Inc() }
 
 // BMC records one BMC operation.
 func (m *Metrics) BMC(protocol bmc.Protocol, op bmc.Op, d time.Duration, err error) {

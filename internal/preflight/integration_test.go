@@ -41,7 +41,7 @@ func TestOnARealControlPlane(t *testing.T) {
 
 	ipmiNode := func() []row {
 		s := NodeScope("n4")
-		return []row{{s, CheckInventory, StatusOK}, {s, CheckBMC, StatusOK}, {s, CheckIdentity, StatusWarn}, {s, CheckPower, StatusOK}}
+		return []row{{s, CheckInventory, StatusOK}, {s, CheckBMC, StatusOK}, {s, CheckIdentity, StatusFail}, {s, CheckPower, StatusOK}}
 	}
 	run := func(step string, want []row, contains ...string) []Result {
 		t.Helper()

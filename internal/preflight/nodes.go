@@ -3,6 +3,7 @@ package preflight
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -121,35 +122,37 @@ func checkNode(ctx context.Context, o Options, n *corev1.Node, problems map[stri
 	t := c.Target
 	out := []Result{inventoryResult(scope, t)}
 
-	// The first request is the one Controller.Probe makes (the agent's
-	// fenceability probe): Identity for Redfish, a power read for IPMI,
-	// which has no identity to offer. It proves reachability, TLS and
-	// credentials; its answer feeds the identity or the power check.
+	// The first request is the identity read the agent makes before every
+	// ForceOff and taint (Redfish system UUID, IPMI system GUID). It proves
+	// reachability, TLS and credentials too. A BMC that cannot report an
+	// identity is then reached with a power read.
 	call, cancel := context.WithTimeout(ctx, o.Timeout)
 	var (
-		id      bmc.Identity
 		power   bmc.PowerStatus
 		callErr error
 	)
-	if t.Address.Protocol == bmc.IPMI {
-		power, callErr = c.PowerStatus(call)
-	} else {
-		id, callErr = c.Identity(call)
-	}
+	id, idErr := c.Identity(call)
 	cancel()
-	if callErr != nil {
-		return append(out, res(CheckBMC, StatusFail, "%s", bmcFailure(t, callErr, o.Timeout)))
+	if errors.Is(idErr, bmc.ErrUnsupported) {
+		call, cancel := context.WithTimeout(ctx, o.Timeout)
+		power, callErr = c.PowerStatus(call)
+		cancel()
+		if callErr != nil {
+			return append(out, res(CheckBMC, StatusFail, "%s", bmcFailure(t, callErr, o.Timeout)))
+		}
+	} else if idErr != nil {
+		return append(out, res(CheckBMC, StatusFail, "%s", bmcFailure(t, idErr, o.Timeout)))
 	}
 	out = append(out, res(CheckBMC, StatusOK, "answered and accepted user %q%s", t.Credentials.Username, tlsNote(t)))
 
-	identity, verified := identityResult(scope, c, n, id)
+	identity, verified := identityResult(scope, c, n, id, idErr)
 	out = append(out, identity)
-	if identity.Status == StatusFail {
+	if identity.Status == StatusFail && identity.otherMachine {
 		// A power reading from another machine says nothing about this one.
 		return out
 	}
 
-	if t.Address.Protocol != bmc.IPMI {
+	if idErr == nil {
 		call, cancel := context.WithTimeout(ctx, o.Timeout)
 		power, callErr = c.PowerStatus(call)
 		cancel()
@@ -228,14 +231,25 @@ func bmcFailure(t bmc.Target, err error, timeout time.Duration) string {
 }
 
 // identityResult compares the BMC's system UUID with the node's, as the
-// agent's Verify does before every power-off (exact, case-insensitive), and
-// reports whether the BMC was proven to be this node's.
-func identityResult(scope string, c *inventory.Controller, n *corev1.Node, id bmc.Identity) (Result, bool) {
+// agent's Verify does before every ForceOff and every taint (exact,
+// case-insensitive), and reports whether the BMC was proven to be this
+// node's. Where nothing can be compared the node is not fenceable (a
+// failure), unless its entry vouches for it with allowUnverifiedIdentity (a
+// warning).
+func identityResult(scope string, c *inventory.Controller, n *corev1.Node, id bmc.Identity, idErr error) (Result, bool) {
 	r := Result{Scope: scope, Check: CheckIdentity}
-	if c.Target.Address.Protocol == bmc.IPMI {
-		r.Status = StatusWarn
-		r.Message = "IPMI reports no system UUID, so nothing proves this BMC is this node's: double-check the address (the agent cannot either)"
+	unverified := func(why string) (Result, bool) {
+		if c.AllowUnverified() {
+			r.Status = StatusWarn
+			r.Message = why + "; the entry sets allowUnverifiedIdentity, so the agent fences it on your word that the entry is this machine's"
+		} else {
+			r.Status = StatusFail
+			r.Message = why + ": the agent will not fence this node; set expectedUUID in the entry, or allowUnverifiedIdentity if you vouch for it"
+		}
 		return r, false
+	}
+	if idErr != nil {
+		return unverified(fmt.Sprintf("the BMC cannot report a system identity (%v), so nothing proves it is this node's", idErr))
 	}
 	// The inventory's expectedUUID wins, else the Node's systemUUID. The
 	// caller's inventory may have no NodeSource; the Node listed here is the
@@ -247,27 +261,21 @@ func identityResult(scope string, c *inventory.Controller, n *corev1.Node, id bm
 	got := strings.TrimSpace(id.UUID)
 	switch {
 	case want == "" && got == "":
-		r.Status = StatusWarn
-		r.Message = "nothing to compare: neither the BMC nor the Node reports a system UUID, so nothing proves this BMC is this node's; double-check the address and system"
-		return r, false
+		return unverified("nothing to compare: neither the BMC nor the Node reports a system UUID, so nothing proves this BMC is this node's")
 	case want == "":
-		r.Status = StatusWarn
-		r.Message = fmt.Sprintf("nothing to compare: the Node reports no status.nodeInfo.systemUUID and the entry has no expectedUUID; the BMC's system UUID is %q: if that is this machine, set expectedUUID to it", got)
-		return r, false
+		return unverified(fmt.Sprintf("nothing to compare: the Node reports no status.nodeInfo.systemUUID and the entry has no expectedUUID (the BMC's system UUID is %q: if that is this machine, set expectedUUID to it)", got))
 	case strings.EqualFold(got, strings.TrimSpace(want)):
 		r.Status = StatusOK
 		r.Message = fmt.Sprintf("system UUID %s matches the %s", got, source)
 		return r, true
 	case got == "":
-		r.Status = StatusFail
-		r.Message = fmt.Sprintf("the BMC reports no system UUID, but the %s is %q: the agent compares them before every power-off and will refuse to fence through this BMC; check that the entry selects the right system", source, want)
-		return r, false
+		return unverified(fmt.Sprintf("the BMC reports no system UUID (the %s is %q)", source, want))
 	case smbiosSwapped(got, want):
-		r.Status = StatusFail
+		r.Status, r.otherMachine = StatusFail, true
 		r.Message = fmt.Sprintf("the BMC's system UUID %s is the %s %s with its first three fields byte-swapped (SMBIOS encoding): likely the same machine, but the agent compares exactly and will refuse to fence; set expectedUUID: %s in the entry", got, source, want, got)
 		return r, false
 	default:
-		r.Status = StatusFail
+		r.Status, r.otherMachine = StatusFail, true
 		r.Message = fmt.Sprintf("the BMC's system UUID is %q but the %s is %q: the entry points at another machine, and fencing through it would power off the wrong one; fix the address or system", got, source, want)
 		return r, false
 	}

@@ -70,13 +70,23 @@ func redfish(name string, opts ...func(*config.NodeBMC)) config.NodeBMC {
 	return e
 }
 
-func ipmi(name string) config.NodeBMC {
-	return config.NodeBMC{Name: name, Address: "ipmi://" + name + ".bmc.example"}
+func ipmi(name string, opts ...func(*config.NodeBMC)) config.NodeBMC {
+	e := config.NodeBMC{Name: name, Address: "ipmi://" + name + ".bmc.example"}
+	for _, o := range opts {
+		o(&e)
+	}
+	return e
 }
 
 func expectUUID(u string) func(*config.NodeBMC) {
 	return func(e *config.NodeBMC) { e.ExpectedUUID = u }
 }
+
+// vouched sets allowUnverifiedIdentity.
+func vouched() func(*config.NodeBMC) {
+	return func(e *config.NodeBMC) { e.AllowUnverifiedIdentity = true }
+}
+
 func insecure() func(*config.NodeBMC) {
 	return func(e *config.NodeBMC) { e.InsecureSkipVerify = true }
 }
@@ -277,8 +287,8 @@ func TestNodeChecks(t *testing.T) {
 			nodes:    []*corev1.Node{node("w1")},
 			entries:  []config.NodeBMC{redfish("w1")},
 			bmcs:     map[string]bmc.Controller{"w1": bmctest.New(clocktesting.NewFakeClock(time.Now()))},
-			want:     []row{{w1, CheckInventory, StatusOK}, {w1, CheckBMC, StatusOK}, {w1, CheckIdentity, StatusFail}},
-			contains: []string{"the BMC reports no system UUID"},
+			want:     []row{{w1, CheckInventory, StatusOK}, {w1, CheckBMC, StatusOK}, {w1, CheckIdentity, StatusFail}, {w1, CheckPower, StatusOK}},
+			contains: []string{"the BMC reports no system UUID", "the agent will not fence this node"},
 		},
 		{
 			name:     "the inventory's expectedUUID wins over the Node's",
@@ -289,21 +299,36 @@ func TestNodeChecks(t *testing.T) {
 			contains: []string{"matches the inventory expectedUUID"},
 		},
 		{
-			name:     "nothing to compare is a warning that names the BMC's UUID",
+			name:     "nothing to compare: not fenceable, and the BMC's UUID is named",
 			nodes:    []*corev1.Node{node("w1", withUUID(""))},
 			entries:  []config.NodeBMC{redfish("w1")},
 			bmcs:     map[string]bmc.Controller{"w1": fakeBMC("w1")},
-			want:     []row{{w1, CheckInventory, StatusOK}, {w1, CheckBMC, StatusOK}, {w1, CheckIdentity, StatusWarn}, {w1, CheckPower, StatusOK}},
-			contains: []string{"nothing to compare", uuidOf("w1")},
+			want:     []row{{w1, CheckInventory, StatusOK}, {w1, CheckBMC, StatusOK}, {w1, CheckIdentity, StatusFail}, {w1, CheckPower, StatusOK}},
+			contains: []string{"nothing to compare", uuidOf("w1"), "the agent will not fence this node"},
 		},
 		{
-			name:    "IPMI: one request, identity unknowable",
-			nodes:   []*corev1.Node{node("w1")},
-			entries: []config.NodeBMC{ipmi("w1")},
-			// Identity would fail: the check must not ask for it.
-			bmcs:     map[string]bmc.Controller{"w1": failing("w1", fmt.Errorf("%w: IPMI", bmc.ErrUnsupported), bmc.OpIdentity)},
+			name:     "nothing to compare, but the entry vouches for it: a warning",
+			nodes:    []*corev1.Node{node("w1", withUUID(""))},
+			entries:  []config.NodeBMC{redfish("w1", vouched())},
+			bmcs:     map[string]bmc.Controller{"w1": fakeBMC("w1")},
 			want:     []row{{w1, CheckInventory, StatusOK}, {w1, CheckBMC, StatusOK}, {w1, CheckIdentity, StatusWarn}, {w1, CheckPower, StatusOK}},
-			contains: []string{"IPMI lanplus, cipher suite 3", "IPMI reports no system UUID"},
+			contains: []string{"allowUnverifiedIdentity, so the agent fences it on your word"},
+		},
+		{
+			name:     "IPMI: the system GUID is the identity",
+			nodes:    []*corev1.Node{node("w1")},
+			entries:  []config.NodeBMC{ipmi("w1")},
+			bmcs:     map[string]bmc.Controller{"w1": fakeBMC("w1")},
+			want:     healthy("w1"),
+			contains: []string{"IPMI lanplus, cipher suite 3", "matches the Node's status.nodeInfo.systemUUID"},
+		},
+		{
+			name:     "a BMC without any identity: reached with a power read, not fenceable",
+			nodes:    []*corev1.Node{node("w1")},
+			entries:  []config.NodeBMC{ipmi("w1")},
+			bmcs:     map[string]bmc.Controller{"w1": failing("w1", fmt.Errorf("%w: no Get System GUID", bmc.ErrUnsupported), bmc.OpIdentity)},
+			want:     []row{{w1, CheckInventory, StatusOK}, {w1, CheckBMC, StatusOK}, {w1, CheckIdentity, StatusFail}, {w1, CheckPower, StatusOK}},
+			contains: []string{"cannot report a system identity", "the agent will not fence this node"},
 		},
 		{
 			name:     "insecureSkipVerify is a warning",
@@ -330,10 +355,10 @@ func TestNodeChecks(t *testing.T) {
 			contains: []string{"Off, yet the Node reports Ready"},
 		},
 		{
-			name:     "Off on a Ready node behind an unverifiable IPMI BMC: a failure",
+			name:     "Off on a Ready node behind a vouched, unverifiable BMC: a failure",
 			nodes:    []*corev1.Node{node("w1")},
-			entries:  []config.NodeBMC{ipmi("w1")},
-			bmcs:     map[string]bmc.Controller{"w1": fakeBMC("w1", bmctest.WithPower(false))},
+			entries:  []config.NodeBMC{ipmi("w1", vouched())},
+			bmcs:     map[string]bmc.Controller{"w1": noIdentity(fakeBMC("w1", bmctest.WithPower(false)))},
 			want:     []row{{w1, CheckInventory, StatusOK}, {w1, CheckBMC, StatusOK}, {w1, CheckIdentity, StatusWarn}, {w1, CheckPower, StatusFail}},
 			contains: []string{"the entry likely points at another machine"},
 		},
@@ -399,6 +424,12 @@ func TestNodeChecks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// noIdentity makes f a BMC that reports no identity at all.
+func noIdentity(f *bmctest.Fake) *bmctest.Fake {
+	f.Fail(fmt.Errorf("%w: no Get System GUID", bmc.ErrUnsupported), bmc.OpIdentity)
+	return f
 }
 
 func poweringOff(name string) *bmctest.Fake {

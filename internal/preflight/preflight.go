@@ -64,6 +64,9 @@ type Result struct {
 	Status Status `json:"status"`
 	// Message says what was found and, unless ok, what to fix.
 	Message string `json:"message"`
+	// otherMachine: an identity check found the BMC to be another
+	// machine's; nothing more is read through it.
+	otherMachine bool
 }
 
 // ScopeCluster is the scope of the cluster-wide checks.

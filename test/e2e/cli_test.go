@@ -170,8 +170,8 @@ func TestCLIFenceHistoryUnfenceWithoutAnAgent(t *testing.T) {
 func TestCLIRefusals(t *testing.T) {
 	e := newEnv(t)
 	t.Run("a Ready node", func(t *testing.T) {
-		if _, errOut, code := e.kf("fence", "n2", "--reason", "test", "--yes", "--timeout", "30s"); code != 8 || !strings.Contains(errOut, "Ready") {
-			t.Errorf("exit %d, stderr %q; want 8 and a refusal naming Ready", code, errOut)
+		if _, errOut, code := e.kf("fence", "n2", "--reason", "test", "--yes", "--timeout", "30s"); code != 8 || !strings.Contains(errOut, "it is alive") {
+			t.Errorf("exit %d, stderr %q; want 8 and a refusal saying it is alive", code, errOut)
 		}
 	})
 	// n3 (a lying BMC, kubelet dead) and n4 (a hung BMC, power lost) fail

@@ -67,9 +67,11 @@ func runMain(m *testing.M) int {
 	}
 	defer sharedCP.Stop()
 	slow := machine.Timing{PowerOn: 25 * time.Second, PowerOff: time.Second, GracefulShutdown: 3 * time.Second, RestartOff: 2 * time.Second}
+	// n5's restart holds it off for 40 s: longer than the settle window.
+	longDwell := machine.Timing{PowerOn: 10 * time.Second, PowerOff: time.Second, GracefulShutdown: 3 * time.Second, RestartOff: 40 * time.Second}
 	shared, err = testbed.Start(ctx, sharedCP, testbed.Options{
 		Nodes: []string{"n1", "n2", "n3", "n4", "n5", "n6"}, IPMINode: "n6",
-		NodeTiming: map[string]machine.Timing{"n2": slow}, Logf: logf,
+		NodeTiming: map[string]machine.Timing{"n2": slow, "n5": longDwell}, Logf: logf,
 		// Every agent here runs with deploy/base's grants and no more.
 		AgentAsServiceAccount: true,
 	}, dir)
