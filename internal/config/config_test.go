@@ -142,7 +142,7 @@ func TestExampleConfigIsTheDefaults(t *testing.T) {
 }
 
 // One run names every problem: decode errors, every policy field out of
-// range (fence.Policy.Validate alone names only the first), and the rest.
+// range, and the rest.
 func TestEveryErrorAtOnce(t *testing.T) {
 	yaml := `
 namespace: Not_A_Namespace
@@ -167,6 +167,7 @@ server:
 	want := []string{
 		"policy.cooldown",
 		"policy.suspectAfter = 1s",
+		"policy.maxAPIStaleness = 15s", // relative to suspectAfter
 		"policy.settleReads = 1",
 		"policy.maxUnhealthyFraction = 2",
 		"bmc.concurrency",
@@ -178,8 +179,7 @@ server:
 	}
 }
 
-// A cross-field policy rule is reported once, and fields that are only
-// wrong relative to a bad one are not blamed for it.
+// A cross-field policy rule is reported once; valid values together pass.
 func TestPolicyErrorsFollowValidate(t *testing.T) {
 	tests := []struct {
 		name   string
