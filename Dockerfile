@@ -1,5 +1,7 @@
-# One image for the agent and the CLI. bmclib's IPMI provider runs ipmitool,
-# so the runtime image has it. Non-root, read-only root filesystem friendly.
+# For those with Docker: one image for the agent and the CLI, with ipmitool
+# (bmclib's IPMI provider runs it). Non-root, read-only root filesystem
+# friendly. Without Docker, `make image` builds the shell-less image (no
+# ipmitool: Redfish only) with go-containerregistry.
 #   docker build -t bmcfence:dev .
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

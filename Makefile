@@ -6,6 +6,10 @@
 #                control plane e2e), the 100000-scenario simulation
 #   make build   bin/kubectl-fence (+ bin/bmcfence-cli), bin/redfish-mock, bin/fence-agent
 #   make bench   Go benchmarks and the comparison with the Debian fence agents
+#   make image   bin/bmcfence-image.tar: the OCI image (no Docker needed) and
+#                bin/bmcfence-image.cdx.json, its CycloneDX SBOM
+#   make helm    bin/tools/helm, built from its pinned Go module
+#   make chart   helm lint and helm template of charts/bmcfence
 
 SHELL := /bin/bash
 GO    ?= go
@@ -13,13 +17,16 @@ BIN   := $(CURDIR)/bin
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# The commit's time, not the clock's: the same commit builds the same
+# binaries, and so the same image digest (SOURCE_DATE_EPOCH overrides).
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+DATE    ?= $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 PKG     := github.com/bmcfence/bmcfence/internal/version
 LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
 
 COMMANDS := kubectl-fence redfish-mock fence-agent
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean
+.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart
 
 all: build
 
@@ -39,6 +46,9 @@ build:
 	done
 	@echo "build: bin/bmcfence-cli"
 	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bmcfence-cli ./cmd/kubectl-fence
+	@# kubectl (1.26+) completes `kubectl fence <TAB>` through this script,
+	@# found on PATH beside kubectl-fence.
+	@install -m 0755 cmd/kubectl-fence/kubectl_complete-fence $(BIN)/kubectl_complete-fence
 
 vet:
 	$(GO) vet ./...
@@ -73,6 +83,23 @@ bench: build
 
 demo: build
 	@hack/demo.sh
+
+# The image: fence-agent, kubectl-fence and bmcfence-cli on an empty base, user 65532, no
+# shell, OCI labels and an SBOM; written by go-containerregistry (pinned in
+# hack/mkimage/go.mod), so no Docker engine is needed.
+IMAGE_REPO ?= ghcr.io/bmcfence/bmcfence
+image: build
+	cd hack/mkimage && CGO_ENABLED=0 $(GO) run . -bin $(BIN) -out $(BIN)/bmcfence-image.tar \
+		-repo $(IMAGE_REPO) -version $(VERSION) -revision $(shell git rev-parse HEAD 2>/dev/null || echo unknown) -created $(DATE)
+
+# helm, from its pinned Go module (hack/helm.sh), cached in bin/tools.
+helm:
+	@hack/helm.sh $(BIN)/tools
+
+# The chart's static checks (make test runs them too).
+chart: helm
+	$(BIN)/tools/helm lint --strict charts/bmcfence
+	$(BIN)/tools/helm template bmcfence charts/bmcfence --namespace bmcfence-system >/dev/null
 
 clean:
 	rm -rf $(BIN)

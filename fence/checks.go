@@ -3,7 +3,7 @@ package fence
 // Check names one safety check. Every check is on in every build but the
 // mutation test's (build tag "mutant"), which turns exactly one off to prove
 // that the randomized simulation notices: a check no mutant proves is a
-// check nobody has tested (DESIGN.md §2, "Evidence that can fail").
+// check nobody has tested (docs/design.md §2, "Evidence that can fail").
 type Check string
 
 // The checks a mutant may disable. The engine consults the first three and

@@ -10,7 +10,8 @@
 // agent or a new leader resumes exactly where the last one stopped.
 //
 // The package imports only the standard library, so the whole decision can be
-// read, tested and fuzzed on its own. The invariants it owns (DESIGN.md §2):
+// read, tested and fuzzed on its own. The invariants it owns, numbered as
+// its tests name them (docs/design.md §2 lists every invariant of bmcfence):
 //
 //  1. ApplyTaint is emitted only after a settled run of exact-Off readings
 //     (SettleReads consecutive reads spanning SettleWindow), every one later

@@ -8,7 +8,7 @@ import (
 
 // TestExhaustiveInvariants enumerates every phase × state variant × input
 // kind × power reading × readiness × taint × node flags × fleet, and checks
-// the invariants of DESIGN.md §2 (1, 2, 4, 6) and determinism (7) on each
+// the invariants of doc.go (1, 2, 4, 6) and determinism (7) on each
 // Step. Under -short it checks every 7th combination.
 func TestExhaustiveInvariants(t *testing.T) {
 	p := DefaultPolicy()

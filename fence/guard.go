@@ -101,7 +101,7 @@ func (r Refusal) String() string {
 	return r.Reason.String()
 }
 
-// Admit is the storm guard for a new fence (DESIGN.md §2, invariant 6): the
+// Admit is the storm guard for a new fence (docs/design.md §2, invariant 6): the
 // absolute part (StillSafe), then the limits on fences at once and the
 // cooldown.
 func Admit(p Policy, f FleetView, now time.Time) Refusal {

@@ -116,7 +116,7 @@ func eventReasons(o Output) []string {
 	return rs
 }
 
-// checkInvariants is the oracle of DESIGN.md §2 for one Step. It is shared by
+// checkInvariants is the oracle of docs/design.md §2 for one Step. It is shared by
 // the table tests, the exhaustive test and the fuzz target. It judges the
 // engine by the rules themselves, from the inputs and the state it was given.
 func checkInvariants(p Policy, before State, in Input, now time.Time, out Output) error {

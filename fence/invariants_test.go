@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestInvariants names each invariant of DESIGN.md §2 that the engine owns,
+// TestInvariants names each invariant of doc.go that the engine owns,
 // on the situation most likely to break it. The exhaustive test and FuzzStep
 // check the same invariants (checkInvariants) over every combination, and the
 // simulation checks them against the machines' truth.

@@ -2,7 +2,7 @@ package fence
 
 import "fmt"
 
-// Phase is where a node is in the fence lifecycle (DESIGN.md §1).
+// Phase is where a node is in the fence lifecycle (docs/design.md §1).
 type Phase uint8
 
 const (

@@ -112,7 +112,12 @@ build() {
 	shift 3
 	local t0=$SECONDS
 	say "$name: building $pkg ..."
-	if ! (cd "$dir" && go build -trimpath "$@" -o "$SCRATCH/$name" "$pkg"); then
+	# In the background and waited for: bash runs a trap only once the
+	# foreground command ends, so a SIGTERM (make test's cleanup, CI's)
+	# would otherwise wait minutes for a link to finish; `wait` returns at
+	# once and the trap stops the build.
+	(cd "$dir" && exec go build -trimpath "$@" -o "$SCRATCH/$name" "$pkg") &
+	if ! wait $!; then
 		die "$name: 'go build $pkg' in $dir failed after $((SECONDS - t0))s (output above)"
 	fi
 	mv -f "$SCRATCH/$name" "$BINDIR/$name"
@@ -132,9 +137,10 @@ say "building into $BINDIR with $GOVERSION (a cold build takes ~10 min on 2 core
 	t0=$SECONDS
 	say "kwok: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION ..."
 	mkdir -p "$SCRATCH/kwok-bin"
-	if ! (cd "$SCRATCH" && GOBIN="$SCRATCH/kwok-bin" GOFLAGS=-trimpath go install \
+	(cd "$SCRATCH" && GOBIN="$SCRATCH/kwok-bin" GOFLAGS=-trimpath exec go install \
 		-ldflags "-s -w" \
-		"sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"); then
+		"sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION") &
+	if ! wait $!; then
 		die "kwok: go install failed after $((SECONDS - t0))s (output above)"
 	fi
 	mv -f "$SCRATCH/kwok-bin/kwok" "$BINDIR/kwok"

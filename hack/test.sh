@@ -10,21 +10,25 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-$PWD/bin}
 GO=${GO:-go}
 
-# Packages that start a control plane. test/e2e is the long one (~11
-# minutes, mostly waiting on the controllers' clocks), so it runs as two
-# processes, each with its own control plane: the CLI's tests and the
-# agent's. Everything binds 127.0.0.1 on free ports, so they do not collide.
+# Packages that start a control plane, and hack (its image test builds the
+# binaries and the image: CPU better spent once the control plane is built,
+# while the e2e tests mostly wait on the controllers' clocks). test/e2e is
+# the long one (~11 minutes), so it runs as two processes, each with its own
+# control plane: the CLI's tests and the agent's. Everything binds 127.0.0.1
+# on free ports, so they do not collide.
 CP_PKGS=()
-for d in cluster drain internal/preflight test; do
+for d in cluster deploy drain hack internal/preflight test; do
 	[ -d "$d" ] && CP_PKGS+=("./$d/...")
 done
 E2E=github.com/bmcfence/bmcfence/test/e2e
 
 bins_log="$BIN/e2e-bins.log"
+helm_log="$BIN/helm-build.log"
 mkdir -p "$BIN"
 hack/e2e-bins.sh "$BIN/e2e" >"$bins_log" 2>&1 &
 bins=$!
-trap 'kill $bins 2>/dev/null || true' EXIT
+helmb=""
+trap 'kill $bins $helmb 2>/dev/null || true' EXIT
 echo "test: building the control plane in the background (progress: $bins_log)"
 
 # vet and gofmt while the control plane builds. vet compiles every package
@@ -34,9 +38,17 @@ echo "test: building the control plane in the background (progress: $bins_log)"
 
 mapfile -t cp_list < <($GO list "${CP_PKGS[@]}")
 mapfile -t unit < <($GO list ./... | grep -vxF -f <(printf '%s\n' "${cp_list[@]}"))
-mapfile -t cp_rest < <(printf '%s\n' "${cp_list[@]}" | grep -vxF "$E2E")
+DEPLOY=github.com/bmcfence/bmcfence/deploy
+mapfile -t cp_rest < <(printf '%s\n' "${cp_list[@]}" | grep -vxF -e "$E2E" -e "$DEPLOY")
 echo "test: ${#unit[@]} packages without a control plane"
 $GO test -race -count=1 -timeout 20m "${unit[@]}"
+
+# helm (the chart's checks and its install test), from its pinned module:
+# ~2.5 minutes cold, started only now so that it does not compete with the
+# unit tests for the cores the control plane's build needs.
+hack/helm.sh "$BIN/tools" >"$helm_log" 2>&1 &
+helmb=$!
+echo "test: building helm in the background (progress: $helm_log)"
 
 if ! wait $bins; then
 	echo "test: building the control plane failed:"
@@ -49,13 +61,29 @@ tail -1 "$bins_log"
 echo "test: ${#cp_list[@]} packages on a real control plane (test/e2e in two halves), in parallel"
 logs=$(mktemp -d)
 pids=()
-$GO test -race -count=1 -timeout 30m -p 1 "${cp_rest[@]}" >"$logs/packages.log" 2>&1 &
+# The chart's checks come last in this chain: hack/helm.sh waits on its lock
+# for the build started above and reports its status.
+(
+	st=0
+	$GO test -race -count=1 -timeout 30m -p 1 "${cp_rest[@]}" || st=1
+	if hack/helm.sh "$BIN/tools"; then
+		echo "test: helm lint and helm template of charts/bmcfence"
+		"$BIN/tools/helm" lint --strict charts/bmcfence || st=1
+		"$BIN/tools/helm" template bmcfence charts/bmcfence --namespace bmcfence-system >/dev/null || st=1
+		$GO test -race -count=1 -timeout 30m "$DEPLOY" || st=1
+	else
+		echo "test: building helm failed:"
+		tail -30 "$helm_log"
+		st=1
+	fi
+	exit $st
+) >"$logs/packages.log" 2>&1 &
 pids+=($!)
 $GO test -race -count=1 -timeout 30m -run '^TestCLI' "$E2E" >"$logs/e2e-cli.log" 2>&1 &
 pids+=($!)
 $GO test -race -count=1 -timeout 30m -skip '^TestCLI' "$E2E" >"$logs/e2e-agent.log" 2>&1 &
 pids+=($!)
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$logs"' EXIT
+trap 'kill "${pids[@]}" $helmb 2>/dev/null || true; rm -rf "$logs"' EXIT
 
 # The control-plane tests mostly wait on the controllers' clocks; the
 # simulation, CPU-bound, fills one core meanwhile and leaves them the other.
@@ -68,6 +96,7 @@ grep -E '^(simulation:|--- |ok|FAIL|\s+sim_test)' "$logs/sim.log" || true
 for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || failed=1
 done
+wait "$helmb" || failed=1
 for f in packages e2e-cli e2e-agent; do
 	echo "--- $f"
 	cat "$logs/$f.log"

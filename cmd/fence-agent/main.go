@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/go-logr/zapr"
@@ -30,35 +31,78 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Environ(), os.Stderr)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args, environ []string, stderr io.Writer) int {
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // could not start or run (no cluster, port taken)
+	exitProblems = 1 // validate: the configuration or its references have problems
+	exitUsage    = 2 // bad flags or configuration: nothing was started
+)
+
+const usageHead = `Usage:
+  fence-agent [flags]                     run the agent
+  fence-agent validate --config FILE      check a configuration and exit (and, when a
+                                          cluster is reachable, the inventory's Secrets
+                                          and CA ConfigMaps); exit 0 valid, 1 problems
+                                          found, 2 usage error
+  fence-agent --version
+
+Configuration: --config FILE < BMCFENCE_* environment variables < flags.
+Every flag or configuration error is one line on stderr and exit status 2.
+
+Flags:
+`
+
+func newFlagSet(stderr io.Writer) (*pflag.FlagSet, *bool) {
 	fs := pflag.NewFlagSet("fence-agent", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// pflag prints nothing itself with ContinueOnError; run says it in one
+	// line, and --help prints the usage.
+	fs.SetOutput(io.Discard)
 	config.RegisterFlags(fs)
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() { fmt.Fprint(stderr, usageHead+fs.FlagUsages()) }
+	return fs, showVersion
+}
+
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	validate := len(args) > 0 && args[0] == "validate"
+	if validate {
+		args = args[1:]
+	}
+	fs, showVersion := newFlagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return 0
+			fs.Usage()
+			return exitOK
 		}
-		return 2
+		fmt.Fprintf(stderr, "fence-agent: %v%s (fence-agent --help lists the flags)\n", err, suggestFlag(fs, err))
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "fence-agent: unexpected argument %q: the only command is \"validate\", first (fence-agent --help)\n", fs.Arg(0))
+		return exitUsage
 	}
 	if *showVersion {
-		fmt.Fprintln(stderr, "fence-agent", version.Get())
-		return 0
+		fmt.Fprintln(stdout, "fence-agent", version.Get())
+		return exitOK
+	}
+	if validate {
+		return runValidate(ctx, fs, environ, stdout, stderr)
 	}
 	cfg, err := config.Load(fs, environ)
 	if err != nil {
-		fmt.Fprintf(stderr, "fence-agent: invalid configuration:\n%v\n", err)
-		return 2
+		printErrors(stderr, "fence-agent: ", err)
+		return exitUsage
 	}
 	log, err := logger(cfg.Log)
 	if err != nil {
 		fmt.Fprintf(stderr, "fence-agent: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	defer func() { _ = log.Sync() }()
 	// client-go logs through klog (reflectors, leader election): into the
@@ -67,24 +111,61 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) int {
 	restCfg, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		log.Error("cannot reach the cluster", zap.Error(err))
-		return 1
+		return exitFailed
 	}
 	restCfg.UserAgent = "bmcfence-agent/" + version.Get().Version
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		log.Error("cannot build a client", zap.Error(err))
-		return 1
+		return exitFailed
 	}
 	a, err := agent.New(cfg, log, client)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
-		return 1
+		return exitFailed
 	}
 	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("stopped", zap.Error(err))
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
+}
+
+// printErrors writes each error of a joined list on its own line.
+func printErrors(w io.Writer, prefix string, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			fmt.Fprintf(w, "%s%s\n", prefix, line)
+		}
+	}
+}
+
+// suggestFlag names the flag a typo most likely meant: "--dryrun" is
+// "--dry-run" without its dash, the mistake a DaemonSet's args invite.
+func suggestFlag(fs *pflag.FlagSet, err error) string {
+	msg := err.Error()
+	i := strings.Index(msg, "--")
+	if !strings.HasPrefix(msg, "unknown flag") || i < 0 {
+		return ""
+	}
+	typed := strings.Fields(msg[i+2:])
+	if len(typed) == 0 {
+		return ""
+	}
+	norm := func(s string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(s), "-", ""), "_", "")
+	}
+	want := norm(strings.SplitN(typed[0], "=", 2)[0])
+	var found string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if norm(f.Name) == want {
+			found = f.Name
+		}
+	})
+	if found == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean --%s?", found)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -291,7 +291,7 @@ func finishReport(s streams, out outputFormat, r power.Report, err error) error 
 func newBMCOffCmd(s streams) *cobra.Command {
 	var f bmcFlags
 	var sf settleFlags
-	var yes bool
+	var yes, dryRun bool
 	out := outTable
 	cmd := &cobra.Command{
 		Use:   "off",
@@ -318,6 +318,9 @@ never reads Off (a lying BMC) fails with exit code 7.`,
 			if err != nil {
 				return err
 			}
+			if dryRun {
+				return printReport(s, out, power.Report{Address: t.Address.String(), System: t.System, Action: "off (dry run: would send a hard power-off; nothing sent)"})
+			}
 			if err := confirm(s, yes, fmt.Sprintf("Power off %s%s now (a hard off: like pulling the plug)?", t.Address, systemSuffix(t.System))); err != nil {
 				return err
 			}
@@ -329,6 +332,7 @@ never reads Off (a lying BMC) fails with exit code 7.`,
 	f.register(cmd.Flags())
 	sf.register(cmd.Flags(), "power-timeout", fence.DefaultPolicy().PowerTimeout)
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be sent; send nothing")
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
 	return cmd
 }
@@ -342,7 +346,7 @@ func systemSuffix(system string) string {
 
 func newBMCOnCmd(s streams) *cobra.Command {
 	var f bmcFlags
-	var yes, wait bool
+	var yes, wait, dryRun bool
 	var limit time.Duration
 	out := outTable
 	cmd := &cobra.Command{
@@ -357,6 +361,9 @@ BMC reads On (a server can take a minute or more to get there).`,
 			if err != nil {
 				return err
 			}
+			if dryRun {
+				return printReport(s, out, power.Report{Address: t.Address.String(), System: t.System, Action: "on (dry run: would send a power-on; nothing sent)"})
+			}
 			if err := confirm(s, yes, fmt.Sprintf("Power on %s%s?", t.Address, systemSuffix(t.System))); err != nil {
 				return err
 			}
@@ -368,6 +375,7 @@ BMC reads On (a server can take a minute or more to get there).`,
 	f.register(cmd.Flags())
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the BMC reads On")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be sent; send nothing")
 	cmd.Flags().DurationVar(&limit, "power-timeout", fence.DefaultPolicy().PowerOnTimeout, "with --wait: give up after this long")
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
 	return cmd

@@ -33,8 +33,11 @@ fails (warnings do not fail it). The BMCs are reached from where you run this.`,
 			if err != nil {
 				return err
 			}
+			secrets, configMaps := sess.cfg.Inventory.ReferencedNames()
 			results, err := preflight.Run(ctx, preflight.Options{
+				ByName: true, SecretNames: secrets, ConfigMapNames: configMaps,
 				Client: sess.client, Inventory: sess.inv, Namespace: sess.cfg.Namespace, Timeout: sess.cfg.BMC.Timeout,
+				LeaseName: sess.cfg.LeaderElection.Name,
 			})
 			if err != nil {
 				return err

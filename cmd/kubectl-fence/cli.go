@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, s streams) int {
 	if ctx.Err() != nil {
 		code = exitInterrupted
 	}
-	fmt.Fprintf(s.Err, "kubectl-fence: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(s.Err, "kubectl fence: %s\n", oneLine(err.Error()))
 	return code
 }
 

@@ -256,7 +256,7 @@ type undrainResult struct {
 }
 
 func newUndrainCmd(s streams, k *kubeFlags) *cobra.Command {
-	var powerOn, dryRun bool
+	var powerOn, dryRun, yes bool
 	var timeout time.Duration
 	var reason string
 	out := outTable
@@ -267,7 +267,7 @@ func newUndrainCmd(s streams, k *kubeFlags) *cobra.Command {
 Ready and its kubelet renews its Lease while we watch (a stale Lease never
 counts), then uncordons it and clears the maintenance mark in one write, so
 bmcfence watches it again.`,
-		Example: `  kubectl fence undrain worker-3 --power-on
+		Example: `  kubectl fence undrain worker-3 --power-on --yes
   kubectl fence undrain worker-3 --dry-run`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -298,6 +298,13 @@ bmcfence watches it again.`,
 			if dryRun {
 				return print()
 			}
+			// Powering a machine on asks first, as every command that
+			// changes a machine's power or a taint does.
+			if powerOn {
+				if err := confirm(s, yes, fmt.Sprintf("Power %s on through %s, then end its maintenance once it is Ready?", node, ctrl.Target.Address)); err != nil {
+					return err
+				}
+			}
 			prog := newProgress(s)
 			opts := drain.Options{Timeout: timeout, Reason: reason, User: sess.user, Clock: clock.RealClock{}}
 			if powerOn {
@@ -321,7 +328,8 @@ bmcfence watches it again.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.BoolVar(&powerOn, "power-on", false, "power the node on through its BMC first")
+	fs.BoolVar(&powerOn, "power-on", false, "power the node on through its BMC first (asks first, unless --yes)")
+	fs.BoolVarP(&yes, "yes", "y", false, "do not ask before --power-on")
 	fs.BoolVar(&dryRun, "dry-run", false, "say what would happen; change nothing")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the node after this long")
 	fs.StringVar(&reason, "reason", "", "recorded in the Undrained Event")

@@ -153,7 +153,11 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 		return printRequest(s, f.out, report)
 	}
 	if spec.prompt != "" {
-		if err := confirm(s, f.yes, fmt.Sprintf(spec.prompt, node)); err != nil {
+		prompt := fmt.Sprintf(spec.prompt, node)
+		if f.powerOn {
+			prompt = fmt.Sprintf("Unfence %s: power it on through its BMC, then remove our out-of-service taint once it is Ready with a fresh heartbeat?", node)
+		}
+		if err := confirm(s, f.yes, prompt); err != nil {
 			return err
 		}
 	}

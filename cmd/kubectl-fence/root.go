@@ -15,13 +15,21 @@ import (
 // bmcfence-cli, for everything else.
 func newRoot(s streams) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "kubectl-fence",
+		// The binary is kubectl-fence; kubectl runs it as "kubectl fence",
+		// and that is what help, usage and errors say.
+		Use: "kubectl-fence",
+		Annotations: map[string]string{
+			cobra.CommandDisplayNameAnnotation: "kubectl fence",
+		},
 		Short: "Fence dead Kubernetes nodes through their BMCs, safely",
 		Long: `kubectl fence powers off, confirms and taints dead nodes the way the bmcfence
 agent does, by hand: a node is tainted out-of-service only after its BMC has
 read back a settled Off.
 
 ` + exitCodesHelp,
+		Example: `  kubectl fence status
+  kubectl fence fence worker-3 --reason "PSU failed, OPS-1234"
+  kubectl fence bmc status --address https://10.0.0.5 --username admin --password-env BMC_PASSWORD`,
 		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -31,6 +39,8 @@ read back a settled Off.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
 	var k kubeFlags
 	k.register(root.PersistentFlags())
+	addKlogVerbosity(root.PersistentFlags())
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return positiveDurations(cmd) }
 	root.AddCommand(
 		newStatusCmd(s, &k),
 		newRequestCmd(s, &k, "fence", "Fence a node: power off if needed, confirm Off, taint, wait for detach",
@@ -64,7 +74,10 @@ taint if it is ours (someone else's taint is never touched).`,
 		newPowerCmd(s, &k),
 		newCheckCmd(s, &k),
 		newBMCCmd(s),
+		newVersionCmd(s),
 	)
 	argsAreUsage(root)
+	unknownCommandsAreUsage(root)
+	completeNodeNames(root, &k)
 	return root
 }

@@ -32,7 +32,9 @@ import (
 
 func newRoot(s streams) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "kubectl-fence",
+		Use: "kubectl-fence",
+		// kubectl runs it as "kubectl fence": help and usage say so.
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fence"},
 		Short:         "Fence dead Kubernetes nodes through their BMCs, safely",
 		Long:          "kubectl fence's BMC commands.\n\n" + exitCodesHelp,
 		Version:       version.Get().String(),

@@ -16,7 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
@@ -26,19 +28,56 @@ import (
 	"github.com/bmcfence/bmcfence/internal/version"
 )
 
-// kubeFlags are kubectl's usual connection flags plus where the agent lives.
+// kubeFlags are kubectl's own connection flags (k8s.io/cli-runtime's
+// ConfigFlags: --kubeconfig, --context, --cluster, --user, --as, --as-group,
+// --server, --token, --request-timeout, -n, ...) plus where the agent's
+// configuration is.
 type kubeFlags struct {
-	kubeconfig string
-	context    string
-	namespace  string
+	cf         *genericclioptions.ConfigFlags
 	configFile string
 }
 
+// defaultAgentNamespace is where deploy/ and the chart install the agent.
+const defaultAgentNamespace = "bmcfence-system"
+
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&k.context, "context", "", "kubeconfig context to use")
-	fs.StringVarP(&k.namespace, "namespace", "n", "bmcfence-system", "namespace of the bmcfence agent (its ConfigMap, Secrets and leader Lease)")
+	k.cf = genericclioptions.NewConfigFlags(true)
+	k.cf.AddFlags(fs)
+	// -n names the agent's namespace, never the kubeconfig context's
+	// namespace: a context pointing at "default" must not make the CLI look
+	// for the agent there.
+	if f := fs.Lookup("namespace"); f != nil {
+		f.Usage = "namespace of the bmcfence agent: its ConfigMap, Secrets and leader Lease (default " + defaultAgentNamespace + "; the kubeconfig context's namespace is not used)"
+	}
+	if f := fs.Lookup("request-timeout"); f != nil {
+		f.Usage = "time limit of each API request, e.g. 10s, 1m (0: kubectl fence's own 30s)"
+	}
 	fs.StringVar(&k.configFile, "config", "", "agent config file (default: the agent's ConfigMap bmcfence-agent in --namespace)")
+}
+
+// namespace is the agent's namespace.
+func (k *kubeFlags) namespace() string {
+	if k.cf != nil && k.cf.Namespace != nil && *k.cf.Namespace != "" {
+		return *k.cf.Namespace
+	}
+	return defaultAgentNamespace
+}
+
+// restConfig is the client configuration kubectl would use with the same
+// flags, with a default request timeout and kubectl's own rate limits.
+func (k *kubeFlags) restConfig() (*rest.Config, error) {
+	rc, err := k.cf.ToRESTConfig()
+	if err != nil {
+		return nil, usageError("kubeconfig: %v", err)
+	}
+	rc.UserAgent = "kubectl-fence/" + version.Get().Version
+	if rc.Timeout == 0 {
+		rc.Timeout = 30 * time.Second
+	}
+	// client-go's default 5 requests/s would make check (one access review
+	// per permission) and the waits crawl; kubectl itself uses these.
+	rc.QPS, rc.Burst = 50, 100
+	return rc, nil
 }
 
 // session is a connection to the cluster with the agent's configuration.
@@ -54,20 +93,11 @@ type session struct {
 const agentConfigMap = "bmcfence-agent"
 
 func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if k.kubeconfig != "" {
-		rules.ExplicitPath = k.kubeconfig
-	}
-	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
-	rc, err := kc.ClientConfig()
+	rc, err := k.restConfig()
 	if err != nil {
-		return nil, usageError("kubeconfig: %v", err)
+		return nil, err
 	}
-	rc.UserAgent = "kubectl-fence/" + version.Get().Version
-	rc.Timeout = 30 * time.Second
-	// client-go's default 5 requests/s would make check (one access review
-	// per permission) and the waits crawl; kubectl itself uses these.
-	rc.QPS, rc.Burst = 50, 100
+	kc := k.cf.ToRawKubeConfigLoader()
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -81,8 +111,9 @@ func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
 	return &session{client: client, cfg: cfg, user: whoAmI(ctx, client, kc)}, nil
 }
 
-// agentConfig reads --config, else the agent's ConfigMap, else the defaults
-// (with the namespace flag) when there is no agent installed.
+// agentConfig reads --config, else the agent's ConfigMap. A missing
+// ConfigMap is an error that names the namespace: with a wrong -n the
+// defaults would mean an empty inventory, and every node "has no BMC".
 func agentConfig(ctx context.Context, client kubernetes.Interface, k *kubeFlags) (config.Agent, error) {
 	if k.configFile != "" {
 		b, err := os.ReadFile(k.configFile)
@@ -95,18 +126,17 @@ func agentConfig(ctx context.Context, client kubernetes.Interface, k *kubeFlags)
 		}
 		return cfg, nil
 	}
-	cm, err := client.CoreV1().ConfigMaps(k.namespace).Get(ctx, agentConfigMap, metav1.GetOptions{})
+	ns := k.namespace()
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, agentConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		cfg := config.Defaults()
-		cfg.Namespace = k.namespace
-		return cfg, nil
+		return config.Agent{}, usageError("the agent's ConfigMap %s/%s was not found: is bmcfence installed in namespace %q? Name its namespace with -n NAMESPACE, or give its configuration with --config FILE", ns, agentConfigMap, ns)
 	}
 	if err != nil {
-		return config.Agent{}, fmt.Errorf("reading the agent's ConfigMap %s/%s (or pass --config): %w", k.namespace, agentConfigMap, err)
+		return config.Agent{}, fmt.Errorf("reading the agent's ConfigMap %s/%s (or pass --config): %w", ns, agentConfigMap, err)
 	}
 	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
 	if err != nil {
-		return config.Agent{}, fmt.Errorf("the agent's ConfigMap %s/%s: %w", k.namespace, agentConfigMap, err)
+		return config.Agent{}, fmt.Errorf("the agent's ConfigMap %s/%s: %w", ns, agentConfigMap, err)
 	}
 	return cfg, nil
 }

@@ -1,3 +1,5 @@
+//go:build !bmcfast
+
 package main
 
 import (

@@ -14,17 +14,28 @@ func TestUsageErrorsNeedNoCluster(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"drain"}, "usage: kubectl-fence drain NODE"},
+		{[]string{"drain"}, "usage: kubectl fence drain NODE"},
 		{[]string{"drain", "n1", "n2"}, "accepts 1 arg(s), received 2"},
 		{[]string{"drain", "n1", "--parallelism", "0"}, "--parallelism 0: at least 1"},
 		{[]string{"drain", "n1", "--timeout", "0"}, "--timeout 0s: must be positive"},
 		{[]string{"drain", "n1", "--settle-reads", "1"}, "--settle-reads 1: at least 2"},
 		{[]string{"drain", "n1", "-o", "xml"}, `output "xml": want table, json or yaml`},
-		{[]string{"undrain"}, "usage: kubectl-fence undrain NODE"},
+		{[]string{"undrain"}, "usage: kubectl fence undrain NODE"},
 		{[]string{"undrain", "n1", "--timeout", "-1s"}, "--timeout -1s: must be positive"},
-		{[]string{"power", "status"}, "usage: kubectl-fence power status NODE"},
-		{[]string{"fence"}, "usage: kubectl-fence fence NODE"},
-		{[]string{"bmc", "status", "extra"}, "usage: kubectl-fence bmc status"},
+		{[]string{"power", "status"}, "usage: kubectl fence power status NODE"},
+		{[]string{"fence"}, "usage: kubectl fence fence NODE"},
+		{[]string{"bmc", "status", "extra"}, "usage: kubectl fence bmc status"},
+		{[]string{"sttus"}, `unknown command "sttus" for "kubectl fence"; did you mean "status"?`},
+		{[]string{"power", "reboot", "x"}, `unknown command "reboot" for "kubectl fence power"; commands: cycle, off, on, status`},
+		{[]string{"power"}, "kubectl fence power needs a command: cycle, off, on, status"},
+		{[]string{"bmc", "cycle", "--address", "https://x"}, `unknown command "cycle" for "kubectl fence bmc": a power cycle can leave a machine on`},
+		{[]string{"fence", "n1", "--reason", "r", "--timeout", "-1s"}, "--timeout -1s: must be positive"},
+		{[]string{"bmc", "off", "--settle-window", "0s"}, "--settle-window 0s: must be positive"},
+		{[]string{"status", "--request-timeout", "abc"}, ""},
+		{[]string{"status", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"bmc", "--bogus"}, "kubectl fence bmc needs a command: off, on, status"},
+		{[]string{"version", "extra"}, `unknown command "extra" for "kubectl fence version"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -43,7 +54,7 @@ func TestUsageErrorsNeedNoCluster(t *testing.T) {
 func TestEveryCommandHasAnExample(t *testing.T) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if c.Runnable() && c.Example == "" && !strings.HasPrefix(c.CommandPath(), "kubectl-fence completion") && c.Name() != "help" {
+		if c.Runnable() && c.Example == "" && !strings.HasPrefix(c.CommandPath(), "kubectl fence completion") && c.Name() != "help" {
 			t.Errorf("%s has no Example", c.CommandPath())
 		}
 		for _, sub := range c.Commands() {

@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -32,17 +31,15 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
-)
-
-// Set with -ldflags "-X main.version=… -X main.commit=… -X main.date=…";
-// otherwise taken from the Go build info.
-var (
-	version = ""
-	commit  = ""
-	date    = ""
+	"github.com/bmcfence/bmcfence/internal/version"
 )
 
 const passwordEnv = "REDFISH_MOCK_PASSWORD"
+
+// maxSystems bounds the mock's system table. The mock holds 1000 systems in
+// 1.3 MiB (bmc/redfishmock TestMemoryOf1000Systems); ten thousand, a fleet
+// larger than any test here, stay near 13 MiB.
+const maxSystems = 10000
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -256,6 +253,14 @@ func buildConfig(fs *pflag.FlagSet, o *options, getenv func(string) string) (red
 		return redfishmock.Config{}, usagef("no password: use --password-file, $%s or password: in --config", passwordEnv)
 	}
 
+	// Checked before anything is allocated: the count sizes the system
+	// table, and --systems 100000000 once took 24 GB before the OOM killer.
+	if o.systems > maxSystems {
+		return redfishmock.Config{}, usagef("--systems %d: at most %d (a real BMC serves a handful; %d systems already cover a large fleet at ~1.3 KiB each)", o.systems, maxSystems, maxSystems)
+	}
+	if len(cfg.Systems) > maxSystems {
+		return redfishmock.Config{}, usagef("%s lists %d systems: at most %d", o.configFile, len(cfg.Systems), maxSystems)
+	}
 	switch {
 	case o.configFile == "" || len(cfg.Systems) == 0:
 		if o.systems < 1 {
@@ -397,28 +402,10 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+// versionString is stamped by make build like every bmcfence binary
+// (internal/version, -ldflags -X), else read from the Go build info.
 func versionString() string {
-	v, c, d := version, commit, date
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if v == "" {
-			v = info.Main.Version
-		}
-		for _, s := range info.Settings {
-			switch {
-			case s.Key == "vcs.revision" && c == "":
-				c = s.Value
-			case s.Key == "vcs.time" && d == "":
-				d = s.Value
-			}
-		}
-	}
-	orUnknown := func(s string) string {
-		if s == "" {
-			return "unknown"
-		}
-		return s
-	}
-	return fmt.Sprintf("redfish-mock %s (commit %s, built %s)", orUnknown(v), orUnknown(c), orUnknown(d))
+	return "redfish-mock " + version.Get().String()
 }
 
 func profileNames() string {

@@ -54,6 +54,7 @@ func TestRunRejectsBadInputWithOneLineAndExit2(t *testing.T) {
 		{"both password sources", []string{"--password", "x", "--password-file", pwFile}, "mutually exclusive"},
 		{"unreadable password file", []string{"--password-file", filepath.Join(dir, "absent")}, "--password-file"},
 		{"zero systems", []string{"--password", "x", "--systems", "0"}, "--systems: 0"},
+		{"too many systems", []string{"--password", "x", "--systems", "100000000"}, "--systems 100000000: at most 10000"},
 		{"cert without key", []string{"--password", "x", "--cert", pwFile}, "--cert and --key go together"},
 		{"cert without TLS", []string{"--password", "x", "--tls=false", "--cert", pwFile}, "need --tls"},
 		{"bad cert", []string{"--password", "x", "--cert", pwFile, "--key", pwFile}, "--cert/--key"},

@@ -68,8 +68,16 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface) (*Agent
 // Run serves until ctx ends: the endpoints at once, the fencing only while
 // this replica leads.
 func (a *Agent) Run(ctx context.Context) error {
-	a.log.Info("starting bmcfence fence-agent", zap.String("version", version.Get().String()),
+	v := version.Get()
+	a.log.Info("starting bmcfence fence-agent", zap.String("version", v.String()),
 		zap.Bool("dryRun", a.cfg.DryRun), zap.String("namespace", a.cfg.Namespace))
+	a.metrics.Build(v.Version, v.Commit, v.Go)
+	// Before anything else: a setting that weakens a safety property is
+	// said at start, in the log and as a metric an alert can watch.
+	for _, r := range a.cfg.Risks() {
+		a.log.Warn("risky setting: "+r.Message, zap.String("setting", r.Setting))
+		a.metrics.Risky(r.Setting)
+	}
 	servers, err := a.serve()
 	if err != nil {
 		return err
@@ -191,9 +199,6 @@ func (a *Agent) fenceable(node string, err error) {
 // warnRiskySettings logs what the agent can see that would defeat or slow a
 // fence.
 func (a *Agent) warnRiskySettings(ctx context.Context) {
-	if a.cfg.DryRun {
-		a.log.Warn("dry-run: decisions are logged and recorded as Events, nothing is powered off or tainted")
-	}
 	if !a.cfg.Policy.ForceDeletePods {
 		a.log.Warn("policy.forceDeletePods is off: failover waits for the pod GC loop (20 s) after the taint")
 	}
@@ -237,7 +242,10 @@ func (a *Agent) serve() ([]*http.Server, error) {
 		}
 		fmt.Fprintln(w, "ok:", role)
 	})
-	metricsHandler := promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})
+	var metricsHandler http.Handler = promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})
+	if a.cfg.Server.MetricsAuth {
+		metricsHandler = newKubeAuth(a.client, a.clock).wrap(metricsHandler)
+	}
 	if a.cfg.Server.MetricsAddress == a.cfg.Server.HealthAddress {
 		health.Handle("/metrics", metricsHandler)
 		s, err := listen(a.cfg.Server.HealthAddress, health, a.log)

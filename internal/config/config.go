@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,6 +110,12 @@ type LeaderElection struct {
 type Server struct {
 	MetricsAddress string `mapstructure:"metricsAddress"`
 	HealthAddress  string `mapstructure:"healthAddress"`
+	// MetricsAuth serves /metrics only to requests whose bearer token the
+	// API server authenticates (TokenReview) and authorizes to get the
+	// non-resource URL /metrics (SubjectAccessReview), as kube-rbac-proxy
+	// does, in-process. Off by default for local runs; the manifests and
+	// the chart turn it on.
+	MetricsAuth bool `mapstructure:"metricsAuth"`
 }
 
 // Log configures zap.
@@ -220,28 +227,57 @@ func load(v *viper.Viper, fs *pflag.FlagSet, environ []string) (Agent, error) {
 			v.Set(key, f.Value.String())
 		}
 	}
-	var a Agent
+	// Decoding over the defaults: a field that fails to decode keeps its
+	// default, so Validate below reports the other fields' errors too and
+	// one run names every problem.
+	a := Defaults()
 	err := v.UnmarshalExact(&a, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		durationHook,
 		mapstructure.StringToSliceHookFunc(","),
 	)))
-	if err != nil {
-		return Agent{}, fmt.Errorf("config: %s", strings.Join(strings.Fields(err.Error()), " "))
+	errs := decodeErrors(err)
+	if verr := a.Validate(); verr != nil {
+		errs = append(errs, verr)
 	}
-	return a, a.Validate()
+	if len(errs) > 0 {
+		return Agent{}, errors.Join(errs...)
+	}
+	return a, nil
 }
 
 // durationHook decodes "30s"-style strings, saying what it wanted when the
-// value is not one.
+// value is not one. A bare number is refused: YAML reads `cooldown: 30` as
+// an integer, which would otherwise become 30 nanoseconds.
 func durationHook(from, to reflect.Type, data any) (any, error) {
-	if to != reflect.TypeOf(time.Duration(0)) || from.Kind() != reflect.String {
+	durationType := reflect.TypeOf(time.Duration(0))
+	if to != durationType || from == durationType {
 		return data, nil
 	}
-	d, err := time.ParseDuration(data.(string))
-	if err != nil {
-		return nil, fmt.Errorf("%q is not a duration (want e.g. 30s, 5m, 1h30m)", data)
+	switch from.Kind() {
+	case reflect.String:
+		s := data.(string)
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			if _, numErr := strconv.ParseFloat(s, 64); numErr == nil {
+				return nil, noUnit(s)
+			}
+			return nil, fmt.Errorf("%q is not a duration (want e.g. 30s, 5m, 1h30m)", s)
+		}
+		return d, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if reflect.ValueOf(data).IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, noUnit(fmt.Sprint(data))
 	}
-	return d, nil
+	return data, nil
+}
+
+// noUnit is the error for a duration written as a bare number.
+func noUnit(n string) error {
+	return fmt.Errorf("%s has no unit: durations need one (%ss, %sm; e.g. 30s, 5m, 1h30m)", n, n, n)
 }
 
 // envKey maps BMCFENCE_POLICY_FENCEAFTER to the known key policy.fenceafter.
@@ -289,9 +325,7 @@ func (a Agent) Validate() error {
 	if a.Namespace == "" {
 		bad("namespace", "must not be empty")
 	}
-	if err := a.Policy.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, policyErrors(a.Policy)...)
 	if a.BMC.Timeout < time.Second || a.BMC.Timeout > 5*time.Minute {
 		bad("bmc.timeout", "%s: must be between 1s and 5m", a.BMC.Timeout)
 	}
@@ -317,6 +351,7 @@ func (a Agent) Validate() error {
 			bad("leaderElection", "want 0 < retryPeriod (%s) < renewDeadline (%s) < leaseDuration (%s)", le.RetryPeriod, le.RenewDeadline, le.LeaseDuration)
 		}
 	}
+	errs = append(errs, a.validateNamesAndAddresses()...)
 	switch a.Log.Format {
 	case "json", "console", "auto":
 	default:

@@ -87,7 +87,17 @@ func TestBadInputNamesTheField(t *testing.T) {
 		want []string
 	}{
 		{"unknown key", "polcy:\n  fenceAfter: 1m\n", nil, []string{"invalid keys: polcy"}},
-		{"bad duration", "policy:\n  fenceAfter: soon\n", nil, []string{"policy.FenceAfter", `"soon" is not a duration`}},
+		{"bad duration", "policy:\n  fenceAfter: soon\n", nil, []string{"policy.fenceAfter", `"soon" is not a duration`}},
+		{"bare number duration", "policy:\n  suspectAfter: 20\n", nil, []string{"policy.suspectAfter: 20 has no unit: durations need one (20s, 20m"}},
+		{"bare number cooldown", "policy:\n  cooldown: 30\n", nil, []string{"policy.cooldown: 30 has no unit"}},
+		{"bare number in env", "", []string{"BMCFENCE_BMC_TIMEOUT=10"}, []string{"bmc.timeout: 10 has no unit"}},
+		{"bad cipher suite", "inventory:\n  defaults: {cipherSuite: 99}\n", nil, []string{"inventory.defaults.cipherSuite: 99: want one of"}},
+		{"bad uuid", "inventory:\n  nodes:\n    - {name: w1, address: https://a, expectedUUID: not-a-uuid}\n", nil, []string{`inventory.nodes[0].expectedUUID: "not-a-uuid" is not a UUID`}},
+		{"bad node name", "inventory:\n  nodes:\n    - {name: Worker_1, address: https://a}\n", nil, []string{`inventory.nodes[0].name: "Worker_1" is not a node name`}},
+		{"bad namespace", "namespace: BMC.fence\n", nil, []string{`namespace: "BMC.fence"`}},
+		{"bad secret name", "inventory:\n  defaults: {credentialsSecret: My_Secret}\n", nil, []string{`inventory.defaults.credentialsSecret: "My_Secret"`}},
+		{"bad metrics address", "server:\n  metricsAddress: not an address\n", nil, []string{`server.metricsAddress: "not an address": want [HOST]:PORT`}},
+		{"bad health port", "server:\n  healthAddress: \":99999\"\n", nil, []string{`server.healthAddress: ":99999": port "99999"`}},
 		{"out of range", "policy:\n  settleReads: 1\n", nil, []string{"policy.settleReads = 1: must be between 2 and 100"}},
 		{"bad address", "inventory:\n  nodes:\n    - name: w1\n      address: 10.0.0.1\n", nil, []string{"inventory.nodes[0] (w1): address", "want https://HOST"}},
 		{"duplicate node", "inventory:\n  nodes:\n    - {name: w1, address: https://a}\n    - {name: w1, address: https://b}\n", nil, []string{"inventory.nodes[1].name: \"w1\" is also inventory.nodes[0]"}},
@@ -128,5 +138,100 @@ func TestExampleConfigIsTheDefaults(t *testing.T) {
 	want.Inventory.Nodes = []NodeBMC{}
 	if diff := cmp.Diff(want, a, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("configs/agent.example.yaml differs from Defaults() (-defaults +example):\n%s", diff)
+	}
+}
+
+// One run names every problem: decode errors, every policy field out of
+// range, and the rest.
+func TestEveryErrorAtOnce(t *testing.T) {
+	yaml := `
+namespace: Not_A_Namespace
+policy:
+  suspectAfter: 1s
+  settleReads: 1
+  cooldown: 30
+  maxUnhealthyFraction: 2
+bmc:
+  concurrency: 0
+server:
+  metricsAddress: nowhere
+`
+	_, err := loadFile(t, yaml, nil)
+	if err == nil {
+		t.Fatal("Load succeeded, want errors")
+	}
+	var got []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		got = append(got, strings.SplitN(line, ":", 2)[0])
+	}
+	want := []string{
+		"policy.cooldown",
+		"policy.suspectAfter = 1s",
+		"policy.maxAPIStaleness = 15s", // relative to suspectAfter
+		"policy.settleReads = 1",
+		"policy.maxUnhealthyFraction = 2",
+		"bmc.concurrency",
+		"namespace",
+		"server.metricsAddress",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("one line per error (-want +got):\n%s\nerror:\n%v", diff, err)
+	}
+}
+
+// A cross-field policy rule is reported once; valid values together pass.
+func TestPolicyErrorsFollowValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		yaml   string
+		nLines int
+	}{
+		{"valid together", "policy:\n  suspectAfter: 10m\n  fenceAfter: 20m\n  maxAPIStaleness: 15s\n", 0},
+		{"fenceAfter below suspectAfter", "policy:\n  suspectAfter: 10m\n  fenceAfter: 5m\n", 1},
+		{"two independent", "policy:\n  settleReads: 1\n  powerOffAttempts: 0\n", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadFile(t, tt.yaml, nil)
+			n := 0
+			if err != nil {
+				n = len(strings.Split(err.Error(), "\n"))
+			}
+			if n != tt.nLines {
+				t.Errorf("%d errors, want %d: %v", n, tt.nLines, err)
+			}
+		})
+	}
+}
+
+func TestRisks(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		args []string
+		want []string
+	}{
+		{"defaults", "", nil, []string{RiskMetricsUnauthenticated}},
+		{"metrics on loopback", "", []string{"--metrics-address", "127.0.0.1:9500"}, nil},
+		{"metrics authenticated", "server: {metricsAuth: true}\n", nil, nil},
+		{"dry run and no leader election", "server: {metricsAuth: true}\n", []string{"--dry-run", "--leader-elect=false"}, []string{RiskDryRun, RiskLeaderElectionDisabled}},
+		{"insecure default", "server: {metricsAuth: true}\ninventory:\n  defaults: {insecureSkipVerify: true}\n", nil, []string{RiskInsecureSkipVerify}},
+		{"insecure node and http node", "server: {metricsAuth: true}\ninventory:\n  nodes:\n    - {name: w1, address: https://a, insecureSkipVerify: true}\n    - {name: w2, address: http://b}\n", nil, []string{RiskInsecureSkipVerify, RiskPlainHTTP}},
+		{"from annotations", "server: {metricsAuth: true}\ninventory:\n  fromAnnotations: true\n", nil, []string{RiskFromAnnotations}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := loadFile(t, tt.yaml, nil, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range a.Risks() {
+				got = append(got, r.Setting)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("risks (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

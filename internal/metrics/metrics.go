@@ -35,6 +35,8 @@ type Metrics struct {
 	failover    prometheus.Histogram
 	fenceable   *prometheus.GaugeVec
 	unfenceable prometheus.Gauge
+	risky       *prometheus.GaugeVec
+	build       *prometheus.GaugeVec
 	keptOff     prometheus.Counter
 	contradicts prometheus.Counter
 
@@ -79,6 +81,12 @@ func New() *Metrics {
 		unfenceable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "bmcfence_unfenceable_nodes", Help: "Nodes whose BMC failed the last probe or that have no BMC entry.",
 		}),
+		risky: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bmcfence_risky_setting", Help: "1 for each setting in force that weakens a safety property (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled); the agent logs a warning for each at start.",
+		}, []string{"setting"}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bmcfence_build_info", Help: "Always 1; the labels say what the agent was built from.",
+		}, []string{"version", "commit", "goversion"}),
 		keptOff: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bmcfence_powered_on_during_fence_total", Help: "Machines found On between the taint and the end of detach, and forced off again.",
 		}),
@@ -89,7 +97,7 @@ func New() *Metrics {
 		unfenced: map[string]bool{},
 	}
 	m.Registry.MustRegister(m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.keptOff, m.contradicts, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -165,4 +173,12 @@ func (m *Metrics) Fenceable(node string, ok bool) bool {
 	m.fenceable.WithLabelValues(node).Set(v)
 	m.unfenceable.Set(float64(len(m.unfenced)))
 	return wasUnfenceable == ok
+}
+
+// Risky marks a risky setting as in force (see config.Agent.Risks).
+func (m *Metrics) Risky(setting string) { m.risky.WithLabelValues(setting).Set(1) }
+
+// Build records the binary's version.
+func (m *Metrics) Build(version, commit, goVersion string) {
+	m.build.WithLabelValues(version, commit, goVersion).Set(1)
 }

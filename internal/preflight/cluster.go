@@ -127,12 +127,12 @@ func checkRBAC(ctx context.Context, o Options) Result {
 	user := "system:serviceaccount:" + o.Namespace + ":" + o.ServiceAccount
 	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + o.Namespace, "system:authenticated"}
 	var missing []string
-	for _, p := range agentPermissions(o.Namespace) {
+	for _, p := range o.namedPermissions() {
 		var denied []string
 		for _, verb := range p.Verbs {
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User: user, Groups: groups,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: verb, Group: p.Group, Resource: p.Resource},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.Namespace, Name: p.Name, Verb: verb, Group: p.Group, Resource: p.Resource},
 			}}
 			resp, err := o.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 			if err != nil {
@@ -221,4 +221,23 @@ func boundToNode(p *corev1.Pod) bool {
 		return true
 	}
 	return false
+}
+
+// namedPermissions is agentPermissions with the Secret and ConfigMap reads
+// asked for by name when Options.ByName says so.
+func (o Options) namedPermissions() []permission {
+	var out []permission
+	for _, p := range agentPermissions(o.Namespace, o.LeaseName) {
+		names := map[string][]string{"secrets": o.SecretNames, "configmaps": o.ConfigMapNames}
+		if n, ok := names[p.Resource]; ok && p.Group == "" && o.ByName {
+			for _, name := range n {
+				q := p
+				q.Name = name
+				out = append(out, q)
+			}
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -150,7 +150,7 @@ func TestVersion(t *testing.T) {
 // allGranted is every permission the agent needs, as grant keys.
 func allGranted() []string {
 	var keys []string
-	for _, p := range agentPermissions(ns) {
+	for _, p := range agentPermissions(ns, "bmcfence-agent") {
 		res := p.Resource
 		if p.Group != "" {
 			res += "." + p.Group
@@ -192,8 +192,9 @@ func TestRBAC(t *testing.T) {
 			contains: "system:serviceaccount:bmcfence-system:bmcfence-agent has every permission the agent uses"},
 		{name: "nothing granted names every rule", react: func(c *fake.Clientset) { grant(c) }, want: StatusFail,
 			contains: "may not: get, list, watch, patch nodes; get, list, watch, delete pods; get, list, watch volumeattachments.storage.k8s.io; " +
-				"get, list, watch leases.coordination.k8s.io in kube-node-lease; get, create, update leases.coordination.k8s.io in bmcfence-system; " +
-				"create, patch events in default; get secrets in bmcfence-system; get configmaps in bmcfence-system; apply deploy/base/rbac.yaml"},
+				"get, list, watch leases.coordination.k8s.io in kube-node-lease; get, update leases.coordination.k8s.io bmcfence-agent in bmcfence-system; " +
+				"create leases.coordination.k8s.io in bmcfence-system; create, patch events in default; create tokenreviews.authentication.k8s.io; " +
+				"create subjectaccessreviews.authorization.k8s.io; get secrets in bmcfence-system; get configmaps in bmcfence-system; apply deploy/base/rbac.yaml"},
 		{name: "missing verbs are named", want: StatusFail,
 			react: func(c *fake.Clientset) {
 				grant(c, without(allGranted(), "delete pods", "patch nodes", "get secrets bmcfence-system")...)
@@ -341,10 +342,14 @@ func TestManifestGrantsEveryCheckedPermission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cluster, local []rbacv1.PolicyRule
+	var cluster []rbacv1.PolicyRule
+	roles := map[string][]rbacv1.PolicyRule{} // namespace → its Roles' rules
 	for _, doc := range strings.Split(string(b), "\n---\n") {
 		var obj struct {
-			Kind  string              `json:"kind"`
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
 			Rules []rbacv1.PolicyRule `json:"rules"`
 		}
 		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
@@ -353,16 +358,16 @@ func TestManifestGrantsEveryCheckedPermission(t *testing.T) {
 		switch obj.Kind {
 		case "ClusterRole":
 			cluster = append(cluster, obj.Rules...)
-		case "Role": // kustomize puts it in the agent's namespace
-			local = append(local, obj.Rules...)
+		case "Role":
+			roles[obj.Metadata.Namespace] = append(roles[obj.Metadata.Namespace], obj.Rules...)
 		}
 	}
-	if len(cluster) == 0 || len(local) == 0 {
-		t.Fatalf("rbac.yaml: %d ClusterRole rules, %d Role rules; the test no longer understands the manifest", len(cluster), len(local))
+	if len(cluster) == 0 || len(roles[ns]) == 0 {
+		t.Fatalf("rbac.yaml: %d ClusterRole rules, %d Role rules in %s; the test no longer understands the manifest", len(cluster), len(roles[ns]), ns)
 	}
-	for _, p := range agentPermissions(ns) {
+	for _, p := range agentPermissions(ns, "bmcfence-agent") {
 		for _, v := range p.Verbs {
-			if !allows(cluster, p, v) && !(p.Namespace == ns && allows(local, p, v)) {
+			if !allows(cluster, p, v) && !(p.Namespace != "" && allows(roles[p.Namespace], p, v)) {
 				t.Errorf("the check requires %q, which deploy/base/rbac.yaml does not grant", p.describe([]string{v}))
 			}
 		}
@@ -373,6 +378,7 @@ func allows(rules []rbacv1.PolicyRule, p permission, verb string) bool {
 	for _, r := range rules {
 		if (contains(r.APIGroups, p.Group) || contains(r.APIGroups, "*")) &&
 			(contains(r.Resources, p.Resource) || contains(r.Resources, "*")) &&
+			(len(r.ResourceNames) == 0 || (p.Name != "" && contains(r.ResourceNames, p.Name))) &&
 			(contains(r.Verbs, verb) || contains(r.Verbs, "*")) {
 			return true
 		}

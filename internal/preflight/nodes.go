@@ -164,7 +164,7 @@ func checkNode(ctx context.Context, o Options, n *corev1.Node, problems map[stri
 }
 
 // inventoryResult describes the resolved entry, warning about settings that
-// expose the BMC's credentials (DESIGN §2.5: TLS is verified unless a BMC is
+// expose the BMC's credentials (docs/design.md §2.10: TLS is verified unless a BMC is
 // explicitly marked insecure, and such a mark deserves a reminder).
 func inventoryResult(scope string, t bmc.Target) Result {
 	r := Result{Scope: scope, Check: CheckInventory, Status: StatusOK}

@@ -102,6 +102,14 @@ type Options struct {
 	Namespace string
 	// ServiceAccount the agent runs as (default bmcfence-agent).
 	ServiceAccount string
+	// LeaseName is the agent's leader Lease (default: the configuration's
+	// default, bmcfence-agent), granted by name.
+	LeaseName string
+	// ByName checks the Secret and ConfigMap grants for exactly
+	// SecretNames and ConfigMapNames (what the inventory reads; RBAC may
+	// grant them by resourceNames), instead of for any name.
+	ByName                      bool
+	SecretNames, ConfigMapNames []string
 	// Timeout bounds each BMC request (default bmc.DefaultTimeout, 10 s).
 	Timeout time.Duration
 	// Concurrency bounds the nodes checked at once (default 8, as the
@@ -119,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ServiceAccount == "" {
 		o.ServiceAccount = DefaultServiceAccount
+	}
+	if o.LeaseName == "" {
+		o.LeaseName = config.Defaults().LeaderElection.Name
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = bmc.DefaultTimeout

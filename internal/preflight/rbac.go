@@ -17,7 +17,10 @@ type permission struct {
 	// Namespace the agent acts in; "" for cluster-scoped resources and for
 	// all namespaces.
 	Namespace string
-	Verbs     []string
+	// Name, when set, is the one object the agent acts on (RBAC may grant
+	// it by resourceNames).
+	Name  string
+	Verbs []string
 }
 
 // agentPermissions lists the manifest's grants, each checked in the
@@ -25,7 +28,7 @@ type permission struct {
 // least-privilege setup (a Role where the manifest has a ClusterRole) is not
 // failed for a reach the agent never uses. The verbs are exactly the
 // manifest's, and the manifest grants only what the agent calls.
-func agentPermissions(ns string) []permission {
+func agentPermissions(ns, leaseName string) []permission {
 	return []permission{
 		// The cluster view's informer; the taint, the state and the
 		// annotations are patches.
@@ -37,12 +40,17 @@ func agentPermissions(ns string) []permission {
 		{Group: "storage.k8s.io", Resource: "volumeattachments", Verbs: []string{"get", "list", "watch"}},
 		// Node heartbeats: the kubelets' Leases.
 		{Group: "coordination.k8s.io", Resource: "leases", Namespace: corev1.NamespaceNodeLease, Verbs: []string{"get", "list", "watch"}},
-		// The agent's own leader Lease.
-		{Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Verbs: []string{"get", "create", "update"}},
+		// The agent's own leader Lease, by name (create cannot be granted
+		// by name).
+		{Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: leaseName, Verbs: []string{"get", "update"}},
+		{Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Verbs: []string{"create"}},
 		// Events on Nodes: client-go's recorder writes core/v1 Events for
 		// cluster-scoped objects in "default", and patches them to count
 		// repeats.
 		{Resource: "events", Namespace: metav1.NamespaceDefault, Verbs: []string{"create", "patch"}},
+		// server.metricsAuth: who may read /metrics (as kube-rbac-proxy).
+		{Group: "authentication.k8s.io", Resource: "tokenreviews", Verbs: []string{"create"}},
+		{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verbs: []string{"create"}},
 		// Credentials and CA bundles, read by name.
 		{Resource: "secrets", Namespace: ns, Verbs: []string{"get"}},
 		{Resource: "configmaps", Namespace: ns, Verbs: []string{"get"}},
@@ -57,6 +65,9 @@ func (p permission) describe(verbs []string) string {
 		what += "." + p.Group
 	}
 	s := strings.Join(verbs, ", ") + " " + what
+	if p.Name != "" {
+		s += " " + p.Name
+	}
 	if p.Namespace != "" {
 		s += fmt.Sprintf(" in %s", p.Namespace)
 	}

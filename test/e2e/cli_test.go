@@ -390,7 +390,7 @@ func TestCLIDrainPowerOffIsNeverFenced(t *testing.T) {
 		t.Errorf("status does not show the maintenance: %s", out)
 	}
 
-	if _, _, code := e.kf("undrain", node, "--power-on", "--timeout", "2m"); code != 0 {
+	if _, _, code := e.kf("undrain", node, "--power-on", "--yes", "--timeout", "2m"); code != 0 {
 		t.Fatalf("undrain: exit %d", code)
 	}
 	n := e.node(node)

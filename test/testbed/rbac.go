@@ -63,8 +63,11 @@ func (b *Testbed) ApplyAgentRBAC(ctx context.Context) error {
 			applied++
 		}
 	}
-	if applied != 5 {
-		return fmt.Errorf("deploy/base rendered %d ServiceAccount and RBAC objects, want 5", applied)
+	// The ServiceAccount; the ClusterRole and its binding; the Roles and
+	// bindings in the agent's namespace and in kube-node-lease; the
+	// metrics reader ClusterRole.
+	if applied != 8 {
+		return fmt.Errorf("deploy/base rendered %d ServiceAccount and RBAC objects, want 8", applied)
 	}
 	return nil
 }

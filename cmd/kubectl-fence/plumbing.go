@@ -1,0 +1,177 @@
+//go:build !bmcfast
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/bmcfence/bmcfence/internal/version"
+)
+
+// addKlogVerbosity adds kubectl's -v/--v: client-go's request logging
+// (-v=6 shows every request, -v=8 the bodies), on stderr.
+func addKlogVerbosity(fs *pflag.FlagSet) {
+	gfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(gfs)
+	if f := gfs.Lookup("v"); f != nil {
+		pf := pflag.PFlagFromGoFlag(f)
+		pf.Shorthand = "v"
+		pf.Usage = "number for the log level verbosity of the Kubernetes client (6: requests, 8: bodies)"
+		fs.AddFlag(pf)
+	}
+}
+
+// positiveDurations refuses a zero or negative value for any duration flag
+// given on the command line: every duration flag is a timeout, a window or
+// an interval, and "--timeout -1s" is a typo, never a wish.
+func positiveDurations(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if err != nil || f.Value.Type() != "duration" {
+			return
+		}
+		if d, perr := time.ParseDuration(f.Value.String()); perr == nil && d <= 0 {
+			err = usageError("--%s %s: must be positive", f.Name, f.Value.String())
+		}
+	})
+	return err
+}
+
+// unknownCommandsAreUsage makes every command with subcommands answer an
+// unknown subcommand with a usage error (exit 2) and a suggestion, instead
+// of cobra's help and exit 0 ("power reboot x") or exit 1 (a typo at the
+// top level). Unknown flags after an unknown subcommand ("bmc cycle
+// --address …") are not what went wrong, so they do not hide it.
+func unknownCommandsAreUsage(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		unknownCommandsAreUsage(sub)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	// Not at the top: there an unknown flag is all that went wrong, and
+	// ignoring it would print the help and exit 0.
+	cmd.FParseErrWhitelist.UnknownFlags = cmd.HasParent()
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set only when cobra suggests itself
+	}
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			if !c.HasParent() {
+				return c.Help()
+			}
+			return usageError("%s needs a command: %s", c.CommandPath(), strings.Join(subcommandNames(c), ", "))
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if c.Name() == "bmc" && args[0] == "cycle" {
+			msg += `: a power cycle can leave a machine on, so bmcfence never fences with one; "bmc off", then "bmc on"`
+		} else if sugg := c.SuggestionsFor(args[0]); len(sugg) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", sugg[0])
+		} else {
+			msg += "; commands: " + strings.Join(subcommandNames(c), ", ")
+		}
+		return usageError("%s", msg)
+	}
+}
+
+func subcommandNames(c *cobra.Command) []string {
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return names
+}
+
+// completeNodeNames completes NODE arguments with the cluster's node names
+// (kubectl fence fence <TAB>), read with the same connection flags.
+func completeNodeNames(cmd *cobra.Command, k *kubeFlags) {
+	for _, sub := range cmd.Commands() {
+		completeNodeNames(sub, k)
+	}
+	if !strings.Contains(cmd.Use, "NODE") || cmd.ValidArgsFunction != nil {
+		return
+	}
+	many := strings.Contains(cmd.Use, "NODE...")
+	cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 && !many {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names, err := nodeNames(k)
+		if err != nil {
+			cobra.CompDebugln("node names: "+err.Error(), true)
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		taken := map[string]bool{}
+		for _, a := range args {
+			taken[a] = true
+		}
+		var out []cobra.Completion
+		for _, n := range names {
+			if strings.HasPrefix(n, toComplete) && !taken[n] {
+				out = append(out, n)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completionTimeout keeps a <TAB> on an unreachable cluster short.
+const completionTimeout = 5 * time.Second
+
+func nodeNames(k *kubeFlags) ([]string, error) {
+	rc, err := k.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	rc.Timeout = completionTimeout
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
+	defer cancel()
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func newVersionCmd(s streams) *cobra.Command {
+	out := outTable
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of kubectl fence",
+		Example: `  kubectl fence version
+  kubectl fence version -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			v := version.Get()
+			return printObject(s.Out, out, v, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "kubectl-fence %s\n", v)
+			})
+		},
+	}
+	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
+	return cmd
+}

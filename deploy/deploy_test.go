@@ -1,0 +1,313 @@
+// Package deploy tests the two install paths, deploy/ (kustomize) and
+// charts/bmcfence (Helm): the chart's defaults render the kustomize base's
+// objects, its values render what they promise, and it installs on a real
+// control plane with the agent coming up Ready under the chart's RBAC.
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/test/controlplane"
+)
+
+type object = map[string]any
+
+// helmBin is bin/tools/helm, built by hack/helm.sh (make helm). A missing
+// helm fails the test, so CI can never pass by checking nothing.
+func helmBin(t *testing.T) (helm, root string) {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm = filepath.Join(root, "bin", "tools", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("%s missing: run `make helm` (hack/helm.sh builds it from its pinned Go module)", helm)
+	}
+	return helm, root
+}
+
+func kubectlBin(t *testing.T) string {
+	t.Helper()
+	if err := controlplane.BinariesAvailable(""); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := controlplane.RepoRoot()
+	return filepath.Join(root, "bin", "e2e", "kubectl")
+}
+
+func run(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+// render runs helm template with --set values; it returns helm's error
+// for the cases that must fail.
+func render(t *testing.T, sets ...string) ([]object, error) {
+	t.Helper()
+	helm, root := helmBin(t)
+	args := []string{"template", "bmcfence", filepath.Join(root, "charts", "bmcfence"), "--namespace", "bmcfence-system"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.Command(helm, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return parse(t, out), nil
+}
+
+func parse(t *testing.T, b []byte) []object {
+	t.Helper()
+	var objs []object
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o object
+		if err := yaml.Unmarshal(doc, &o); err != nil {
+			t.Fatal(err)
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+}
+
+func key(o object) string {
+	m, _ := o["metadata"].(object)
+	return fmt.Sprintf("%s %v/%v", o["kind"], m["namespace"], m["name"])
+}
+
+func byKey(objs []object) map[string]object {
+	out := map[string]object{}
+	for _, o := range objs {
+		out[key(o)] = o
+	}
+	return out
+}
+
+func get(o object, path ...string) any {
+	var v any = o
+	for _, p := range path {
+		m, ok := v.(object)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+// normalize drops what only one install path has: Helm's own labels, the
+// checksum that rolls the pods on a config change; and reads config.yaml,
+// so that the two spellings of one configuration compare equal.
+func normalize(t *testing.T, o object) object {
+	t.Helper()
+	if labels, ok := get(o, "metadata", "labels").(object); ok {
+		for _, l := range []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"} {
+			delete(labels, l)
+		}
+	}
+	if ann, ok := get(o, "spec", "template", "metadata", "annotations").(object); ok {
+		delete(ann, "checksum/config")
+		if len(ann) == 0 {
+			delete(get(o, "spec", "template", "metadata").(object), "annotations")
+		}
+	}
+	if o["kind"] == "ConfigMap" {
+		if data, ok := o["data"].(object); ok {
+			if raw, ok := data["config.yaml"].(string); ok {
+				cfg, err := config.Parse([]byte(raw))
+				if err != nil {
+					t.Fatalf("%s: %v", key(o), err)
+				}
+				data["config.yaml"] = cfg
+			}
+		}
+	}
+	return o
+}
+
+// One source of truth, checked: the chart with its default values renders
+// exactly deploy/base's objects. The differences are the Namespace (Helm
+// installs into one; namespace.create renders it) and the Secret grant
+// (the chart's rbac.secretsByName, on by default, names the inventory's
+// Secrets; the base cannot know them).
+func TestChartDefaultsAreTheKustomizeBase(t *testing.T) {
+	_, root := helmBin(t)
+	chart, err := render(t, "rbac.secretsByName=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := parse(t, run(t, kubectlBin(t), "kustomize", filepath.Join(root, "deploy", "base")))
+	want, got := map[string]object{}, map[string]object{}
+	for k, o := range byKey(base) {
+		if o["kind"] != "Namespace" {
+			want[k] = normalize(t, o)
+		}
+	}
+	for k, o := range byKey(chart) {
+		got[k] = normalize(t, o)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kubectl kustomize deploy/base (-) vs helm template charts/bmcfence (+):\n%s", diff)
+	}
+}
+
+func TestChartValues(t *testing.T) {
+	tests := []struct {
+		name    string
+		sets    []string
+		wantErr string
+		check   func(t *testing.T, objs map[string]object)
+	}{
+		{name: "image by digest", sets: []string{"image.tag=v1.2.3", "image.digest=sha256:" + strings.Repeat("a", 64)},
+			check: func(t *testing.T, objs map[string]object) {
+				c := get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "containers").([]any)[0].(object)
+				if want := "ghcr.io/bmcfence/bmcfence:v1.2.3@sha256:" + strings.Repeat("a", 64); c["image"] != want {
+					t.Errorf("image %v, want %s", c["image"], want)
+				}
+			}},
+		{name: "latest is refused", sets: []string{"image.tag=latest"}, wantErr: "never latest"},
+		{name: "unknown placement", sets: []string{"placement.mode=everywhere"}, wantErr: `placement.mode "everywhere"`},
+		{name: "control plane, kubeadm and k3s alike", check: func(t *testing.T, objs map[string]object) {
+			terms := get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "affinity", "nodeAffinity",
+				"requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms").([]any)
+			expr := terms[0].(object)["matchExpressions"].([]any)[0].(object)
+			if expr["key"] != "node-role.kubernetes.io/control-plane" || expr["operator"] != "Exists" {
+				t.Errorf("node affinity %v: want the control-plane label with any value (\"\" or \"true\")", expr)
+			}
+		}},
+		{name: "workers for managed control planes", sets: []string{"placement.mode=workers", "placement.replicas=3"},
+			check: func(t *testing.T, objs map[string]object) {
+				d := objs["Deployment bmcfence-system/bmcfence-agent"]
+				if d == nil || objs["DaemonSet bmcfence-system/bmcfence-agent"] != nil {
+					t.Fatalf("want a Deployment and no DaemonSet; objects: %v", keys(objs))
+				}
+				if get(d, "spec", "replicas") != float64(3) {
+					t.Errorf("replicas %v", get(d, "spec", "replicas"))
+				}
+				if get(d, "spec", "template", "spec", "affinity", "podAntiAffinity") == nil {
+					t.Error("no anti-affinity: two replicas could share a node")
+				}
+			}},
+		{name: "hostNetwork with the matching Pod Security level", sets: []string{"hostNetwork=true", "namespace.create=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				if get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "hostNetwork") != true {
+					t.Error("hostNetwork not set")
+				}
+				if l := get(objs["Namespace <nil>/bmcfence-system"], "metadata", "labels", "pod-security.kubernetes.io/enforce"); l != "privileged" {
+					t.Errorf("namespace enforce label %v, want privileged (PSS baseline and restricted forbid hostNetwork)", l)
+				}
+			}},
+		{name: "restricted without hostNetwork", sets: []string{"namespace.create=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				if l := get(objs["Namespace <nil>/bmcfence-system"], "metadata", "labels", "pod-security.kubernetes.io/enforce"); l != "restricted" {
+					t.Errorf("namespace enforce label %v, want restricted", l)
+				}
+			}},
+		{name: "Secrets and CA ConfigMaps granted by name", sets: []string{
+			"inventory.defaults.caConfigMap=bmc-ca",
+			"inventory.nodes[0].name=w1", "inventory.nodes[0].address=https://10.0.0.1",
+			"inventory.nodes[1].name=w2", "inventory.nodes[1].address=https://10.0.0.2", "inventory.nodes[1].credentialsSecret=bmc-w2",
+			"inventory.nodes[2].name=w3", "inventory.nodes[2].address=https://10.0.0.3", "inventory.nodes[2].insecureSkipVerify=true", "inventory.nodes[2].credentialsSecret=bmc-w2",
+			"config.leaderElection.name=fencer",
+		}, check: func(t *testing.T, objs map[string]object) {
+			rules := get(objs["Role bmcfence-system/bmcfence-agent"], "rules").([]any)
+			got := map[string]any{}
+			for _, r := range rules {
+				r := r.(object)
+				got[fmt.Sprint(r["resources"], r["verbs"])] = r["resourceNames"]
+			}
+			want := map[string]any{
+				"[leases] [get update]": []any{"fencer"},
+				"[leases] [create]":     nil,
+				"[secrets] [get]":       []any{"bmc-credentials", "bmc-w2"},
+				"[configmaps] [get]":    []any{"bmc-ca"},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Role rules (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "monitoring", sets: []string{"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true", "networkPolicy.enabled=true",
+			"metrics.readers[0].kind=ServiceAccount", "metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring"},
+			check: func(t *testing.T, objs map[string]object) {
+				for _, k := range []string{"ServiceMonitor bmcfence-system/bmcfence-agent", "PrometheusRule bmcfence-system/bmcfence-agent",
+					"NetworkPolicy bmcfence-system/bmcfence-agent", "ClusterRoleBinding <nil>/bmcfence-metrics-reader"} {
+					if objs[k] == nil {
+						t.Errorf("%s not rendered", k)
+					}
+				}
+				var alerts []string
+				for _, g := range get(objs["PrometheusRule bmcfence-system/bmcfence-agent"], "spec", "groups").([]any) {
+					for _, r := range g.(object)["rules"].([]any) {
+						alerts = append(alerts, r.(object)["alert"].(string))
+					}
+				}
+				for _, a := range []string{"BMCFenceUnfenceableNodes", "BMCFenceStuck", "BMCFenceFailed", "BMCFenceBMCErrors"} {
+					if !strings.Contains(strings.Join(alerts, " "), a) {
+						t.Errorf("no alert %s in %v", a, alerts)
+					}
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs, err := render(t, tt.sets...)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Whatever the values, the agent's configuration is valid.
+			m := byKey(objs)
+			raw, _ := get(m["ConfigMap bmcfence-system/bmcfence-agent"], "data", "config.yaml").(string)
+			if _, err := config.Parse([]byte(raw)); err != nil {
+				t.Errorf("the rendered config.yaml is invalid: %v\n%s", err, raw)
+			}
+			tt.check(t, m)
+		})
+	}
+}
+
+func keys(m map[string]object) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Decisions are cached per token for a minute: Prometheus scrapes every
+// 15-60 s, and two API calls per scrape would cost more than the scrape. A
+// revoked grant stops working within the minute. The cache is bounded so a
+// flood of made-up tokens cannot grow it.
+const (
+	authCacheTTL  = time.Minute
+	authCacheSize = 1024
+	authTimeout   = 10 * time.Second
+)
+
+// kubeAuth guards a handler the way kube-rbac-proxy does, in-process: the
+// bearer token must be one the API server authenticates (TokenReview), and
+// its user must be allowed to `get` the request's non-resource URL
+// (SubjectAccessReview), e.g. a ClusterRole with nonResourceURLs
+// ["/metrics"] and verbs ["get"].
+type kubeAuth struct {
+	client kubernetes.Interface
+	clock  clock.PassiveClock
+
+	mu    sync.Mutex
+	cache map[string]authDecision
+}
+
+type authDecision struct {
+	status  int // http.StatusOK, StatusUnauthorized or StatusForbidden
+	expires time.Time
+}
+
+func newKubeAuth(client kubernetes.Interface, clk clock.PassiveClock) *kubeAuth {
+	return &kubeAuth{client: client, clock: clk, cache: map[string]authDecision{}}
+}
+
+func (k *kubeAuth) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || strings.TrimSpace(token) == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bmcfence metrics"`)
+			http.Error(w, "Unauthorized: a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		switch status := k.decide(r.Context(), strings.TrimSpace(token), r.URL.Path); status {
+		case http.StatusOK:
+			next.ServeHTTP(w, r)
+		case http.StatusUnauthorized:
+			http.Error(w, "Unauthorized", status)
+		case http.StatusForbidden:
+			http.Error(w, "Forbidden: the token's user may not get "+r.URL.Path, status)
+		default:
+			http.Error(w, "cannot check the token with the API server", status)
+		}
+	})
+}
+
+func (k *kubeAuth) decide(ctx context.Context, token, path string) int {
+	key := path + "\x00" + token
+	now := k.clock.Now()
+	k.mu.Lock()
+	if d, ok := k.cache[key]; ok && now.Before(d.expires) {
+		k.mu.Unlock()
+		return d.status
+	}
+	k.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, authTimeout)
+	defer cancel()
+	status := k.review(ctx, token, path)
+	if status == http.StatusServiceUnavailable {
+		return status // an API hiccup is not a decision: ask again next time
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.cache) >= authCacheSize {
+		for key, d := range k.cache {
+			if !now.Before(d.expires) {
+				delete(k.cache, key)
+			}
+		}
+		if len(k.cache) >= authCacheSize {
+			k.cache = map[string]authDecision{}
+		}
+	}
+	k.cache[key] = authDecision{status: status, expires: now.Add(authCacheTTL)}
+	return status
+}
+
+func (k *kubeAuth) review(ctx context.Context, token, path string) int {
+	tr, err := k.client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return http.StatusServiceUnavailable
+	}
+	if !tr.Status.Authenticated {
+		return http.StatusUnauthorized
+	}
+	u := tr.Status.User
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range u.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar, err := k.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extra,
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return http.StatusServiceUnavailable
+	}
+	if !sar.Status.Allowed {
+		return http.StatusForbidden
+	}
+	return http.StatusOK
+}

@@ -1,0 +1,256 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/fence"
+)
+
+// decodeErrors flattens viper's and mapstructure's nested error lists into
+// one error per bad field, each a single line naming the field.
+func decodeErrors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, sub := range j.Unwrap() {
+				walk(sub)
+			}
+			return
+		}
+		var de *mapstructure.DecodeError
+		if errors.As(e, &de) {
+			out = append(out, fmt.Errorf("%s: %s", fieldPath(de.Name()), oneLine(de.Unwrap().Error())))
+			return
+		}
+		// viper wraps mapstructure's list in a message of its own; the list
+		// is what names the fields.
+		if u := errors.Unwrap(e); u != nil {
+			walk(u)
+			return
+		}
+		out = append(out, fmt.Errorf("config: %s", oneLine(e.Error())))
+	}
+	walk(err)
+	return out
+}
+
+// fieldPath writes a mapstructure field name (policy.SuspectAfter) the way
+// the YAML spells it (policy.suspectAfter).
+func fieldPath(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		if p != "" && !strings.Contains(p, "[") {
+			parts[i] = strings.ToLower(p[:1]) + p[1:]
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// policyErrors reports every bad field of the policy: fence.Policy.Validate
+// names each one (errors.Join), and follows the policy's own rules as fields
+// are added.
+func policyErrors(p fence.Policy) []error {
+	if err := p.Validate(); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// validIPMICipherSuites are the IPMI 2.0 lanplus suites with authentication
+// and integrity that ipmitool offers (0 here means "the default", suite 3).
+var validIPMICipherSuites = map[int]bool{1: true, 2: true, 3: true, 6: true, 7: true, 8: true, 11: true, 12: true, 15: true, 16: true, 17: true}
+
+// validateNamesAndAddresses checks what the API server or the network would
+// refuse later, at load: Kubernetes names, UUIDs, cipher suites and listen
+// addresses.
+func (a Agent) validateNamesAndAddresses() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if a.Namespace != "" {
+		for _, m := range validation.IsDNS1123Label(a.Namespace) {
+			bad("namespace", "%q: %s", a.Namespace, m)
+		}
+	}
+	if a.LeaderElection.Name != "" {
+		for _, m := range validation.IsDNS1123Subdomain(a.LeaderElection.Name) {
+			bad("leaderElection.name", "%q: %s", a.LeaderElection.Name, m)
+		}
+	}
+	for _, l := range []struct{ field, addr string }{
+		{"server.metricsAddress", a.Server.MetricsAddress},
+		{"server.healthAddress", a.Server.HealthAddress},
+	} {
+		if err := listenAddress(l.addr); err != nil {
+			bad(l.field, "%q: %v", l.addr, err)
+		}
+	}
+	errs = append(errs, a.Inventory.Defaults.validateNames("inventory.defaults")...)
+	for i, n := range a.Inventory.Nodes {
+		field := fmt.Sprintf("inventory.nodes[%d]", i)
+		if n.Name != "" {
+			for _, m := range validation.IsDNS1123Subdomain(n.Name) {
+				bad(field+".name", "%q is not a node name: %s", n.Name, m)
+			}
+		}
+		if n.ExpectedUUID != "" && !uuidRE.MatchString(n.ExpectedUUID) {
+			bad(field+".expectedUUID", "%q is not a UUID (want 8-4-4-4-12 hex digits, as in the Node's status.nodeInfo.systemUUID)", n.ExpectedUUID)
+		}
+		errs = append(errs, n.BMCSettings.validateNames(field)...)
+	}
+	return errs
+}
+
+func (s BMCSettings) validateNames(field string) []error {
+	var errs []error
+	for _, r := range []struct{ key, name string }{
+		{"credentialsSecret", s.CredentialsSecret},
+		{"caConfigMap", s.CAConfigMap},
+	} {
+		if r.name == "" {
+			continue
+		}
+		for _, m := range validation.IsDNS1123Subdomain(r.name) {
+			errs = append(errs, fmt.Errorf("%s.%s: %q: %s", field, r.key, r.name, m))
+		}
+	}
+	if s.CipherSuite != 0 && !validIPMICipherSuites[s.CipherSuite] {
+		errs = append(errs, fmt.Errorf("%s.cipherSuite: %d: want one of 1, 2, 3, 6, 7, 8, 11, 12, 15, 16, 17 (IPMI 2.0 suites with authentication; 3 and 17 are the common ones)", field, s.CipherSuite))
+	}
+	return errs
+}
+
+// listenAddress checks a Go listen address: [HOST]:PORT, HOST an IP or a
+// DNS name, PORT 0-65535.
+func listenAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want [HOST]:PORT, e.g. :9500 or 127.0.0.1:9500")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q: want a number 0-65535", port)
+	}
+	if host != "" && net.ParseIP(host) == nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return fmt.Errorf("host %q: want an IP address or a DNS name", host)
+	}
+	return nil
+}
+
+// Risk is a setting that weakens a safety property or an operator's view:
+// allowed, but announced at start and exported as a metric.
+type Risk struct {
+	// Setting is the metric's label value.
+	Setting string
+	Message string
+}
+
+// Risk settings, the values of bmcfence_risky_setting{setting=…}.
+const (
+	RiskDryRun                 = "dryRun"
+	RiskInsecureSkipVerify     = "insecureSkipVerify"
+	RiskPlainHTTP              = "plainHTTP"
+	RiskFromAnnotations        = "fromAnnotations"
+	RiskLeaderElectionDisabled = "leaderElectionDisabled"
+	RiskMetricsUnauthenticated = "metricsUnauthenticated"
+)
+
+// Risks lists the risky settings in a (valid) configuration.
+func (a Agent) Risks() []Risk {
+	var out []Risk
+	if a.DryRun {
+		out = append(out, Risk{RiskDryRun, "dry-run: decisions are logged and recorded as Events; nothing is powered off or tainted, so no node is ever fenced"})
+	}
+	var insecure, plain []string
+	if a.Inventory.Defaults.InsecureSkipVerify {
+		insecure = append(insecure, "inventory.defaults")
+	}
+	for _, n := range a.Inventory.Nodes {
+		ep, err := bmc.ParseAddress(n.Address)
+		if err != nil {
+			continue
+		}
+		if ep.Scheme == "http" {
+			plain = append(plain, n.Name)
+		}
+		if ep.Scheme == "https" && n.BMCSettings.InsecureSkipVerify {
+			insecure = append(insecure, n.Name)
+		}
+	}
+	if len(insecure) > 0 {
+		out = append(out, Risk{RiskInsecureSkipVerify, fmt.Sprintf("insecureSkipVerify (%s): the BMC's TLS certificate is not verified, so whoever answers on its address gets its credentials and can answer \"Off\" for it", strings.Join(insecure, ", "))})
+	}
+	if len(plain) > 0 {
+		out = append(out, Risk{RiskPlainHTTP, fmt.Sprintf("http:// BMC addresses (%s): credentials and power readings cross the network in clear text", strings.Join(plain, ", "))})
+	}
+	if a.Inventory.FromAnnotations {
+		out = append(out, Risk{RiskFromAnnotations, "inventory.fromAnnotations: nodes can write their own bmcfence.dev/bmc-* annotations, so a compromised node can point the agent, with its credentials, at a BMC of its choosing"})
+	}
+	if !a.Server.MetricsAuth && !loopback(a.Server.MetricsAddress) {
+		out = append(out, Risk{RiskMetricsUnauthenticated, fmt.Sprintf("server.metricsAuth is off and /metrics listens on %s: anyone who reaches it reads node names, BMC error rates and fence history (turn on server.metricsAuth, or restrict it with a NetworkPolicy)", a.Server.MetricsAddress)})
+	}
+	if !a.LeaderElection.Enabled {
+		out = append(out, Risk{RiskLeaderElectionDisabled, "leader election is disabled: safe only with exactly one replica; two agents would fence the same nodes at once"})
+	}
+	return out
+}
+
+// loopback reports whether a listen address is reachable only from this
+// host.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ReferencedNames lists the Secrets and CA ConfigMaps the inventory reads,
+// each once, sorted: what RBAC must grant by name. The defaults count when
+// a node may come from annotations (which name no Secret of their own) or
+// when no node is listed yet.
+func (inv Inventory) ReferencedNames() (secrets, configMaps []string) {
+	s, c := map[string]bool{}, map[string]bool{}
+	if inv.FromAnnotations || len(inv.Nodes) == 0 {
+		s[inv.Defaults.CredentialsSecret] = true
+		c[inv.Defaults.CAConfigMap] = true
+	}
+	for _, n := range inv.Nodes {
+		r := n.Resolved(inv.Defaults)
+		s[r.CredentialsSecret] = true
+		c[r.CAConfigMap] = true
+	}
+	set := func(m map[string]bool) []string {
+		var out []string
+		for k := range m {
+			if k != "" {
+				out = append(out, k)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	return set(s), set(c)
+}
