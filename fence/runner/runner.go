@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -562,10 +563,22 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	now := r.opts.Clock.Now()
 	in.Node = r.view(info)
 	in.Fleet = r.fleet(name, now)
+	// A state another process wrote is taken over by writing it back as
+	// ours (invariant 4): that process may have stalled between a decision
+	// and its write, and the annotation it wrote is its fencing token.
+	// Until we write, its taint or ForceOff still lands, whatever we
+	// decided meanwhile; reading, deciding nothing, is not enough.
+	takeover := rec.state.Writer != r.opts.ID && rec.raw != ""
 	if rec.state.Writer != r.opts.ID && fence.Enabled(fence.CheckOneClock) {
 		rec.state = fence.Adopt(rec.state, r.opts.ID, in.Node.HeartbeatAt, now)
 	}
 	out := fence.Step(r.policy(name), rec.state, in, now)
+	if takeover {
+		out.State.Writer = r.opts.ID
+		if !slices.ContainsFunc(out.Actions, func(a fence.Action) bool { return a.Kind == fence.ActPersist }) {
+			out.Actions = append([]fence.Action{{Kind: fence.ActPersist}}, out.Actions...)
+		}
+	}
 	if atomic {
 		rec.reserve(out.State)
 	}

@@ -168,6 +168,36 @@ func TestAPausedLeaderCannotLandATaint(t *testing.T) {
 	}
 }
 
+// Found by the randomized simulation (seed 212 of the new world; scenario
+// leader-paused-before-taint): a new leader that adopted a state and had
+// nothing to do wrote nothing, so the old leader, stalled right before its
+// taint, still held a valid fencing token, and tainted a machine someone
+// had powered on meanwhile. Taking a node over is now a write.
+func TestTakingANodeOverVoidsTheOldLeadersToken(t *testing.T) {
+	w, c := world(t)
+	ctx := context.Background()
+	a := newRunner(t, w, c, func(o *runner.Options) { o.ID = "a" })
+	syncFor(w, a, 4*time.Second)
+	token, err := c.CurrentState(ctx, "n1")
+	if err != nil || token == "" {
+		t.Fatalf("no state written by the first leader: %q, %v", token, err)
+	}
+	// A replica that starts now: it has watched n1 for less than
+	// suspectAfter, so it sends nothing; it must still claim the node.
+	b := newRunner(t, w, fencesim.Cluster{W: w, Since: w.Clock.Now()}, func(o *runner.Options) { o.ID = "b" })
+	b.Sync(ctx, "n1")
+	now, err := c.CurrentState(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now == token {
+		t.Fatal("the new leader took n1 over without writing: the stalled leader's fencing token is still valid")
+	}
+	if s, err := fence.Decode(now); err != nil || s.Writer != "b" {
+		t.Errorf("state after the takeover written by %q (%v), want b", s.Writer, err)
+	}
+}
+
 // skewed is the world's clock seen by a replica whose clock runs ahead.
 type skewed struct {
 	*clocktesting.FakeClock
