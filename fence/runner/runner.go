@@ -234,9 +234,11 @@ type record struct {
 	name string
 	mu   sync.Mutex // held by the node's sync; fleet reads take it briefly
 	// state is the engine state; raw is its last persisted encoding (what
-	// the annotation holds as far as we know).
+	// the annotation holds as far as we know), and ours says whether this
+	// runner wrote it.
 	state fence.State
 	raw   string
+	ours  bool
 	// hold is set when the annotation cannot be decoded: the node is not
 	// stepped (never fenced) until someone fixes or removes it.
 	hold error
@@ -443,7 +445,7 @@ func (r *Runner) work(ctx context.Context, name string, rec *record) bool {
 // read puts the node on hold: never fenced, and never overwritten (a newer
 // agent may have written it).
 func (rec *record) load(raw string) {
-	rec.raw = raw
+	rec.raw, rec.ours = raw, false
 	rec.seen = raw
 	rec.loaded = true
 	rec.hold = nil
@@ -491,7 +493,7 @@ func (rec *record) wrote(raw string) {
 		rec.written = rec.written[:keep-1]
 	}
 	rec.written = append(rec.written, raw)
-	rec.raw = raw
+	rec.raw, rec.ours = raw, true
 }
 
 // Sync runs one node to quiescence: it steps the engine, executes the actions,
@@ -567,8 +569,10 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	// ours (invariant 4): that process may have stalled between a decision
 	// and its write, and the annotation it wrote is its fencing token.
 	// Until we write, its taint or ForceOff still lands, whatever we
-	// decided meanwhile; reading, deciding nothing, is not enough.
-	takeover := rec.state.Writer != r.opts.ID && rec.raw != ""
+	// decided meanwhile; reading, deciding nothing, is not enough. The
+	// annotation, not the state in memory (adopted already, even if the
+	// write failed), says whether we have.
+	takeover := rec.raw != "" && !rec.ours
 	if rec.state.Writer != r.opts.ID && fence.Enabled(fence.CheckOneClock) {
 		rec.state = fence.Adopt(rec.state, r.opts.ID, in.Node.HeartbeatAt, now)
 	}
