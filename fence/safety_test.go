@@ -333,3 +333,22 @@ func TestAFenceBackInSuspectIsAdmittedAgain(t *testing.T) {
 		t.Fatalf("once nothing is in flight: actions %v, admitted at %v; want ForceOff, admitted now", kinds(out), out.State.AdmittedAt)
 	}
 }
+
+// Found by the randomized simulation (seed 46601): a NotReady fence (the
+// explicit powerOffNotReadyAfter opt-in) adopted by another process starts
+// its failure at that process's latest sighting of the node. When that
+// sighting was the renewal that reported Ready again, "Ready with a renewal
+// after the failure began" did not hold, and the new leader powered off a
+// Ready node that renews its Lease. Ready ends a NotReady fence.
+func TestANotReadyFenceEndsWhenTheNodeIsReady(t *testing.T) {
+	p := DefaultPolicy()
+	p.PowerOffNotReadyAfter = 2 * time.Minute
+	now := at(sec(310))
+	n := view(heartbeat(sec(310)))
+	theirs := State{Writer: "a", Phase: Suspect, Since: at(sec(250)), FailureStart: at(sec(250)), NotReadyFence: true, AdmittedAt: at(sec(250))}
+	s := Adopt(theirs, "b", n.HeartbeatAt, now)
+	out := Step(p, s, reading(n, now, PowerOn), now)
+	if has(out, ActPowerOff) || out.State.Phase != Healthy {
+		t.Fatalf("a NotReady fence of a node Ready again: actions %v, phase %v; want no ForceOff, Healthy", kinds(out), out.State.Phase)
+	}
+}

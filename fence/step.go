@@ -440,7 +440,11 @@ func (st *stepper) leavePreTaint() bool {
 		st.reset("alive")
 		st.event(false, "FenceRecovered", "node renewed its Lease again; %s", what)
 		return true
-	case st.s.NotReadyFence && st.node().Ready == ReadyTrue && st.renewedAfter(st.s.FailureStart):
+	case st.s.NotReadyFence && st.node().Ready == ReadyTrue:
+		// The premise of a NotReady fence is gone. Not "Ready with a
+		// renewal after the failure began": a fence adopted from another
+		// process starts its failure at our latest sighting, which may be
+		// the very renewal that said Ready.
 		st.reset("Ready again")
 		st.event(false, "FenceRecovered", "node is Ready again; nothing was done")
 		return true
