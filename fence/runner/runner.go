@@ -221,6 +221,9 @@ type Runner struct {
 
 	mu    sync.Mutex
 	nodes map[string]*record
+	// retired is the latest admission of a node whose record was dropped
+	// (the node was deleted): the cooldown still counts from it.
+	retired time.Time
 
 	// admitMu makes the storm guard's admission atomic across workers
 	// (invariant 6): the fleet view, the Step that reads it and the
@@ -425,6 +428,9 @@ func (r *Runner) work(ctx context.Context, name string, rec *record) bool {
 			r.mu.Lock()
 			if r.nodes[name] == rec {
 				delete(r.nodes, name)
+				if _, admitted := rec.published(); admitted.After(r.retired) {
+					r.retired = admitted
+				}
 			}
 			r.mu.Unlock()
 			return true
@@ -634,18 +640,37 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 		if n.Name == self {
 			continue
 		}
-		phase, admitted := r.peek(n.Name)
-		if phase.InFlight() {
+		if phase, _ := r.peek(n.Name); phase.InFlight() {
 			f.InFlight++
-		}
-		if admitted.After(f.LastFenceAt) {
-			f.LastFenceAt = admitted
 		}
 	}
 	for _, z := range order {
 		f.Zones = append(f.Zones, *zones[z])
 	}
+	f.LastFenceAt = r.lastAdmission(self)
 	return f
+}
+
+// lastAdmission is the latest admission of a fence on any other node that
+// this runner published, deleted nodes' included: deleting a Node object
+// mid-fence ends its fence, but does not undo the ForceOff it may have
+// sent, so the cooldown still counts from it (invariant 6).
+func (r *Runner) lastAdmission(self string) time.Time {
+	r.mu.Lock()
+	last := r.retired
+	recs := make([]*record, 0, len(r.nodes))
+	for name, rec := range r.nodes {
+		if name != self {
+			recs = append(recs, rec)
+		}
+	}
+	r.mu.Unlock()
+	for _, rec := range recs {
+		if _, admitted := rec.published(); admitted.After(last) {
+			last = admitted
+		}
+	}
+	return last
 }
 
 // peek reads another node's last committed phase and admission time.
@@ -656,6 +681,12 @@ func (r *Runner) peek(name string) (fence.Phase, time.Time) {
 	if rec == nil {
 		return fence.Healthy, time.Time{}
 	}
+	return rec.published()
+}
+
+// published is the record's last committed (or reserved) phase and
+// admission.
+func (rec *record) published() (fence.Phase, time.Time) {
 	rec.pubMu.Lock()
 	defer rec.pubMu.Unlock()
 	return rec.pubPhase, rec.pubAdmitted

@@ -387,3 +387,55 @@ var (
 	fencesimTiming        = machine.Timing{}
 	machineEventPowerLoss = machine.EventPowerLoss
 )
+
+// Found by the randomized simulation (seed 57956; scenario
+// storm-guard-node-deleted): a node deleted right after its ForceOff fell
+// out of the fleet view, and its admission with it, so the cooldown no
+// longer counted from it and another fence was admitted at once: two
+// running, partitioned machines powered off within seconds. The cooldown
+// counts from every admission, deleted nodes' included.
+func TestTheCooldownSurvivesADeletedNode(t *testing.T) {
+	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		w.AddNode(n, "a", fencesimTiming)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		_ = w.Node(n).BMC.Event(machineEventPowerLoss)
+	}
+	for i := 0; i < 30; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+	}
+	ctx := context.Background()
+	r := newRunner(t, w, fencesim.Cluster{W: w})
+	r.Sync(ctx, "n1")
+	w.DeleteNode("n1")
+	offs := func(node string) int {
+		k := 0
+		for _, rec := range w.Records {
+			if rec.Node == node && rec.Kind == "power-off" {
+				k++
+			}
+		}
+		return k
+	}
+	if offs("n1") == 0 {
+		t.Fatal("n1 was not powered off")
+	}
+	for i := 0; i < 20; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+		r.Sync(ctx, "n2")
+	}
+	if offs("n2") != 0 {
+		t.Fatalf("n2 powered off within %s of n1's admission (cooldown %s): the deleted node's admission was forgotten", 20*time.Second, w.Policy.Cooldown)
+	}
+	for i := 0; i < 20; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+		r.Sync(ctx, "n2")
+	}
+	if offs("n2") == 0 {
+		t.Fatal("n2 never powered off after the cooldown")
+	}
+}
