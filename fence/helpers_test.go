@@ -247,8 +247,8 @@ func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) e
 	if r := StillSafe(p, in.Fleet, now); !r.Admitted() {
 		return fmt.Errorf("PowerOff refused by the storm guard's absolute part (%v) but emitted", r)
 	}
-	if !before.Manual && before.AdmittedAt.IsZero() && !Admit(p, in.Fleet, now).Admitted() {
-		return fmt.Errorf("first PowerOff of a fence refused by the storm guard (%v) but emitted", Admit(p, in.Fleet, now))
+	if !before.Manual && (before.AdmittedAt.IsZero() || !before.Phase.InFlight()) && !Admit(p, in.Fleet, now).Admitted() {
+		return fmt.Errorf("first PowerOff of a fence (or of one back from Suspect) refused by the storm guard (%v) but emitted", Admit(p, in.Fleet, now))
 	}
 	if !s.NotReadyFence && SilentFor(n, now) < p.SuspectAfter {
 		return fmt.Errorf("PowerOff of a node whose Lease renewed %s ago", SilentFor(n, now))

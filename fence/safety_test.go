@@ -329,3 +329,47 @@ func TestAFreshProcessWaitsOutTheSilenceOnItsOwnClock(t *testing.T) {
 		t.Fatalf("after %s of silence on our clock: actions %v, want the human's ForceOff", d.p.SuspectAfter, kinds(out))
 	}
 }
+
+// Found by the randomized simulation (scenario storm-guard-after-failover):
+// a fence taken over by a new leader is back in Suspect with its old
+// admission, and Suspect does not count as in flight, so another fence
+// was admitted meanwhile; the first then powered off its (running,
+// partitioned) machine on the absolute part of the guard alone, two at once
+// with maxConcurrentFences 1. A fence out of flight is admitted again.
+func TestAFenceBackInSuspectIsAdmittedAgain(t *testing.T) {
+	p := DefaultPolicy()
+	p.FenceAfter = 60 * time.Second
+	now := at(sec(80))
+	n := view(heartbeat(sec(20)), notReady(sec(60)))
+	s := State{Phase: Suspect, Since: at(sec(60)), FailureStart: at(sec(20)), AdmittedAt: at(sec(60))}
+	in := reading(n, now, PowerOn)
+	in.Fleet = FleetView{Nodes: 5, Unhealthy: 2, InFlight: 1, APIFreshAt: now}
+	out := Step(p, s, in, now)
+	if has(out, ActPowerOff) {
+		t.Fatalf("a fence back in Suspect sent ForceOff while another fence is in flight (maxConcurrentFences %d): %v", p.MaxConcurrentFences, kinds(out))
+	}
+	in.Fleet.InFlight = 0
+	out = Step(p, s, in, now)
+	if !has(out, ActPowerOff) || !out.State.AdmittedAt.Equal(now) {
+		t.Fatalf("once nothing is in flight: actions %v, admitted at %v; want ForceOff, admitted now", kinds(out), out.State.AdmittedAt)
+	}
+}
+
+// Found by the randomized simulation (seed 46601): a NotReady fence (the
+// explicit powerOffNotReadyAfter opt-in) adopted by another process starts
+// its failure at that process's latest sighting of the node. When that
+// sighting was the renewal that reported Ready again, "Ready with a renewal
+// after the failure began" did not hold, and the new leader powered off a
+// Ready node that renews its Lease. Ready ends a NotReady fence.
+func TestANotReadyFenceEndsWhenTheNodeIsReady(t *testing.T) {
+	p := DefaultPolicy()
+	p.PowerOffNotReadyAfter = 2 * time.Minute
+	now := at(sec(310))
+	n := view(heartbeat(sec(310)))
+	theirs := State{Writer: "a", Phase: Suspect, Since: at(sec(250)), FailureStart: at(sec(250)), NotReadyFence: true, AdmittedAt: at(sec(250))}
+	s := Adopt(theirs, "b", n.HeartbeatAt, now)
+	out := Step(p, s, reading(n, now, PowerOn), now)
+	if has(out, ActPowerOff) || out.State.Phase != Healthy {
+		t.Fatalf("a NotReady fence of a node Ready again: actions %v, phase %v; want no ForceOff, Healthy", kinds(out), out.State.Phase)
+	}
+}

@@ -326,13 +326,16 @@ func (st *stepper) targetChanged(target string) bool {
 
 // admitPowerOff consults the storm guard before a ForceOff (invariant 6). The
 // first of a fence needs the whole guard; a human's, and every later one of
-// an admitted fence, its absolute part (a fresh view, no storm or
-// partition).
+// an admitted fence still in flight, its absolute part (a fresh view, no
+// storm or partition). A fence that left flight (back in Suspect: taken
+// over by another leader, or its power-off no longer due) gave up its
+// place among MaxConcurrentFences, and others may have taken it: it is
+// admitted again like a new one.
 func (st *stepper) admitPowerOff() bool {
 	if !st.silentLongEnough() {
 		return false
 	}
-	if st.s.Manual || !st.s.AdmittedAt.IsZero() {
+	if st.s.Manual || (!st.s.AdmittedAt.IsZero() && st.s.Phase.InFlight()) {
 		return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
 	}
 	return st.guard(Admit(st.p, st.in.Fleet, st.now))
@@ -370,7 +373,9 @@ func (st *stepper) silentLongEnough() bool {
 func (st *stepper) guard(r Refusal) bool {
 	if r.Admitted() {
 		st.s.Refusal = Admitted
-		if st.s.AdmittedAt.IsZero() {
+		if st.s.AdmittedAt.IsZero() || !st.s.Phase.InFlight() {
+			// A new admission (or a readmission): the fleet's
+			// cooldown counts from now.
 			st.s.AdmittedAt = st.now
 		}
 		return true
@@ -435,7 +440,11 @@ func (st *stepper) leavePreTaint() bool {
 		st.reset("alive")
 		st.event(false, "FenceRecovered", "node renewed its Lease again; %s", what)
 		return true
-	case st.s.NotReadyFence && st.node().Ready == ReadyTrue && st.renewedAfter(st.s.FailureStart):
+	case st.s.NotReadyFence && st.node().Ready == ReadyTrue:
+		// The premise of a NotReady fence is gone. Not "Ready with a
+		// renewal after the failure began": a fence adopted from another
+		// process starts its failure at our latest sighting, which may be
+		// the very renewal that said Ready.
 		st.reset("Ready again")
 		st.event(false, "FenceRecovered", "node is Ready again; nothing was done")
 		return true

@@ -40,6 +40,9 @@ type Fake struct {
 	fail      map[bmc.Op]failure
 	latency   time.Duration
 	calls     []Call
+	// alreadyOff: ForceOff to a machine that reads Off answers "already
+	// in that state" and does nothing (SetAlreadyOff).
+	alreadyOff bool
 }
 
 type failure struct {
@@ -129,6 +132,12 @@ func (f *Fake) Identity(ctx context.Context) (bmc.Identity, error) {
 
 func (f *Fake) reset(ctx context.Context, op bmc.Op, rt machine.ResetType) (bmc.Result, error) {
 	err := f.do(ctx, op, func(now time.Time) error {
+		if f.alreadyOff && rt == machine.ResetForceOff && f.hw.Read(now).Power == machine.PowerOff {
+			// iDRAC's 409, iLO's 400 InvalidOperationForSystemState,
+			// IPMI's 0xD5: judged on what the BMC reads, so a restart's
+			// off-dwell gets the same answer, and the restart goes on.
+			return fmt.Errorf("%w: HTTP 409: the system is already off", bmc.ErrAlreadyInState)
+		}
 		if err := f.hw.Reset(now, rt); err != nil {
 			// A real BMC answers 409: an error from the BMC, not a
 			// transport failure. "Already off" means it did nothing.
@@ -238,6 +247,26 @@ func (f *Fake) SetLatency(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.latency = d
+}
+
+// SetAlreadyOff makes ForceOff answer "already in that state"
+// (bmc.ErrAlreadyInState) and do nothing whenever the machine reads Off, a
+// restart's off-dwell included, as iDRAC (409), iLO (400) and IPMI (0xD5)
+// do. The machine model's ConflictWhenOff only refuses a machine that is
+// off for good; this is the vendor behaviour that lets a restart go on.
+func (f *Fake) SetAlreadyOff(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.alreadyOff = on
+}
+
+// SetTiming changes how long the machine's transitions take, from now; the
+// machine keeps its power state (steady states only, as WithTiming).
+func (f *Fake) SetTiming(t machine.Timing) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock.Now()
+	f.hw = machine.New(now, f.hw.Read(now).Power, t, f.hw.Behavior())
 }
 
 // SetBehavior changes how the machine's BMC treats commands (lying,

@@ -104,3 +104,23 @@ func TestFakeLatencyStepsTheClock(t *testing.T) {
 		t.Errorf("call took %s on the clock, want 300ms", got)
 	}
 }
+
+func TestFakeAlreadyOffDuringARestartDwellDoesNothing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	f := New(clk, WithTiming(machine.Timing{RestartOff: 5 * time.Second, PowerOn: 10 * time.Second}))
+	f.SetAlreadyOff(true)
+	if err := f.Event(machine.EventOSReboot); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.PowerOff(context.Background())
+	if !errors.Is(err, bmc.ErrAlreadyInState) {
+		t.Fatalf("ForceOff during the dwell = %v, want ErrAlreadyInState", err)
+	}
+	clk.Step(6 * time.Second)
+	if got := f.Truth().Power; got != machine.PowerPoweringOn {
+		t.Fatalf("after the dwell = %v, want PoweringOn: the restart goes on", got)
+	}
+	if _, err := f.PowerOff(context.Background()); err != nil {
+		t.Fatalf("ForceOff while PoweringOn = %v, want accepted", err)
+	}
+}

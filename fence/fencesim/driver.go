@@ -2,27 +2,75 @@ package fencesim
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 )
 
-// Sim drives a World and one or more runners on the world's fake clock, one
-// simulated second at a time. Runners are called through Sync, never Run, so
-// nothing runs concurrently and a seed reproduces a run exactly.
+// Agent is one simulated agent process: a runner with its own ID, clock
+// skew and informers.
+type Agent struct {
+	ID string
+	// Skew is how far its clock runs ahead of the world's.
+	Skew time.Duration
+	// Since is when its informers started: the world's start for a
+	// standby that watched all along, its own start for a fresh process.
+	Since time.Time
+	R     *runner.Runner
+	// paused: stalled between a decision and its write. stale is what its
+	// informers held when it stalled, until the first Advance after it
+	// resumes (the world reads it under its lock).
+	paused  bool
+	stale   map[string]time.Time
+	started bool
+}
+
+// skewedClock is the world's clock as a replica whose clock is off by
+// `by` sees it.
+type skewedClock struct {
+	*clocktesting.FakeClock
+	by time.Duration
+}
+
+func (s skewedClock) Now() time.Time                  { return s.FakeClock.Now().Add(s.by) }
+func (s skewedClock) Since(t time.Time) time.Duration { return s.Now().Sub(t) }
+
+// Sim drives a World and one or more agents on the world's fake clock, one
+// simulated second at a time. Runners are called through Sync, never Run,
+// so nothing runs concurrently and a seed reproduces a run exactly; the
+// concurrency of real workers and replicas is modelled by running other
+// Syncs inside a runner's BeforeAct, between its decision and its write.
 type Sim struct {
 	W     *World
 	start time.Time
 
-	runners []*runner.Runner
-	// active lists the runners that believe they lead. Usually one; two
+	agents []*Agent
+	// active lists the agents that believe they lead. Usually one; two
 	// models a split brain that only the per-node lock may resolve.
-	active []int
+	active []*Agent
 
-	due    map[string]time.Time
+	due    map[*Agent]map[string]time.Time
 	events []scheduled
 	DryRun bool
+
+	// rng decides interleavings; Interleave is the chance, at each action,
+	// that another worker runs in the gap.
+	rng        *rand.Rand
+	Interleave float64
+	pauses     []*PausePlan
+	triggers   []*trigger
+	depth      int
+
+	// faults counts what this scenario's faults did (faults.go).
+	faults map[string]int
 }
 
 type scheduled struct {
@@ -31,90 +79,301 @@ type scheduled struct {
 	do   func()
 }
 
-// NewSim returns a driver with one leading runner.
+// PausePlan makes the leader stall right before an action of one of Kinds
+// (on Node, or any node), the first time it reaches one at or after After.
+// While it stalls for For, leadership passes to another agent (To:
+// "standby", "fresh" or "old", its clock skewed by Skew) and the world runs
+// on; Perturb, if set, changes the world one second into the pause. Then
+// the old leader resumes its write.
+type PausePlan struct {
+	After   time.Time
+	Kinds   []fence.ActionKind
+	Node    string
+	For     time.Duration
+	To      string
+	Skew    time.Duration
+	Perturb func(node string)
+	fired   bool
+}
+
+type trigger struct {
+	node  string
+	phase fence.Phase
+	delay time.Duration
+	desc  string
+	do    func(node string)
+	fired bool
+}
+
+// NewSim returns a driver with one leading agent that started with the
+// world.
 func NewSim(w *World) *Sim {
-	s := &Sim{W: w, start: w.Clock.Now(), due: map[string]time.Time{}}
-	s.active = []int{s.addRunner()}
+	return NewSimSeeded(w, 1, 0)
+}
+
+// NewSimSeeded returns a driver whose interleavings follow seed, with one
+// leading agent whose clock is off by skew.
+func NewSimSeeded(w *World, seed uint64, skew time.Duration) *Sim {
+	s := &Sim{W: w, start: w.Clock.Now(), due: map[*Agent]map[string]time.Time{},
+		rng: rand.New(rand.NewPCG(seed, 0x51ced)), faults: map[string]int{}}
+	w.onPhase = s.phaseEntered
+	s.setActive(s.newAgent(w.Clock.Now(), skew))
 	return s
 }
 
-func (s *Sim) addRunner() int {
+// Faults returns what this scenario's faults did, the world's included.
+func (s *Sim) Faults() map[string]int {
+	out := s.W.Quirks()
+	for k, v := range s.faults {
+		out[k] += v
+	}
+	return out
+}
+
+func (s *Sim) fault(class string) { s.faults[class]++ }
+
+func (s *Sim) newAgent(since time.Time, skew time.Duration) *Agent {
+	a := &Agent{ID: fmt.Sprintf("agent-%d", len(s.agents)+1), Skew: skew, Since: since}
+	var clk clock.WithTicker = s.W.Clock
+	if skew != 0 {
+		clk = skewedClock{FakeClock: s.W.Clock, by: skew}
+		s.fault(faultReplicas)
+	}
 	r, err := runner.New(runner.Options{
-		Policy: s.W.Policy,
-		Clock:  s.W.Clock,
-		// A new process observes from now: first sightings, no renewals.
-		Cluster:   Cluster{W: s.W, Since: s.W.Clock.Now()},
+		Policy:    s.W.Policy,
+		Clock:     clk,
+		Cluster:   Cluster{W: s.W, Since: since, Skew: skew, Agent: a},
 		Inventory: Cluster{W: s.W},
 		DryRun:    s.DryRun,
+		ID:        a.ID,
+		BeforeAct: func(node string, k fence.ActionKind, decided fence.State) { s.beforeAct(a, node, k, decided) },
 	})
 	if err != nil {
 		panic(err) // the policy was validated by the caller
 	}
-	s.runners = append(s.runners, r)
-	return len(s.runners) - 1
+	a.R = r
+	s.agents = append(s.agents, a)
+	s.due[a] = map[string]time.Time{}
+	s.W.mu.Lock()
+	s.W.agents = append(s.W.agents, a)
+	s.W.mu.Unlock()
+	return a
 }
+
+func (s *Sim) setActive(as ...*Agent) {
+	split := len(as) > 1
+	s.W.mu.Lock()
+	if s.W.splitBrain && !split {
+		s.W.splitUntil = s.W.now()
+	}
+	s.W.splitBrain = split
+	s.W.mu.Unlock()
+	s.active = as
+}
+
+func (s *Sim) isActive(a *Agent) bool { return slices.Contains(s.active, a) }
 
 // At schedules fn at offset d from the start.
-func (s *Sim) At(d time.Duration, desc string, fn func()) {
-	s.events = append(s.events, scheduled{at: s.start.Add(d), desc: desc, do: fn})
-	sort.SliceStable(s.events, func(i, j int) bool { return s.events[i].at.Before(s.events[j].at) })
+func (s *Sim) At(d time.Duration, desc string, fn func()) { s.atAbs(s.start.Add(d), desc, fn) }
+
+func (s *Sim) atAbs(t time.Time, desc string, fn func()) {
+	i := sort.Search(len(s.events), func(i int) bool { return s.events[i].at.After(t) })
+	s.events = slices.Insert(s.events, i, scheduled{at: t, desc: desc, do: fn})
 }
 
-// Crash replaces the leading runner by a fresh process: its memory is gone,
+// Arm adds a leader pause.
+func (s *Sim) Arm(p *PausePlan) { s.pauses = append(s.pauses, p) }
+
+// OnPhase runs do(node), delay after node (any node, if "") first
+// persists phase p.
+func (s *Sim) OnPhase(node string, p fence.Phase, delay time.Duration, desc string, do func(node string)) {
+	s.triggers = append(s.triggers, &trigger{node: node, phase: p, delay: delay, desc: desc, do: do})
+}
+
+// phaseEntered runs under the world's lock: it only schedules.
+func (s *Sim) phaseEntered(node string, p fence.Phase) {
+	for _, t := range s.triggers {
+		if t.fired || t.phase != p || (t.node != "" && t.node != node) {
+			continue
+		}
+		t.fired = true
+		do := t.do
+		s.atAbs(s.W.Clock.Now().Add(t.delay), t.desc, func() { do(node) })
+	}
+}
+
+// Crash replaces the leading agent by a fresh process: its memory is gone,
 // only what it persisted remains.
 func (s *Sim) Crash() {
-	s.active = []int{s.addRunner()}
-	clear(s.due)
+	s.fault(faultFailover)
+	s.setActive(s.newAgent(s.W.Clock.Now(), 0))
 }
 
-// Failover hands leadership to another runner (a new one, or an old one that
+// Failover hands leadership to another agent (a new one, or an old one that
 // comes back with stale memory).
 func (s *Sim) Failover(reuseOld bool) {
-	if reuseOld && len(s.runners) > 1 {
-		s.active = []int{(s.active[0] + 1) % len(s.runners)}
-	} else {
-		s.active = []int{s.addRunner()}
+	to := "fresh"
+	if reuseOld {
+		to = "old"
 	}
-	clear(s.due)
+	s.FailoverTo(to, 0)
 }
 
-// SplitBrain makes two runners act at once until Failover or Crash.
-func (s *Sim) SplitBrain() {
-	if len(s.runners) < 2 {
-		s.addRunner()
+// FailoverTo hands leadership to a "standby" (a new runner whose informers
+// watched since the start), a "fresh" process (informers from now) or the
+// "old" leader before this one, its clock off by skew (the old keeps its).
+func (s *Sim) FailoverTo(to string, skew time.Duration) {
+	s.fault(faultFailover)
+	s.setActive(s.pick(to, skew, s.active[0]))
+}
+
+func (s *Sim) pick(to string, skew time.Duration, not *Agent) *Agent {
+	switch to {
+	case "old":
+		for i := len(s.agents) - 1; i >= 0; i-- {
+			if a := s.agents[i]; a != not && !s.isActive(a) && !a.paused {
+				return a
+			}
+		}
+		return s.newAgent(s.W.Clock.Now(), skew)
+	case "standby":
+		return s.newAgent(s.start, skew)
+	default:
+		return s.newAgent(s.W.Clock.Now(), skew)
 	}
-	other := (s.active[0] + 1) % len(s.runners)
-	s.active = []int{s.active[0], other}
+}
+
+// SplitBrain makes two agents act at once until a failover or crash.
+func (s *Sim) SplitBrain() {
+	s.fault(faultSplitBrain)
+	other := s.pick("old", 0, s.active[0])
+	s.setActive(s.active[0], other)
 }
 
 // Run advances the simulation by d.
 func (s *Sim) Run(d time.Duration) {
-	ctx := context.Background()
+	end := s.W.Clock.Now().Add(d)
+	for s.W.Clock.Now().Before(end) {
+		s.tick()
+	}
+}
+
+// tick runs one simulated second: what is scheduled, the cluster's
+// dynamics, then every agent's workers that are due or were told of a
+// change.
+func (s *Sim) tick() {
 	clk := s.W.Clock
-	end := clk.Now().Add(d)
-	for clk.Now().Before(end) {
-		now := clk.Now()
-		for len(s.events) > 0 && !s.events[0].at.After(now) {
-			ev := s.events[0]
-			s.events = s.events[1:]
-			ev.do()
-		}
-		s.W.Advance()
-		changed := s.drainChanged()
-		for _, n := range s.W.Nodes {
-			if !changed[n.Name] && clk.Now().Before(s.due[n.Name]) {
+	now := clk.Now()
+	for len(s.events) > 0 && !s.events[0].at.After(now) {
+		ev := s.events[0]
+		s.events = s.events[1:]
+		ev.do()
+	}
+	s.W.Advance()
+	changed := s.drainChanged()
+	active := slices.Clone(s.active)
+	for _, name := range s.order(active) {
+		for _, a := range active {
+			if !s.isActive(a) || (!changed[name] && clk.Now().Before(s.due[a][name])) {
 				continue
 			}
-			for _, i := range s.active {
-				after, _ := s.runners[i].Sync(ctx, n.Name)
-				s.due[n.Name] = clk.Now().Add(after)
-			}
-		}
-		next := now.Add(time.Second)
-		if clk.Now().Before(next) {
-			clk.SetTime(next)
+			s.sync(a, name)
 		}
 	}
+	for _, a := range active {
+		a.started = true
+	}
+	if next := now.Add(time.Second); clk.Now().Before(next) {
+		clk.SetTime(next)
+	}
+}
+
+// order is the order in which nodes are synced this second. A process's
+// first round syncs the nodes whose annotation shows a fence in flight
+// first: runner.Run loads every node before any worker steps, so the
+// first fleet view counts every fence already in flight.
+func (s *Sim) order(active []*Agent) []string {
+	names := make([]string, 0, len(s.W.Nodes))
+	var first []string
+	fresh := slices.ContainsFunc(active, func(a *Agent) bool { return !a.started })
+	for _, n := range s.W.Nodes {
+		if fresh {
+			if p, ok := phaseOf(n.state); ok && p.InFlight() {
+				first = append(first, n.Name)
+				continue
+			}
+		}
+		names = append(names, n.Name)
+	}
+	return append(first, names...)
+}
+
+func (s *Sim) sync(a *Agent, name string) {
+	after, gone := a.R.Sync(context.Background(), name)
+	if gone {
+		delete(s.due[a], name)
+		return
+	}
+	s.due[a][name] = s.W.Clock.Now().Add(after)
+}
+
+// beforeAct runs between a runner's decision and its action: where real
+// workers of the same process run concurrently, and where a leader may
+// stall while another takes over.
+func (s *Sim) beforeAct(a *Agent, node string, k fence.ActionKind, _ fence.State) {
+	if s.depth > 0 || !s.isActive(a) {
+		return
+	}
+	for _, p := range s.pauses {
+		if p.fired || s.W.Clock.Now().Before(p.After) || (p.Node != "" && p.Node != node) || !slices.Contains(p.Kinds, k) {
+			continue
+		}
+		s.pause(a, node, k, p)
+		return
+	}
+	if s.Interleave > 0 && len(s.W.Nodes) > 1 && s.rng.Float64() < s.Interleave {
+		others := make([]string, 0, len(s.W.Nodes)-1)
+		for _, n := range s.W.Nodes {
+			if n.Name != node {
+				others = append(others, n.Name)
+			}
+		}
+		other := others[s.rng.IntN(len(others))]
+		s.fault(faultInterleave)
+		s.depth++
+		s.sync(a, other)
+		s.depth--
+	}
+}
+
+// pause stalls agent a before action k on node for p.For: another agent
+// leads meanwhile, and the world runs on. Then a resumes, its informers
+// still where they were when it stalled.
+func (s *Sim) pause(a *Agent, node string, k fence.ActionKind, p *PausePlan) {
+	p.fired = true
+	s.fault(faultPause)
+	s.fault(faultPause + "/before " + k.String())
+	s.W.mu.Lock()
+	a.paused = true
+	a.stale = make(map[string]time.Time, len(s.W.Nodes))
+	for _, n := range s.W.Nodes {
+		a.stale[n.Name] = n.lastObservedHB
+	}
+	s.W.mu.Unlock()
+	s.fault(faultFailover)
+	s.setActive(s.pick(p.To, p.Skew, a))
+	if p.Perturb != nil {
+		perturb := p.Perturb
+		s.atAbs(s.W.Clock.Now().Add(time.Second), "perturb "+node, func() { perturb(node) })
+	}
+	s.depth++
+	for end := s.W.Clock.Now().Add(p.For); s.W.Clock.Now().Before(end); {
+		s.tick()
+	}
+	s.depth--
+	s.W.mu.Lock()
+	a.paused = false
+	s.W.mu.Unlock()
 }
 
 func (s *Sim) drainChanged() map[string]bool {

@@ -1,21 +1,77 @@
-// Package fencesim is a small simulated cluster for testing the fence runner
-// end to end without Kubernetes: machines behind fake BMCs (bmc/bmctest, on
-// the shared machine model), kubelets that renew their lease every 10 s, the
-// node lifecycle controller, the taint manager, pod GC and the attach-detach
-// controller, and an API view that can go stale or fail. Everything runs on
-// one fake clock and is deterministic for a given seed.
+// Package fencesim is a simulated cluster built to break the fence runner:
+// machines behind fake BMCs (bmc/bmctest, on the shared machine model) with
+// identities and vendor quirks, kubelets that renew their Lease every 10 s
+// (or cannot: dead, hung, partitioned) and may report NotReady while alive,
+// the node lifecycle controller, the taint manager, pod GC and a slow or
+// quick attach-detach controller, an inventory that can point at the wrong
+// machine, API views that freeze and writes that fail for minutes, human
+// requests that go stale, and several agent replicas whose clocks disagree
+// and whose leaders pause between a decision and its write. Everything runs
+// on one fake clock and a seed reproduces a run exactly.
 //
 // The World implements runner.Cluster and runner.Inventory, so the real
-// runner drives it. Every write is checked against the truth the world knows
-// and the runner does not (the oracle): a taint on a machine that is not off
-// for good, a power-off of a node that was alive recently, removing a taint
-// that is not ours or from a node that is not back. The scenario scripts in
-// fence/testdata and the randomized simulation both run on it.
+// runner drives it. Every write is judged by an oracle against the world's
+// truth only (the machine's real power and pending restarts, the kubelet's
+// real life, what humans really asked and when), never against the engine's
+// own predicates: see oracle.go for the rules.
+//
+// # Premises: what the model leaves out, and why
+//
+// Some faults, combined, cannot be detected by any agent. The world never
+// generates them, and the oracle does not blame the engine for them:
+//
+//   - A BMC that answers success to a ForceOff during a restart's off-dwell
+//     and ignores it (machine.Behavior IgnoreDuringTransition, or an
+//     always-ignoring liar, IgnoreCommands) is indistinguishable, for as long
+//     as the dwell lasts, from one that acted. The agent's defence is a
+//     per-node settle window longer than that BMC's dwell, so every such
+//     machine's inventory entry carries one (runner.PolicySource).
+//   - A BMC whose reads lag (a caching BMC) never also ignores commands:
+//     a ForceOff that does nothing plus a read that says Off is a settled
+//     Off that nothing can tell from a real one. Its lag is bounded (at most
+//     maxCacheLag), below UnassistedSettleWindow minus the longest dwell, so
+//     an Off we did not cause is still outlasted. Nobody starts a caching
+//     BMC's machine (power button, power restore) either: a machine that
+//     boots while its BMC still answers Off is invisible for the lag, to
+//     any agent (the keep-off reads catch it once the cache catches up).
+//   - allowUnverifiedIdentity is the operator vouching for an entry: it is
+//     generated only with correct entries, and such an entry never changes
+//     to another machine. Wrong entries exist only where identity can be
+//     checked (a Node systemUUID or an expectedUUID), and are caught by it.
+//   - An explicit expectedUUID is the operator's word for the entry's
+//     machine: internal/inventory checks the BMC against it alone, not
+//     against the Node's systemUUID. A node re-created on another machine
+//     under the same name, its entry and expectedUUID left as they were,
+//     passes that check; such an entry never goes stale here (a node only
+//     moves when its identity comes from its systemUUID).
+//   - A confirm is generated truthful (the machine is off) or against a live
+//     witness (the kubelet renewing, or a readable BMC reading On). A wrong
+//     confirm with no contrary witness cannot be detected by anyone; while a
+//     confirm stands, nobody powers the machine on, except after the request
+//     has expired (the stale-request fault, which the engine must refuse).
+//   - Nobody else power-cycles a machine while it is powering off or on:
+//     a BMC busy with a transition refuses (iDRAC's SYS518, "not ready
+//     after previous operation"). One that accepted right after our
+//     accepted ForceOff would start an off-dwell that reads exactly like
+//     the Off we caused; one that accepted during a boot would join two
+//     dwells across a boot shorter than the agent's read interval, which
+//     a run of Off reads cannot see.
+//   - A request can be taken up to twice MaxRequestAge after it was
+//     written (requestLife): the cluster drops one written more than
+//     MaxRequestAge before a process first sees it (on the CLI's clock),
+//     and the engine refuses one taken more than MaxRequestAge after that
+//     (on its own), so a process started while a request waited sees it
+//     new. The oracle judges a request's age from when the taking process
+//     could first see it, and a confirm stands, for the rule above, as
+//     long as it can still be taken.
+//
+// Frozen (stalled) views last up to two minutes, three times the node
+// monitor grace period: the oracle does not need them shorter, since it
+// reads Ready and renewals from the server, never from a view, and the
+// agent refuses to act on a view older than MaxAPIStaleness.
 package fencesim
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -46,24 +102,127 @@ const (
 	// DetachDelay: the attach-detach controller detaches this long after the
 	// pods are gone (force-detach with the out-of-service taint).
 	DetachDelay = time.Second
+	// RegisterDelay: a live kubelet whose Node object was deleted
+	// re-registers it at its next status sync.
+	RegisterDelay = 5 * time.Second
+	// maxCacheLag bounds how stale a caching BMC's answers can be (its
+	// refresh period plus any freeze): well below the default
+	// UnassistedSettleWindow (60 s) minus the longest dwell (30 s) minus a
+	// settle read interval, so an Off we did not cause is still outlasted.
+	maxCacheLag = 24 * time.Second
 )
 
-// Node is one simulated node: the machine, its kubelet, and its API objects.
+// Machine is one physical server: its power behind its BMC, its identity,
+// and how its BMC misbehaves.
+type Machine struct {
+	Name string
+	// UUID is the system UUID the BMC reports (Redfish UUID, IPMI system
+	// GUID) and the kubelet reports as the Node's systemUUID.
+	UUID string
+	// NoUUID: the BMC reports no system UUID.
+	NoUUID bool
+	BMC    *bmctest.Fake
+
+	// CacheFor, when positive, makes reads answer from a cache refreshed at
+	// most every CacheFor (a BMC that polls its host lazily); freezeUntil
+	// holds the cache a while longer (a Redfish service that stopped
+	// updating). Commands still act honestly.
+	CacheFor    time.Duration
+	freezeUntil time.Time
+	cache       bmc.PowerStatus
+	cacheAt     time.Time
+	cached      bool
+
+	// unreachable, behavior and latency mirror the BMC's settings, for
+	// the oracle.
+	unreachable bool
+	behavior    machine.Behavior
+	latency     time.Duration
+	alreadyOff  bool
+	timing      machine.Timing
+}
+
+// SetBehavior changes how the BMC treats commands (machine.Behavior).
+func (m *Machine) SetBehavior(b machine.Behavior) {
+	m.behavior = b
+	m.BMC.SetBehavior(b)
+}
+
+// SetAlreadyOff makes the BMC answer "already in that state" to a ForceOff
+// whenever the machine reads Off, a restart's off-dwell included, and do
+// nothing (iDRAC's 409, iLO's 400, IPMI's 0xD5).
+func (m *Machine) SetAlreadyOff(on bool) {
+	m.alreadyOff = on
+	m.BMC.SetAlreadyOff(on)
+}
+
+// SetLatency makes each BMC call take d on the world's clock.
+func (m *Machine) SetLatency(d time.Duration) {
+	m.latency = d
+	m.BMC.SetLatency(d)
+}
+
+// Unreachable reports whether the BMC is failing every call.
+func (m *Machine) Unreachable() bool { return m.unreachable }
+
+// SetUnreachable makes every call to the BMC fail (or work again).
+func (m *Machine) SetUnreachable(on bool) {
+	m.unreachable = on
+	if on {
+		m.BMC.Fail(bmctest.ErrUnreachableFake)
+	} else {
+		m.BMC.Clear()
+	}
+}
+
+// ignores reports whether the BMC may accept a ForceOff and do nothing.
+func (m *Machine) ignores() bool {
+	return m.behavior.IgnoreCommands || m.behavior.IgnoreDuringTransition
+}
+
+// Entry is a node's inventory entry: the BMC it addresses and how its
+// identity is checked.
+type Entry struct {
+	// Target is the machine whose BMC the entry addresses: the node's own
+	// host when the entry is right.
+	Target *Machine
+	// ExpectedUUID, when set, is what the target must report (instead of
+	// the Node's systemUUID).
+	ExpectedUUID string
+	// AllowUnverified: the operator vouches for the entry (generated only
+	// with correct entries).
+	AllowUnverified bool
+	// SettleWindow overrides the policy's for this BMC (0: the policy's).
+	SettleWindow time.Duration
+}
+
+// Node is one Kubernetes Node: its API objects, its kubelet and the machine
+// it runs on.
 type Node struct {
 	Name string
 	Zone string
+	// Host is the machine the node runs on; BMC is its BMC.
+	Host *Machine
 	BMC  *bmctest.Fake
-	// Inventory and policy flags.
+	// SystemUUID is status.nodeInfo.systemUUID ("" when not reported).
+	SystemUUID string
+	// HasBMC: the node has an inventory entry (World.Entry).
 	HasBMC      bool
 	Excluded    bool
 	Maintenance bool
 
-	// Truth about the kubelet.
-	KubeletEnabled bool // the kubelet process would run if the OS is up
-	lastBeat       time.Time
-	wasAlive       bool
+	// The kubelet: it runs when the host is On with its OS up and not hung
+	// and KubeletEnabled. RuntimeDown: the container runtime or CNI is down,
+	// so it renews its Lease but reports Ready=False. Partitioned: it runs
+	// but cannot reach the API server.
+	KubeletEnabled bool
+	RuntimeDown    bool
+	Partitioned    bool
+	renewing       bool
 
 	// API objects (the server's truth).
+	created        time.Time
+	lastBeat       time.Time
 	ready          fence.Readiness
 	notReadySince  time.Time
 	taint          fence.TaintState
@@ -73,14 +232,36 @@ type Node struct {
 	terminatingAt  time.Time
 	vas            int
 	podsGoneAt     time.Time
+	detachAfter    time.Duration // extra time before volumes detach (a slow CSI driver)
 	state          string
-	request        *fence.Command
-	requestID      string
+	request        *pendingRequest
 	stateWrites    int
-	lastObservedHB time.Time // heartbeat as the agent observed it
+	lastObservedHB time.Time // the last heartbeat our informers delivered
 
-	// The agent's observed view while the API view is frozen.
+	// The agents' view while the API view is frozen.
 	frozen *runner.NodeInfo
+
+	// Oracle bookkeeping.
+	lastOffAnswer time.Time // a read of this node's entry answered Off
+	keepOffSince  time.Time // running while tainted with volumes attached
+	keepOffFlag   bool
+	keepOffBlind  time.Time // the agent could not act on the machine then
+	// held: a human took an abort or unfence while the node was tainted:
+	// what happens to its machine is theirs.
+	held bool
+	// protect: a wrong confirm stands against this node's live witnesses
+	// (its kubelet, its BMC reading On): nothing may take them away.
+	protect bool
+}
+
+// pendingRequest is a human's request on the node (the request annotation).
+type pendingRequest struct {
+	cmd fence.Command
+	id  string
+	// written is when the CLI wrote it; visible when an informer could
+	// first deliver it (zero while the view is frozen); origVisible is the
+	// first visibility of the original of a replay.
+	written, visible, origVisible time.Time
 }
 
 // Record is something that happened, for scenario expectations.
@@ -97,25 +278,60 @@ type Record struct {
 type World struct {
 	mu sync.Mutex
 
-	Clock  *clocktesting.FakeClock
-	Policy fence.Policy
-	Nodes  []*Node
-	byName map[string]*Node
-	rng    *rand.Rand
+	Clock    *clocktesting.FakeClock
+	Policy   fence.Policy
+	Nodes    []*Node
+	Machines []*Machine
+	byName   map[string]*Node
+	entries  map[string]*Entry
+	// targets counts the entries addressing each machine (two or more:
+	// all refused); ctl caches each node's controller.
+	targets map[*Machine]int
+	ctl     map[string]*target
+	// deleted holds Node objects deleted while their kubelet may still
+	// run: it re-registers them.
+	deleted map[string]*deletedNode
+	rng     *rand.Rand
+	start   time.Time
 
-	// API faults.
+	// API faults: a fraction of every call fails; every write fails.
 	apiErrorRate float64
+	writesFail   bool
 	frozenSince  time.Time // zero: the view is live
 	lastFresh    time.Time
 
-	// humans records nodes a human asked to fence (the oracle allows their
-	// power-off), and attested ones (allowed to be tainted without proof).
+	// Licences from humans (oracle.go): a fence request taken fresh (its
+	// power-off of a live node is allowed) and a confirm taken fresh
+	// (its taint without a BMC's proof is allowed), until the node's next
+	// renewal.
 	manual   map[string]bool
 	attested map[string]bool
+	// taken remembers requests taken, for replays.
+	taken map[string]*pendingRequest
+	seq   int
+
+	// stormOffs: recent power-offs of running machines (oracle.go).
+	stormOffs []stormOff
+	// agents are the simulated agent processes (for per-agent informers);
+	// splitBrain: more than one believes it leads.
+	agents     []*Agent
+	splitBrain bool
+	splitUntil time.Time
+
+	// onPhase, if set, is told of every persisted phase (the driver's
+	// triggers). It runs under the world's lock and must only schedule.
+	onPhase func(node string, p fence.Phase)
+	// quirks counts what the world's BMCs and humans did, by fault class.
+	quirks map[string]int
 
 	Records    []Record
 	Violations []string
 	changed    chan string
+}
+
+type deletedNode struct {
+	n  *Node
+	at time.Time
 }
 
 // NewWorld creates an empty world at start.
@@ -124,22 +340,52 @@ func NewWorld(start time.Time, p fence.Policy, seed uint64) *World {
 		Clock:    clocktesting.NewFakeClock(start),
 		Policy:   p,
 		byName:   map[string]*Node{},
+		entries:  map[string]*Entry{},
+		targets:  map[*Machine]int{},
+		ctl:      map[string]*target{},
+		deleted:  map[string]*deletedNode{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		start:    start,
 		manual:   map[string]bool{},
 		attested: map[string]bool{},
+		taken:    map[string]*pendingRequest{},
+		quirks:   map[string]int{},
 		changed:  make(chan string, 1024),
 	}
 }
 
-// AddNode adds a healthy node: machine On, kubelet running, Ready, with pods
-// and a volume attached.
+// AddMachine adds a machine, On, that hosts no node yet (a spare).
+func (w *World) AddMachine(name string, timing machine.Timing) *Machine {
+	uuid := fmt.Sprintf("4c4c4544-%04x-%04x-8000-%012x", len(w.Machines), w.rng.IntN(1<<16), w.rng.Uint64()&(1<<48-1))
+	m := &Machine{Name: name, UUID: uuid, timing: timing}
+	m.BMC = bmctest.New(w.Clock, bmctest.WithTiming(timing), bmctest.WithStepper(w.Clock.Step),
+		bmctest.WithKey("redfish://bmc-"+name), bmctest.WithIdentity(bmc.Identity{UUID: uuid}))
+	w.Machines = append(w.Machines, m)
+	return m
+}
+
+// AddNode adds a healthy node on a new machine of its own: machine On,
+// kubelet running, Ready, with pods and a volume attached, and a correct
+// inventory entry.
 func (w *World) AddNode(name, zone string, timing machine.Timing) *Node {
-	now := w.Clock.Now()
+	return w.AddNodeOn(name, zone, w.AddMachine(name, timing))
+}
+
+// AddNodeOn adds a node running on m (a registered kubelet: Ready, its
+// systemUUID m's), with an inventory entry pointing at m.
+func (w *World) AddNodeOn(name, zone string, m *Machine) *Node {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.newNode(name, zone, m)
+	w.setEntry(name, &Entry{Target: m})
+	return n
+}
+
+func (w *World) newNode(name, zone string, m *Machine) *Node {
+	now := w.now()
 	n := &Node{
-		Name: name, Zone: zone, HasBMC: true, KubeletEnabled: true,
-		BMC:      bmctest.New(w.Clock, bmctest.WithTiming(timing), bmctest.WithStepper(w.Clock.Step)),
-		lastBeat: now, wasAlive: true,
-		ready: fence.ReadyTrue, pods: 2, vas: 1, lastObservedHB: now,
+		Name: name, Zone: zone, Host: m, BMC: m.BMC, SystemUUID: m.UUID, HasBMC: true, KubeletEnabled: true,
+		created: now, lastBeat: now, renewing: true, ready: fence.ReadyTrue, pods: 2, vas: 1, lastObservedHB: now,
 	}
 	w.Nodes = append(w.Nodes, n)
 	w.byName[name] = n
@@ -147,17 +393,79 @@ func (w *World) AddNode(name, zone string, timing machine.Timing) *Node {
 	return n
 }
 
-// Node returns a node by name.
+// Node returns a node by name (nil when it does not exist).
 func (w *World) Node(name string) *Node { return w.byName[name] }
 
+// Entry returns a node's inventory entry (nil when it has none).
+func (w *World) Entry(name string) *Entry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.entries[name]
+}
+
+// SetEntry replaces a node's inventory entry (nil removes it). The agents
+// see it at their next call.
+func (w *World) SetEntry(name string, e *Entry) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.setEntry(name, e)
+	w.notify(name)
+}
+
+func (w *World) setEntry(name string, e *Entry) {
+	if old := w.entries[name]; old != nil {
+		w.targets[old.Target]--
+	}
+	delete(w.entries, name)
+	if e != nil {
+		w.entries[name] = e
+		w.targets[e.Target]++
+	}
+}
+
 // DeleteNode removes a node's API objects (kubectl delete node); its
-// machine stays as it is.
+// machine stays as it is. A kubelet still running re-registers it after
+// RegisterDelay.
 func (w *World) DeleteNode(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	n := w.byName[name]
+	if n == nil {
+		return
+	}
 	delete(w.byName, name)
-	w.Nodes = slices.DeleteFunc(w.Nodes, func(n *Node) bool { return n.Name == name })
+	w.Nodes = slices.DeleteFunc(w.Nodes, func(x *Node) bool { return x == n })
+	w.deleted[name] = &deletedNode{n: n, at: w.now()}
 	w.notify(name)
+}
+
+// RecreateNode creates a Node object named name again, as an operator
+// would (kubectl apply): on host (nil: the old object's), without a
+// heartbeat until its kubelet runs. Its systemUUID is host's.
+func (w *World) RecreateNode(name string, host *Machine) *Node {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.deleted[name]
+	if d == nil || w.byName[name] != nil {
+		return nil
+	}
+	delete(w.deleted, name)
+	if host == nil {
+		host = d.n.Host
+	}
+	n := w.recreate(d.n, host)
+	n.renewing, n.ready = false, fence.ReadyUnknown
+	return n
+}
+
+// recreate makes a new Node object for the kubelet of old on host.
+func (w *World) recreate(old *Node, host *Machine) *Node {
+	n := w.newNode(old.Name, old.Zone, host)
+	n.KubeletEnabled, n.RuntimeDown, n.Partitioned = old.KubeletEnabled, old.RuntimeDown, old.Partitioned
+	n.Excluded, n.HasBMC = old.Excluded, old.HasBMC
+	n.pods, n.vas = 0, 0
+	w.notify(n.Name)
+	return n
 }
 
 // Notify tells the agents a node's view changed.
@@ -174,14 +482,47 @@ func (w *World) record(node, kind, detail, msg string) {
 }
 
 func (w *World) violate(format string, args ...any) {
-	w.Violations = append(w.Violations, fmt.Sprintf("%s: ", w.now().Format("15:04:05.000"))+fmt.Sprintf(format, args...))
+	w.Violations = append(w.Violations, fmt.Sprintf("+%s: ", w.now().Sub(w.start).Round(time.Millisecond))+fmt.Sprintf(format, args...))
 }
 
-// alive: the machine is up, its OS not hung, and the kubelet enabled.
-func (n *Node) alive(now time.Time) bool {
-	s := n.BMC.Truth()
+// Quirk counts something a fault did (see faults.go).
+func (w *World) quirk(class string) { w.quirks[class]++ }
+
+// Quirks returns what the world's faults did, by class.
+func (w *World) Quirks() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return copyCounts(w.quirks)
+}
+
+func copyCounts(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// running: the machine is up or booting: not off, not in a restart's dwell.
+func running(m *Machine) bool {
+	switch m.BMC.Truth().Power {
+	case machine.PowerOn, machine.PowerPoweringOn:
+		return true
+	case machine.PowerOff, machine.PowerPoweringOff:
+		return false
+	}
+	return false
+}
+
+// alive: the kubelet process runs: the host is On, its OS up and not hung,
+// and the kubelet enabled. A partitioned kubelet is alive.
+func (n *Node) alive() bool {
+	s := n.Host.BMC.Truth()
 	return s.Power == machine.PowerOn && s.BootState == "OSRunning" && !s.OSHung && n.KubeletEnabled
 }
+
+// renews: the kubelet is alive and reaches the API server.
+func (n *Node) renews() bool { return n.alive() && !n.Partitioned }
 
 // Advance runs the cluster's own dynamics up to the clock's now. The driver
 // calls it every simulated second.
@@ -189,36 +530,46 @@ func (w *World) Advance() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
+	w.reregister(now)
 	for _, n := range w.Nodes {
-		alive := n.alive(now)
-		if alive && (!n.wasAlive || now.Sub(n.lastBeat) >= LeaseRenewInterval) {
+		renews := n.renews()
+		if renews && (!n.renewing || now.Sub(n.lastBeat) >= LeaseRenewInterval) {
 			n.lastBeat = now
 			// A human's request or attestation was about the failure that
 			// just ended.
 			delete(w.manual, n.Name)
 			delete(w.attested, n.Name)
-			if n.ready != fence.ReadyTrue {
-				n.ready, n.notReadySince = fence.ReadyTrue, time.Time{}
+			want := fence.ReadyTrue
+			if n.RuntimeDown {
+				want = fence.ReadyFalse
 			}
-			if !n.wasAlive && n.pods > 0 {
+			if n.ready != want {
+				n.ready = want
+				n.notReadySince = time.Time{}
+				if want != fence.ReadyTrue {
+					n.notReadySince = now
+				}
+			}
+			if !n.renewing && n.pods > 0 && (n.terminating || n.taint != fence.TaintAbsent) {
 				// A kubelet coming back deletes the pods it no longer
 				// owns (seed timeline: "Terminating pods are GC'd").
-				if n.terminating || n.taint != fence.TaintAbsent {
-					n.pods, n.terminating, n.podsGoneAt = 0, false, now
-				}
+				n.pods, n.terminating, n.podsGoneAt = 0, false, now
 			}
 			w.notify(n.Name)
 		}
-		n.wasAlive = alive
+		n.renewing = renews
 		// Node lifecycle controller.
-		if n.ready == fence.ReadyTrue && now.Sub(n.lastBeat) >= NodeMonitorGracePeriod {
-			n.ready, n.notReadySince = fence.ReadyUnknown, now
+		if n.ready != fence.ReadyUnknown && now.Sub(n.lastBeat) >= NodeMonitorGracePeriod {
+			if n.ready == fence.ReadyTrue {
+				n.notReadySince = now
+			}
+			n.ready = fence.ReadyUnknown
 			w.notify(n.Name)
 		}
 		// Taint manager: NoExecute evicts at once.
 		if n.taint != fence.TaintAbsent && n.pods > 0 && !n.terminating {
 			n.terminating, n.terminatingAt = true, now
-			if alive {
+			if renews {
 				// A live kubelet honours the eviction itself.
 				n.pods, n.terminating, n.podsGoneAt = 0, false, now
 			}
@@ -229,13 +580,14 @@ func (w *World) Advance() {
 			w.notify(n.Name)
 		}
 		// Attach-detach: volumes go once the pods are gone, if the node is
-		// out of service or back (not in use any more).
-		if n.pods == 0 && n.vas > 0 && (n.taint != fence.TaintAbsent || alive) && now.Sub(n.podsGoneAt) >= DetachDelay {
+		// out of service or back (not in use any more); a slow driver
+		// takes detachAfter longer.
+		if n.pods == 0 && n.vas > 0 && (n.taint != fence.TaintAbsent || renews) && now.Sub(n.podsGoneAt) >= DetachDelay+n.detachAfter {
 			n.vas = 0
 			w.notify(n.Name)
 		}
 		// The scheduler places new work on a healthy, untainted node.
-		if alive && n.taint == fence.TaintAbsent && n.pods == 0 && n.ready == fence.ReadyTrue && !n.Maintenance {
+		if renews && n.taint == fence.TaintAbsent && n.pods == 0 && n.ready == fence.ReadyTrue && !n.Maintenance {
 			n.pods, n.vas = 2, 1
 		}
 	}
@@ -244,6 +596,34 @@ func (w *World) Advance() {
 		for _, n := range w.Nodes {
 			n.lastObservedHB = n.lastBeat
 		}
+	}
+	for _, a := range w.agents {
+		if !a.paused {
+			a.stale = nil // its informers caught up
+		}
+	}
+	w.checkKeepOff(now)
+}
+
+// reregister: a live kubelet whose Node object was deleted registers it
+// again, on its own machine, after RegisterDelay.
+func (w *World) reregister(now time.Time) {
+	if len(w.deleted) == 0 {
+		return
+	}
+	names := make([]string, 0, len(w.deleted))
+	for name := range w.deleted {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		d := w.deleted[name]
+		if w.byName[name] != nil || !d.n.renews() || now.Sub(d.at) < RegisterDelay {
+			continue
+		}
+		delete(w.deleted, name)
+		w.recreate(d.n, d.n.Host)
+		w.quirk(faultRecreate + "/re-registered by its live kubelet")
 	}
 }
 
@@ -254,8 +634,8 @@ func (w *World) notify(name string) {
 	}
 }
 
-// FreezeAPI makes the agent's view stop updating (a stalled informer) until
-// ThawAPI.
+// FreezeAPI makes the agents' view stop updating (a stalled informer) until
+// ThawAPI. Their own writes (state annotation, taint) still show.
 func (w *World) FreezeAPI() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -269,353 +649,108 @@ func (w *World) FreezeAPI() {
 	}
 }
 
-// ThawAPI makes the view live again; heartbeats that happened meanwhile are
-// observed now.
+// ThawAPI makes the view live again; heartbeats and requests that happened
+// meanwhile are observed now.
 func (w *World) ThawAPI() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.frozenSince.IsZero() {
 		return
 	}
+	now := w.now()
 	for _, n := range w.Nodes {
 		if n.lastBeat.After(w.frozenSince) {
-			n.lastObservedHB = w.now()
+			n.lastObservedHB = now
+		}
+		if r := n.request; r != nil && r.visible.IsZero() {
+			r.visible = now
+			if r.origVisible.IsZero() {
+				r.origVisible = now
+			}
 		}
 		n.frozen = nil
 	}
 	w.frozenSince = time.Time{}
-	w.lastFresh = w.now()
+	w.lastFresh = now
 }
 
-// SetAPIErrorRate makes that fraction of writes fail.
+// SetAPIErrorRate makes that fraction of API calls fail.
 func (w *World) SetAPIErrorRate(r float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.apiErrorRate = r
 }
 
-// Request records a human's command on a node, as the CLI would.
-func (w *World) Request(name string, c fence.Command) {
+// SetWritesFail makes every write fail (or work again): an API server that
+// answers reads but refuses writes (etcd out of space, an admission webhook
+// down).
+func (w *World) SetWritesFail(on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writesFail = on
+}
+
+// Request records a human's command on a node, as the CLI would, and
+// returns its ID ("" when the node does not exist).
+func (w *World) Request(name string, c fence.Command) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := w.byName[name]
-	c.SeenAt = w.now()
-	n.request = &c
-	n.requestID = fmt.Sprintf("req-%d", len(w.Records))
-	switch c.Kind {
-	case fence.CmdFence:
-		w.manual[name] = true
-	case fence.CmdConfirm:
-		w.attested[name] = true
-	case fence.CmdNone, fence.CmdAbort, fence.CmdUnfence:
-	}
-	w.notify(name)
-}
-
-// ---- runner.Cluster ----
-
-func (w *World) info(n *Node) runner.NodeInfo {
-	v := fence.NodeView{
-		Ready: n.ready, NotReadySince: n.notReadySince, HeartbeatAt: n.lastObservedHB,
-		Maintenance: n.Maintenance, Excluded: n.Excluded, Taint: n.taint,
-		Pods: n.pods, VolumeAttachments: n.vas,
-	}
-	if n.terminating {
-		v.Terminating = n.pods
-	}
-	if n.pods > 0 || n.vas > 0 {
-		v.Blockers = []string{fmt.Sprintf("%d pods", n.pods), fmt.Sprintf("%d VolumeAttachments", n.vas)}
-	}
-	info := runner.NodeInfo{Name: n.Name, Zone: n.Zone, View: v, State: n.state, CommandID: n.requestID}
-	if n.request != nil {
-		c := *n.request
-		info.Command = &c
-	}
-	return info
-}
-
-func (w *World) observed(n *Node) runner.NodeInfo {
-	if n.frozen != nil {
-		return *n.frozen
-	}
-	return w.info(n)
-}
-
-// Cluster adapts the World to runner.Cluster (its method set differs only
-// in names that collide with the World's fields). It is one agent process's
-// view: Since is when that process started observing. Before its first
-// observed renewal, a node's HeartbeatAt is Since (first sighting) and its
-// RenewedAt is zero, as the real observation builder reports them.
-type Cluster struct {
-	W     *World
-	Since time.Time
-	// Skew is how far the agent's clock runs ahead of the world's (behind,
-	// if negative): what it observes, it stamps with its own clock.
-	Skew time.Duration
-}
-
-// asSeenBy turns the world's observations into what an agent that started
-// observing at since can know, stamped on the agent's clock (the world's
-// plus skew): an agent stamps what it observes with its own clock.
-func asSeenBy(info runner.NodeInfo, since time.Time, skew time.Duration) runner.NodeInfo {
-	v := info.View
-	if !v.HeartbeatAt.After(since) {
-		v.HeartbeatAt, v.RenewedAt = since, time.Time{}
-	} else {
-		v.RenewedAt = v.HeartbeatAt
-	}
-	if v.Ready != fence.ReadyTrue && v.NotReadySince.Before(since) {
-		v.NotReadySince = since
-	}
-	v.HeartbeatAt, v.RenewedAt, v.NotReadySince = shift(v.HeartbeatAt, skew), shift(v.RenewedAt, skew), shift(v.NotReadySince, skew)
-	info.View = v
-	if info.Command != nil {
-		c := *info.Command
-		c.SeenAt = shift(c.SeenAt, skew)
-		info.Command = &c
-	}
-	return info
-}
-
-func shift(t time.Time, d time.Duration) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return t.Add(d)
-}
-
-var (
-	_ runner.Cluster   = Cluster{}
-	_ runner.Inventory = Cluster{}
-)
-
-func (c Cluster) Nodes() []runner.NodeInfo {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	out := make([]runner.NodeInfo, len(c.W.Nodes))
-	for i, n := range c.W.Nodes {
-		out[i] = c.W.observed(n)
-		out[i] = asSeenBy(out[i], c.Since, c.Skew)
-	}
-	return out
-}
-
-func (c Cluster) Node(name string) (runner.NodeInfo, bool) {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	n := c.W.byName[name]
 	if n == nil {
-		return runner.NodeInfo{}, false
+		return ""
 	}
-	info := c.W.observed(n)
-	info = asSeenBy(info, c.Since, c.Skew)
-	return info, true
+	now := w.now()
+	w.seq++
+	r := &pendingRequest{cmd: c, id: fmt.Sprintf("req-%d", w.seq), written: now}
+	if w.frozenSince.IsZero() {
+		r.visible, r.origVisible = now, now
+	}
+	n.request = r
+	w.notify(name)
+	return r.id
 }
 
-func (c Cluster) APIFreshAt() time.Time {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	return shift(c.W.lastFresh, c.Skew)
-}
-func (c Cluster) Changed() <-chan string { return c.W.changed }
-
-var errAPI = errors.New("simulated API server error (503)")
-
-func (w *World) apiFails() bool { return w.apiErrorRate > 0 && w.rng.Float64() < w.apiErrorRate }
-
-func (c Cluster) SaveState(_ context.Context, node, old, new, ackID string) error {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	w := c.W
-	n := w.byName[node]
-	if w.apiFails() {
-		return errAPI
-	}
-	if n.state != old {
-		return runner.ErrConflict
-	}
-	n.state = new
-	n.stateWrites++
-	if ackID != "" && ackID == n.requestID {
-		n.request, n.requestID = nil, ""
-	}
-	if s, err := fence.Decode(new); err == nil {
-		w.record(node, "phase", s.Phase.String(), "")
-	}
-	return nil
-}
-
-func (c Cluster) Recheck(_ context.Context, node string) (runner.Recheck, error) {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	if c.W.apiFails() {
-		return runner.Recheck{}, errAPI
-	}
-	n := c.W.byName[node]
-	return runner.Recheck{LeaseRenewed: n.lastBeat.After(n.lastObservedHB), Maintenance: n.Maintenance, Excluded: n.Excluded, State: n.state}, nil
-}
-
-func (c Cluster) CurrentState(_ context.Context, node string) (string, error) {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	if c.W.apiFails() {
-		return "", errAPI
-	}
-	return c.W.byName[node].state, nil
-}
-
-// ApplyTaint checks the oracle: the machine must be off and stay off on its
-// own, and the node must be one we may fence.
-func (c Cluster) ApplyTaint(_ context.Context, node, token string) error {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	w := c.W
-	n := w.byName[node]
-	if w.apiFails() {
-		return errAPI
-	}
-	if token != runner.NoToken && token != n.state {
-		return fmt.Errorf("%s: %w (fencing token)", node, runner.ErrConflict)
-	}
-	if n.Maintenance || n.Excluded {
-		w.violate("%s: tainted a node in maintenance or excluded", node)
-	}
-	if !n.BMC.StaysOff(time.Hour) && !(w.attested[node] && !n.alive(w.now())) {
-		w.violate("%s: tainted while the machine is %s (alive=%v): it might be running", node, n.BMC.Truth().Power, n.alive(w.now()))
-	}
-	if !n.HasBMC && !w.attested[node] {
-		w.violate("%s: tainted a node without BMC and without a human's attestation", node)
-	}
-	if n.taint == fence.TaintAbsent {
-		n.taint, n.taintAt = fence.TaintOurs, w.now()
-	}
-	w.record(node, "taint", "", "")
-	w.notify(node)
-	return nil
-}
-
-// ForgetTaint: the world keeps no owner marks; it never removes a taint.
-func (c Cluster) ForgetTaint(_ context.Context, node, token string) error {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	if c.W.apiFails() {
-		return errAPI
-	}
-	if token != runner.NoToken && token != c.W.byName[node].state {
-		return fmt.Errorf("%s: %w (fencing token)", node, runner.ErrConflict)
-	}
-	return nil
-}
-
-// RemoveTaint checks the oracle: only our taint, only when the node is back.
-func (c Cluster) RemoveTaint(_ context.Context, node, token string) error {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	w := c.W
-	n := w.byName[node]
-	if w.apiFails() {
-		return errAPI
-	}
-	if token != runner.NoToken && token != n.state {
-		return fmt.Errorf("%s: %w (fencing token)", node, runner.ErrConflict)
-	}
-	switch n.taint {
-	case fence.TaintForeign:
-		w.violate("%s: removed a taint that is not ours", node)
-		return nil
-	case fence.TaintAbsent:
-		return nil // already gone: removal is idempotent
-	case fence.TaintOurs:
-	}
-	if n.ready != fence.ReadyTrue || !n.lastBeat.After(n.taintAt) {
-		w.violate("%s: removed our taint while the node is not back (ready %v, last heartbeat %v, taint %v)", node, n.ready, n.lastBeat, n.taintAt)
-	}
-	n.taint = fence.TaintAbsent
-	w.record(node, "untaint", "", "")
-	w.notify(node)
-	return nil
-}
-
-func (c Cluster) DeleteTerminatingPods(_ context.Context, node, token string) (int, error) {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	w := c.W
-	n := w.byName[node]
-	if w.apiFails() {
-		return 0, errAPI
-	}
-	if token != runner.NoToken && token != n.state {
-		return 0, fmt.Errorf("%s: %w (fencing token)", node, runner.ErrConflict)
-	}
-	if !n.terminating {
-		return 0, nil
-	}
-	if n.taint == fence.TaintAbsent {
-		w.violate("%s: force-deleted pods of a node without the out-of-service taint", node)
-	}
-	k := n.pods
-	n.pods, n.terminating, n.podsGoneAt = 0, false, w.now()
-	return k, nil
-}
-
-func (c Cluster) Event(node string, ev fence.Event) {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	c.W.record(node, "event", ev.Reason, ev.Message)
-}
-
-// Controller implements runner.Inventory, with the oracle on power-off.
-func (c Cluster) Controller(node string) (runner.PowerController, bool) {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	n := c.W.byName[node]
-	if n == nil || !n.HasBMC {
-		return nil, false
-	}
-	return oracleBMC{w: c.W, n: n, Fake: n.BMC}, true
-}
-
-// oracleBMC checks every power-off against the truth before it reaches the
-// machine.
-type oracleBMC struct {
-	w *World
-	n *Node
-	*bmctest.Fake
-}
-
-func (o oracleBMC) PowerOff(ctx context.Context) (bmc.Result, error) {
-	o.check()
-	return o.Fake.PowerOff(ctx)
-}
-
-// Key names the node's BMC target.
-func (o oracleBMC) Key() string { return "bmc-" + o.n.Name }
-
-// Verify: every BMC in this world is its node's.
-func (o oracleBMC) Verify(context.Context) error { return nil }
-
-func (o oracleBMC) check() {
-	w, n := o.w, o.n
+// Replay writes a request taken earlier on the node back, unchanged (same
+// ID, same time written): a GitOps tool or a backup restoring an old
+// annotation. It reports whether there was one to replay.
+func (w *World) Replay(name string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := w.now()
-	if n.Maintenance || n.Excluded || !n.HasBMC {
-		w.violate("%s: powered off a node in maintenance, excluded or without BMC", n.Name)
+	n, old := w.byName[name], w.taken[name]
+	if n == nil || old == nil || n.request != nil {
+		return false
 	}
-	// Never power off a live node: one whose kubelet renewed its Lease
-	// within SuspectAfter (its cached view may lag, but the agent checks the
-	// Lease on the server first), unless a human asked.
-	if silence := now.Sub(n.lastBeat); n.alive(now) && silence < w.Policy.SuspectAfter && !w.manual[n.Name] {
-		w.violate("%s: powered off a node whose kubelet renewed its lease %s ago", n.Name, silence)
+	r := *old
+	r.visible = time.Time{}
+	if w.frozenSince.IsZero() {
+		r.visible = w.now()
 	}
-	w.record(n.Name, "power-off", "", "")
+	n.request = &r
+	w.notify(name)
+	return true
 }
 
-func (o oracleBMC) PowerOn(ctx context.Context) (bmc.Result, error) {
-	o.w.mu.Lock()
-	o.w.record(o.n.Name, "power-on", "", "")
-	o.w.mu.Unlock()
-	return o.Fake.PowerOn(ctx)
+// requestLife bounds how long after it was written a request can still be
+// taken: a process first sees it at most MaxRequestAge after it was
+// written (the cluster's check, on the CLI's clock), and takes it at most
+// MaxRequestAge after that (the engine's, on its own): a process that
+// starts while the request waits sees it new. Plus a leader's pause.
+func requestLife(p fence.Policy) time.Duration { return 2*p.MaxRequestAge + requestSlack }
+
+// mayStart reports whether someone may start node n's machine now without
+// making an undetectable double fault (package doc): never a caching BMC's
+// machine, nor one a confirm stands for (a request not yet expired, or one
+// taken fresh).
+func (w *World) mayStart(n *Node) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n.Host.CacheFor > 0 || w.attested[n.Name] {
+		return false
+	}
+	if r := n.request; r != nil && r.cmd.Kind == fence.CmdConfirm && w.now().Sub(r.written) <= requestLife(w.Policy) {
+		return false
+	}
+	return true
 }
 
 // Phase decodes the node's persisted phase ("" when none).
@@ -633,6 +768,24 @@ func (n *Node) Phase() string {
 // Taint reports the node's out-of-service taint.
 func (n *Node) Taint() fence.TaintState { return n.taint }
 
+// SetTaint puts a human's out-of-service taint on the node, or removes
+// whatever taint is there (foreign=false).
+func (w *World) SetTaint(name string, foreign bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.byName[name]
+	if n == nil {
+		return
+	}
+	switch {
+	case foreign && n.taint == fence.TaintAbsent:
+		n.taint, n.taintAt = fence.TaintForeign, w.now()
+	case !foreign:
+		n.taint = fence.TaintAbsent
+	}
+	w.notify(name)
+}
+
 // Summary is a one-line description of every node, for failure messages.
 func (w *World) Summary() string {
 	var b strings.Builder
@@ -643,7 +796,13 @@ func (w *World) Summary() string {
 	sort.Strings(names)
 	for _, name := range names {
 		n := w.byName[name]
-		fmt.Fprintf(&b, "%s[%s power=%s alive=%v ready=%v taint=%v pods=%d vas=%d] ", name, n.Phase(), n.BMC.Truth().Power, n.alive(w.now()), n.ready, n.taint, n.pods, n.vas)
+		e := w.entries[name]
+		target := "-"
+		if e != nil && n.HasBMC {
+			target = e.Target.Name
+		}
+		fmt.Fprintf(&b, "%s[%s host=%s bmc=%s power=%s alive=%v ready=%v taint=%v pods=%d vas=%d] ",
+			name, n.Phase(), n.Host.Name, target, n.Host.BMC.Truth().Power, n.alive(), n.ready, n.taint, n.pods, n.vas)
 	}
 	return b.String()
 }

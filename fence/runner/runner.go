@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -220,6 +221,9 @@ type Runner struct {
 
 	mu    sync.Mutex
 	nodes map[string]*record
+	// retired is the latest admission of a node whose record was dropped
+	// (the node was deleted): the cooldown still counts from it.
+	retired time.Time
 
 	// admitMu makes the storm guard's admission atomic across workers
 	// (invariant 6): the fleet view, the Step that reads it and the
@@ -233,9 +237,11 @@ type record struct {
 	name string
 	mu   sync.Mutex // held by the node's sync; fleet reads take it briefly
 	// state is the engine state; raw is its last persisted encoding (what
-	// the annotation holds as far as we know).
+	// the annotation holds as far as we know), and ours says whether this
+	// runner wrote it.
 	state fence.State
 	raw   string
+	ours  bool
 	// hold is set when the annotation cannot be decoded: the node is not
 	// stepped (never fenced) until someone fixes or removes it.
 	hold error
@@ -422,6 +428,9 @@ func (r *Runner) work(ctx context.Context, name string, rec *record) bool {
 			r.mu.Lock()
 			if r.nodes[name] == rec {
 				delete(r.nodes, name)
+				if _, admitted := rec.published(); admitted.After(r.retired) {
+					r.retired = admitted
+				}
 			}
 			r.mu.Unlock()
 			return true
@@ -442,7 +451,7 @@ func (r *Runner) work(ctx context.Context, name string, rec *record) bool {
 // read puts the node on hold: never fenced, and never overwritten (a newer
 // agent may have written it).
 func (rec *record) load(raw string) {
-	rec.raw = raw
+	rec.raw, rec.ours = raw, false
 	rec.seen = raw
 	rec.loaded = true
 	rec.hold = nil
@@ -490,7 +499,7 @@ func (rec *record) wrote(raw string) {
 		rec.written = rec.written[:keep-1]
 	}
 	rec.written = append(rec.written, raw)
-	rec.raw = raw
+	rec.raw, rec.ours = raw, true
 }
 
 // Sync runs one node to quiescence: it steps the engine, executes the actions,
@@ -562,10 +571,24 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	now := r.opts.Clock.Now()
 	in.Node = r.view(info)
 	in.Fleet = r.fleet(name, now)
+	// A state another process wrote is taken over by writing it back as
+	// ours (invariant 4): that process may have stalled between a decision
+	// and its write, and the annotation it wrote is its fencing token.
+	// Until we write, its taint or ForceOff still lands, whatever we
+	// decided meanwhile; reading, deciding nothing, is not enough. The
+	// annotation, not the state in memory (adopted already, even if the
+	// write failed), says whether we have.
+	takeover := rec.raw != "" && !rec.ours
 	if rec.state.Writer != r.opts.ID && fence.Enabled(fence.CheckOneClock) {
 		rec.state = fence.Adopt(rec.state, r.opts.ID, in.Node.HeartbeatAt, now)
 	}
 	out := fence.Step(r.policy(name), rec.state, in, now)
+	if takeover {
+		out.State.Writer = r.opts.ID
+		if !slices.ContainsFunc(out.Actions, func(a fence.Action) bool { return a.Kind == fence.ActPersist }) {
+			out.Actions = append([]fence.Action{{Kind: fence.ActPersist}}, out.Actions...)
+		}
+	}
 	if atomic {
 		rec.reserve(out.State)
 	}
@@ -617,18 +640,37 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 		if n.Name == self {
 			continue
 		}
-		phase, admitted := r.peek(n.Name)
-		if phase.InFlight() {
+		if phase, _ := r.peek(n.Name); phase.InFlight() {
 			f.InFlight++
-		}
-		if admitted.After(f.LastFenceAt) {
-			f.LastFenceAt = admitted
 		}
 	}
 	for _, z := range order {
 		f.Zones = append(f.Zones, *zones[z])
 	}
+	f.LastFenceAt = r.lastAdmission(self)
 	return f
+}
+
+// lastAdmission is the latest admission of a fence on any other node that
+// this runner published, deleted nodes' included: deleting a Node object
+// mid-fence ends its fence, but does not undo the ForceOff it may have
+// sent, so the cooldown still counts from it (invariant 6).
+func (r *Runner) lastAdmission(self string) time.Time {
+	r.mu.Lock()
+	last := r.retired
+	recs := make([]*record, 0, len(r.nodes))
+	for name, rec := range r.nodes {
+		if name != self {
+			recs = append(recs, rec)
+		}
+	}
+	r.mu.Unlock()
+	for _, rec := range recs {
+		if _, admitted := rec.published(); admitted.After(last) {
+			last = admitted
+		}
+	}
+	return last
 }
 
 // peek reads another node's last committed phase and admission time.
@@ -639,6 +681,12 @@ func (r *Runner) peek(name string) (fence.Phase, time.Time) {
 	if rec == nil {
 		return fence.Healthy, time.Time{}
 	}
+	return rec.published()
+}
+
+// published is the record's last committed (or reserved) phase and
+// admission.
+func (rec *record) published() (fence.Phase, time.Time) {
 	rec.pubMu.Lock()
 	defer rec.pubMu.Unlock()
 	return rec.pubPhase, rec.pubAdmitted

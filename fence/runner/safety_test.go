@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -165,6 +166,60 @@ func TestAPausedLeaderCannotLandATaint(t *testing.T) {
 	}
 	if !strings.HasPrefix(w.Node("n1").Phase(), "Suspect") && w.Node("n1").Phase() != "PoweringOff" {
 		t.Errorf("phase %s: want the new leader's fence, started over", w.Node("n1").Phase())
+	}
+}
+
+// Found by the randomized simulation (seed 212 of the new world; scenario
+// leader-paused-before-taint): a new leader that adopted a state and had
+// nothing to do wrote nothing, so the old leader, stalled right before its
+// taint, still held a valid fencing token, and tainted a machine someone
+// had powered on meanwhile. Taking a node over is now a write.
+func TestTakingANodeOverVoidsTheOldLeadersToken(t *testing.T) {
+	w, c := world(t)
+	ctx := context.Background()
+	a := newRunner(t, w, c, func(o *runner.Options) { o.ID = "a" })
+	syncFor(w, a, 4*time.Second)
+	token, err := c.CurrentState(ctx, "n1")
+	if err != nil || token == "" {
+		t.Fatalf("no state written by the first leader: %q, %v", token, err)
+	}
+	// A replica that starts now: it has watched n1 for less than
+	// suspectAfter, so it sends nothing; it must still claim the node.
+	b := newRunner(t, w, fencesim.Cluster{W: w, Since: w.Clock.Now()}, func(o *runner.Options) { o.ID = "b" })
+	b.Sync(ctx, "n1")
+	now, err := c.CurrentState(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now == token {
+		t.Fatal("the new leader took n1 over without writing: the stalled leader's fencing token is still valid")
+	}
+	if s, err := fence.Decode(now); err != nil || s.Writer != "b" {
+		t.Errorf("state after the takeover written by %q (%v), want b", s.Writer, err)
+	}
+}
+
+// Found by the randomized simulation (seed 34478): the takeover write of
+// the test above failed (the API server answered 503), and the runner,
+// whose state in memory was adopted already, never tried it again: the
+// stalled leader's token stayed valid. The annotation decides.
+func TestAFailedTakeoverWriteIsRetried(t *testing.T) {
+	w, c := world(t)
+	ctx := context.Background()
+	a := newRunner(t, w, c, func(o *runner.Options) { o.ID = "a" })
+	syncFor(w, a, 4*time.Second)
+	token, err := c.CurrentState(ctx, "n1")
+	if err != nil || token == "" {
+		t.Fatalf("no state written by the first leader: %q, %v", token, err)
+	}
+	bc := &cluster{Cluster: fencesim.Cluster{W: w, Since: w.Clock.Now()}, saveErr: errors.New("503")}
+	b := newRunner(t, w, bc, func(o *runner.Options) { o.ID = "b" })
+	b.Sync(ctx, "n1")
+	bc.saveErr = nil
+	w.Clock.Step(time.Second)
+	b.Sync(ctx, "n1")
+	if now, _ := c.CurrentState(ctx, "n1"); now == token {
+		t.Fatal("after a failed takeover write, the new leader never wrote: the stalled leader's fencing token is still valid")
 	}
 }
 
@@ -332,3 +387,55 @@ var (
 	fencesimTiming        = machine.Timing{}
 	machineEventPowerLoss = machine.EventPowerLoss
 )
+
+// Found by the randomized simulation (seed 57956; scenario
+// storm-guard-node-deleted): a node deleted right after its ForceOff fell
+// out of the fleet view, and its admission with it, so the cooldown no
+// longer counted from it and another fence was admitted at once: two
+// running, partitioned machines powered off within seconds. The cooldown
+// counts from every admission, deleted nodes' included.
+func TestTheCooldownSurvivesADeletedNode(t *testing.T) {
+	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		w.AddNode(n, "a", fencesimTiming)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		_ = w.Node(n).BMC.Event(machineEventPowerLoss)
+	}
+	for i := 0; i < 30; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+	}
+	ctx := context.Background()
+	r := newRunner(t, w, fencesim.Cluster{W: w})
+	r.Sync(ctx, "n1")
+	w.DeleteNode("n1")
+	offs := func(node string) int {
+		k := 0
+		for _, rec := range w.Records {
+			if rec.Node == node && rec.Kind == "power-off" {
+				k++
+			}
+		}
+		return k
+	}
+	if offs("n1") == 0 {
+		t.Fatal("n1 was not powered off")
+	}
+	for i := 0; i < 20; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+		r.Sync(ctx, "n2")
+	}
+	if offs("n2") != 0 {
+		t.Fatalf("n2 powered off within %s of n1's admission (cooldown %s): the deleted node's admission was forgotten", 20*time.Second, w.Policy.Cooldown)
+	}
+	for i := 0; i < 20; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+		r.Sync(ctx, "n2")
+	}
+	if offs("n2") == 0 {
+		t.Fatal("n2 never powered off after the cooldown")
+	}
+}
