@@ -217,7 +217,10 @@ func (p Policy) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SettleInterval spaces the settle reads evenly across the window.
+// SettleInterval spaces the settle reads across the window, at most
+// ReadInterval apart: a long window (a vendor's override) is watched with
+// more reads, not sparser ones, so a machine that comes up inside it is
+// seen within a read interval.
 func (p Policy) SettleInterval() time.Duration {
-	return p.SettleWindow / time.Duration(p.SettleReads-1)
+	return min(p.SettleWindow/time.Duration(p.SettleReads-1), p.ReadInterval)
 }

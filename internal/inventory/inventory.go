@@ -359,6 +359,16 @@ func (c *Controller) Identity(ctx context.Context) (bmc.Identity, error) {
 // a checked identity (allowUnverifiedIdentity).
 func (c *Controller) AllowUnverified() bool { return c.allowUnverified }
 
+// nodeUUID is the Node's status.nodeInfo.systemUUID ("" if none).
+func (c *Controller) nodeUUID() string {
+	if c.nodes != nil {
+		if n, ok := c.nodes.NodeObject(c.Node); ok {
+			return strings.TrimSpace(n.Status.NodeInfo.SystemUUID)
+		}
+	}
+	return ""
+}
+
 // ExpectedUUID is what the BMC's system UUID must be: the inventory's
 // expectedUUID, else the Node's status.nodeInfo.systemUUID ("" if neither).
 func (c *Controller) ExpectedUUID() (uuid, source string) {
@@ -397,6 +407,12 @@ func (c *Controller) Verify(ctx context.Context) error {
 		return err
 	}
 	got := strings.TrimSpace(id.UUID)
+	if node := c.nodeUUID(); c.expectedUUID != "" && node != "" && !strings.EqualFold(node, strings.TrimSpace(c.expectedUUID)) && !bmc.SMBIOSSwapped(node, c.expectedUUID) {
+		// The expectedUUID is there for firmware that prints the Node's
+		// UUID byte-swapped; one that is neither is stale (the node was
+		// re-created on another machine, or the entry was copied).
+		return fmt.Errorf("%w: the entry's expectedUUID %q is neither the Node's systemUUID %q nor its SMBIOS byte-swap: the entry is stale or belongs to another machine", ErrIdentity, c.expectedUUID, node)
+	}
 	switch {
 	case got == "" && c.allowUnverified:
 		return nil

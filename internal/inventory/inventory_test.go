@@ -250,3 +250,23 @@ func TestBMCErrorsLeaveTheInventoryRedacted(t *testing.T) {
 		t.Errorf("PowerStatus error = %v: want it redacted and still a bmc.ErrBMC", err)
 	}
 }
+
+// An expectedUUID is for firmware that prints the Node's UUID byte-swapped.
+// One that is neither the Node's systemUUID nor its swap is stale: the node
+// was re-created on another machine under the old entry. Found by the
+// randomized simulation (fault 5, a systemUUID changed mid-run).
+func TestAStaleExpectedUUIDIsRefused(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{
+		// The BMC (the fake answers "uuid-1") agrees with the entry, but
+		// the Node w2 now reports another machine's UUID.
+		{Name: "w2", Address: "https://10.0.0.2", System: "1", ExpectedUUID: "uuid-1"},
+	}}
+	inv, _, _ := newInventory(t, cfg, secret("shared", "admin", "pw"))
+	c, err := inv.Lookup("w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Verify(context.Background()); !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("Verify = %v, want a stale expectedUUID refused", err)
+	}
+}

@@ -2,7 +2,6 @@ package preflight
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -270,7 +269,7 @@ func identityResult(scope string, c *inventory.Controller, n *corev1.Node, id bm
 		return r, true
 	case got == "":
 		return unverified(fmt.Sprintf("the BMC reports no system UUID (the %s is %q)", source, want))
-	case smbiosSwapped(got, want):
+	case bmc.SMBIOSSwapped(got, want):
 		r.Status, r.otherMachine = StatusFail, true
 		r.Message = fmt.Sprintf("the BMC's system UUID %s is the %s %s with its first three fields byte-swapped (SMBIOS encoding): likely the same machine, but the agent compares exactly and will refuse to fence; set expectedUUID: %s in the entry", got, source, want, got)
 		return r, false
@@ -279,39 +278,6 @@ func identityResult(scope string, c *inventory.Controller, n *corev1.Node, id bm
 		r.Message = fmt.Sprintf("the BMC's system UUID is %q but the %s is %q: the entry points at another machine, and fencing through it would power off the wrong one; fix the address or system", got, source, want)
 		return r, false
 	}
-}
-
-// smbiosSwapped reports whether a and b are the same UUID except that the
-// first three fields are byte-swapped. SMBIOS 2.6+ stores those fields
-// little-endian; firmware and kernels disagree on whether to swap them, so
-// a BMC and the node's kernel can print the same machine's UUID differently.
-func smbiosSwapped(a, b string) bool {
-	ab, ok1 := uuidBytes(a)
-	bb, ok2 := uuidBytes(b)
-	if !ok1 || !ok2 {
-		return false
-	}
-	swapped := ab
-	for _, f := range [][2]int{{0, 4}, {4, 6}, {6, 8}} {
-		for i, j := f[0], f[1]-1; i < j; i, j = i+1, j-1 {
-			swapped[i], swapped[j] = swapped[j], swapped[i]
-		}
-	}
-	return swapped == bb
-}
-
-func uuidBytes(s string) ([16]byte, bool) {
-	var out [16]byte
-	h := strings.ReplaceAll(strings.TrimSpace(s), "-", "")
-	if len(h) != 32 {
-		return out, false
-	}
-	b, err := hex.DecodeString(h)
-	if err != nil {
-		return out, false
-	}
-	copy(out[:], b)
-	return out, true
 }
 
 // powerResult reports the reading. On and Off are fine in themselves, but

@@ -510,8 +510,8 @@ func TestSMBIOSSwapped(t *testing.T) {
 		{"not-a-uuid", "44454c4c-4200-1035-8052-b3c04f4e4d32", false},
 	}
 	for _, tt := range tests {
-		if got := smbiosSwapped(tt.a, tt.b); got != tt.want {
-			t.Errorf("smbiosSwapped(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.want)
+		if got := bmc.SMBIOSSwapped(tt.a, tt.b); got != tt.want {
+			t.Errorf("bmc.SMBIOSSwapped(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
 	}
 }
