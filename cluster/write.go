@@ -186,6 +186,33 @@ func checkToken(n *corev1.Node, token string) error {
 // maintenance: a drain marked it after the runner's recheck.
 var ErrMaintenance = errors.New("the node is in maintenance")
 
+// guardedWrite is one write of the fence, guarded by the fencing token: it
+// reads the node from the server, checks the token against it, asks change
+// for the patch (nil: nothing to write) and writes it preconditioned on the
+// resourceVersion read, so the check and the write are one. A write that
+// lost a race with an unrelated one is computed again (RetryOnConflict).
+func (c *Cluster) guardedWrite(ctx context.Context, node, token, what string, change func(*corev1.Node) (*nodePatch, error)) error {
+	err := retry.RetryOnConflict(c.writeBackoff, func() error {
+		n, err := c.getNode(ctx, node)
+		if err != nil {
+			return err
+		}
+		if err := checkToken(n, token); err != nil {
+			return err
+		}
+		p, err := change(n)
+		if err != nil || p == nil {
+			return err
+		}
+		p.Metadata.ResourceVersion = n.ResourceVersion
+		return c.patchNode(ctx, node, *p)
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: %s: %w", node, what, err)
+	}
+	return nil
+}
+
 // ApplyTaint adds the out-of-service taint, with TimeAdded from our clock,
 // and the owner annotation, in one write against the node as read (retried
 // on conflict). If a taint with the key is already there, ours or anyone's,
@@ -194,33 +221,22 @@ var ErrMaintenance = errors.New("the node is in maintenance")
 // drain's mark is written the same way and refuses a taint, so whichever
 // write lands first wins and the other sees it.
 func (c *Cluster) ApplyTaint(ctx context.Context, node, token string) error {
-	err := retry.RetryOnConflict(c.writeBackoff, func() error {
-		n, err := c.getNode(ctx, node)
-		if err != nil {
-			return err
-		}
-		if err := checkToken(n, token); err != nil {
-			return err
-		}
+	return c.guardedWrite(ctx, node, token, "apply the out-of-service taint", func(n *corev1.Node) (*nodePatch, error) {
 		if HasOutOfServiceTaint(n) {
-			return nil
+			return nil, nil
 		}
 		if InMaintenance(n) {
-			return ErrMaintenance
+			return nil, ErrMaintenance
 		}
 		t := OutOfServiceTaint()
 		// The API keeps TimeAdded to the second; so does the owner mark.
 		t.TimeAdded = ptr.To(metav1.NewTime(c.clock.Now().Truncate(time.Second)))
 		taints := append(append(make([]corev1.Taint, 0, len(n.Spec.Taints)+1), n.Spec.Taints...), t)
-		return c.patchNode(ctx, node, nodePatch{
-			Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: ptr.To(TaintOwnerMark(t))}},
+		return &nodePatch{
+			Metadata: nodePatchMeta{Annotations: map[string]*string{AnnotationTaintOwner: ptr.To(TaintOwnerMark(t))}},
 			Spec:     &nodePatchSpec{Taints: taints},
-		})
+		}, nil
 	})
-	if err != nil {
-		return fmt.Errorf("node %s: apply the out-of-service taint: %w", node, err)
-	}
-	return nil
 }
 
 // RemoveTaint removes our out-of-service taint, the one the owner mark
@@ -229,30 +245,19 @@ func (c *Cluster) ApplyTaint(ctx context.Context, node, token string) error {
 // taint by hand) is removed on its own; a taint the mark does not name
 // (added later by someone else) is never touched.
 func (c *Cluster) RemoveTaint(ctx context.Context, node, token string) error {
-	err := retry.RetryOnConflict(c.writeBackoff, func() error {
-		n, err := c.getNode(ctx, node)
-		if err != nil {
-			return err
-		}
-		if err := checkToken(n, token); err != nil {
-			return err
-		}
+	return c.guardedWrite(ctx, node, token, "remove the out-of-service taint", func(n *corev1.Node) (*nodePatch, error) {
 		mark, ok := n.Annotations[AnnotationTaintOwner]
 		if !ok {
-			return nil
+			return nil, nil
 		}
-		p := nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: nil}}}
+		p := &nodePatch{Metadata: nodePatchMeta{Annotations: map[string]*string{AnnotationTaintOwner: nil}}}
 		if i := ourTaintIndex(n); i >= 0 && mark == TaintOwnerMark(n.Spec.Taints[i]) {
 			p.Spec = &nodePatchSpec{Taints: append(append([]corev1.Taint{}, n.Spec.Taints[:i]...), n.Spec.Taints[i+1:]...)}
 		} else {
 			c.log.Info("removing a stale taint-owner annotation (our taint is gone)", zap.String("node", node))
 		}
-		return c.patchNode(ctx, node, p)
+		return p, nil
 	})
-	if err != nil {
-		return fmt.Errorf("node %s: remove the out-of-service taint: %w", node, err)
-	}
-	return nil
 }
 
 // ForgetTaint removes our owner mark when the taint it names is no longer on
@@ -260,27 +265,16 @@ func (c *Cluster) RemoveTaint(ctx context.Context, node, token string) error {
 // taint: if ours is there after all (the caller's view lagged), it does
 // nothing and the caller sees the taint on its next look.
 func (c *Cluster) ForgetTaint(ctx context.Context, node, token string) error {
-	err := retry.RetryOnConflict(c.writeBackoff, func() error {
-		n, err := c.getNode(ctx, node)
-		if err != nil {
-			return err
-		}
-		if err := checkToken(n, token); err != nil {
-			return err
-		}
+	return c.guardedWrite(ctx, node, token, "forget the taint owner mark", func(n *corev1.Node) (*nodePatch, error) {
 		mark, ok := n.Annotations[AnnotationTaintOwner]
 		if !ok {
-			return nil
+			return nil, nil
 		}
 		if i := ourTaintIndex(n); i >= 0 && mark == TaintOwnerMark(n.Spec.Taints[i]) {
-			return nil
+			return nil, nil
 		}
-		return c.patchNode(ctx, node, nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: map[string]*string{AnnotationTaintOwner: nil}}})
+		return &nodePatch{Metadata: nodePatchMeta{Annotations: map[string]*string{AnnotationTaintOwner: nil}}}, nil
 	})
-	if err != nil {
-		return fmt.Errorf("node %s: forget the taint owner mark: %w", node, err)
-	}
-	return nil
 }
 
 // DeleteTerminatingPods force-deletes (grace period 0) the node's pods that
