@@ -190,6 +190,10 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	)
 	msg := c.redact(oneLine(err.Error()))
 	switch {
+	case errors.As(err, &herr) && expired(ctx):
+		// An answer that came after our deadline answers a request we had
+		// given up on; the race is real (the mock even answers "abandoned").
+		return fmt.Errorf("%w: no answer within %s (a late %d came after)", bmc.ErrTimeout, c.target.Timeout, herr.status)
 	case errors.As(err, &herr):
 		return c.classifyHTTP(herr)
 	case errors.Is(err, context.Canceled) && !errors.Is(ctx.Err(), context.DeadlineExceeded):

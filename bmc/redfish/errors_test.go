@@ -1,9 +1,11 @@
 package redfish
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/bmcfence/bmcfence/bmc"
 )
@@ -61,5 +63,21 @@ func TestOnlyPath(t *testing.T) {
 		if got := onlyPath(in); got != want {
 			t.Errorf("onlyPath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// An answer that arrives once our deadline has passed answers a request
+// we had given up on (a BMC may even say so: "abandoned"). It is a
+// timeout, as the operator sees it, not the BMC's own error.
+func TestAnswerAfterTheDeadlineIsATimeout(t *testing.T) {
+	c := &Client{target: bmc.Target{Auth: bmc.AuthBasic, Timeout: 300 * time.Millisecond}}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	late := newHTTPError(http.MethodGet, "/redfish/v1/Systems", answer(503, "", `{"error":{"code":"Base.1.8.ServiceTemporarilyUnavailable"}}`))
+	if err := c.classify(ctx, late); !errors.Is(err, bmc.ErrTimeout) {
+		t.Errorf("classify(late 503) = %v, want %v", err, bmc.ErrTimeout)
+	}
+	if err := c.classify(context.Background(), late); errors.Is(err, bmc.ErrTimeout) {
+		t.Errorf("classify(503 in time) = %v, want the BMC's error", err)
 	}
 }
