@@ -80,7 +80,7 @@ func (g *gen) spare(on bool) *Machine {
 // RandomScenario builds a seeded scenario: 3-6 nodes in one or two zones,
 // machines with random timing (restart off-dwells of 1-30 s) behind BMCs
 // with vendor quirks, a few agent replicas, and a handful of composite
-// fault episodes (each built to produce one hazard of DESIGN.md §2) over a
+// fault episodes (each built to produce one hazard of docs/safety.md) over a
 // background of single faults, human commands, API trouble and agent
 // crashes, over eight minutes. It returns the driver and the plan.
 func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
