@@ -126,6 +126,11 @@ func (o *observation) observeNode(n *corev1.Node, now time.Time) {
 // CLI's wait for an agent and tolerates some clock skew between the two.
 const MaxRequestAge = 15 * time.Minute
 
+// MaxRequestSkew bounds how far in our future a fence or confirm request
+// may be dated: a clock further ahead than this would keep the request
+// young for as long as it is ahead.
+const MaxRequestSkew = time.Minute
+
 // observeRequest decodes the request annotation when it changed. It returns
 // a non-nil error once per distinct malformed or stale value, for the caller
 // to warn about; such a request is ignored.
@@ -145,6 +150,10 @@ func (o *observation) observeRequest(n *corev1.Node, now time.Time) error {
 	if acts := r.Kind == fence.CmdFence || r.Kind == fence.CmdConfirm; acts && (r.At.IsZero() || now.Sub(r.At) > MaxRequestAge) {
 		return fmt.Errorf("%w: the %s request %s by %s was written at %s, more than %s before we saw it: run kubectl fence again",
 			ErrStaleRequest, r.Kind, r.ID, r.User, r.At.UTC().Format(time.RFC3339), MaxRequestAge)
+	}
+	if acts := r.Kind == fence.CmdFence || r.Kind == fence.CmdConfirm; acts && r.At.Sub(now) > MaxRequestSkew {
+		return fmt.Errorf("%w: the %s request %s by %s is dated %s, %s ahead of this agent's clock: fix the clock of the machine that wrote it, then run kubectl fence again",
+			ErrStaleRequest, r.Kind, r.ID, r.User, r.At.UTC().Format(time.RFC3339), r.At.Sub(now).Round(time.Second))
 	}
 	cmd := r.Command()
 	cmd.SeenAt = now

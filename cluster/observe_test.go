@@ -391,6 +391,10 @@ func TestStaleRequestIsIgnored(t *testing.T) {
 		{"stale fence", Request{ID: "r1", Kind: fence.CmdFence, User: "alice", At: at(-24 * time.Hour)}, false},
 		{"confirm without a time", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice"}, false},
 		{"stale abort", Request{ID: "r1", Kind: fence.CmdAbort, User: "alice", At: at(-24 * time.Hour)}, true},
+		// Written by a clock far ahead of ours: its age would not start
+		// until that clock's future came (found by review).
+		{"confirm from the future", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", At: at(MaxRequestSkew + time.Second)}, false},
+		{"confirm slightly ahead", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", At: at(MaxRequestSkew)}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, node("w1"))

@@ -64,6 +64,7 @@ type wireState struct {
 	AttestedAt    int64        `json:"aa,omitempty"`
 	Forced        bool         `json:"frc,omitempty"`
 	Accepted      bool         `json:"poa,omitempty"`
+	Untrusted     bool         `json:"pou,omitempty"`
 	KeptOff       int          `json:"ko,omitempty"`
 	Since         int64        `json:"si,omitempty"`
 	FailureStart  int64        `json:"fs,omitempty"`
@@ -112,6 +113,7 @@ func Encode(s State) (string, error) {
 		AttestedAt:    nanos(s.AttestedAt),
 		Forced:        s.Forced,
 		Accepted:      s.PowerOffAccepted,
+		Untrusted:     s.AcceptanceUntrusted,
 		KeptOff:       s.KeptOff,
 		Since:         nanos(s.Since),
 		FailureStart:  nanos(s.FailureStart),
@@ -206,6 +208,7 @@ func (w wireState) state() (State, error) {
 	}
 	s.Writer, s.Target, s.NotReadyFence = w.Writer, w.Target, w.NotReadyFence
 	s.AttestedAt, s.Forced, s.PowerOffAccepted, s.KeptOff = fromNanos(w.AttestedAt), w.Forced, w.Accepted, w.KeptOff
+	s.AcceptanceUntrusted = w.Untrusted
 	s.Since, s.FailureStart, s.AdmittedAt = fromNanos(w.Since), fromNanos(w.FailureStart), fromNanos(w.AdmittedAt)
 	s.Manual, s.Attested, s.By = w.Manual, w.Attested, w.By
 	s.PowerOffAt, s.PowerOffs, s.PowerOnAt = fromNanos(w.PowerOffAt), w.PowerOffs, fromNanos(w.PowerOnAt)

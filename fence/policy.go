@@ -45,6 +45,13 @@ type Policy struct {
 	// declared a liar and the node Stuck.
 	PowerTimeout     time.Duration
 	PowerOffAttempts int
+	// OwnOffWithin is how soon after a ForceOff the BMC accepted the machine
+	// must read Off for that Off to be ours. A BMC that accepts a command
+	// and ignores it says "accepted" too: an Off that comes later (a
+	// watchdog's power cycle, a restart) settles only over
+	// UnassistedSettleWindow, as does any Off after the machine read On
+	// again once ours had taken.
+	OwnOffWithin time.Duration
 	// PowerOnTimeout bounds a power-on's read-back.
 	PowerOnTimeout time.Duration
 	// DetachTimeout is how long after the taint we wait for pods and
@@ -123,6 +130,11 @@ func DefaultPolicy() Policy {
 		// ignored (a lying BMC, or one busy with another command).
 		PowerTimeout:     60 * time.Second,
 		PowerOffAttempts: 3,
+		// Real BMCs cut power within a second or two of an accepted
+		// ForceOff: five power polls. Shorter is safer (less time for an
+		// unrelated power cycle to pass for ours); a BMC slower than this
+		// costs UnassistedSettleWindow of failover, never a wrong taint.
+		OwnOffWithin: 10 * time.Second,
 		// A power-on can take 45 s and more before the BMC reads On.
 		PowerOnTimeout: 180 * time.Second,
 		// The controllers act within seconds of the taint (podgc every
@@ -179,6 +191,7 @@ func (p Policy) Validate() error {
 		{"readBackoffMax", p.ReadBackoffMax, p.ReadInterval, time.Hour},
 		{"powerPollInterval", p.PowerPollInterval, 100 * time.Millisecond, time.Minute},
 		{"powerTimeout", p.PowerTimeout, p.PowerPollInterval, time.Hour},
+		{"ownOffWithin", p.OwnOffWithin, p.PowerPollInterval, p.PowerTimeout},
 		{"powerOnTimeout", p.PowerOnTimeout, p.PowerPollInterval, time.Hour},
 		{"detachTimeout", p.DetachTimeout, time.Second, 24 * time.Hour},
 		{"detachPoll", p.DetachPoll, 100 * time.Millisecond, time.Minute},

@@ -76,6 +76,12 @@ type State struct {
 	PowerOffAt       time.Time
 	PowerOffs        int
 	PowerOffAccepted bool
+	// AcceptanceUntrusted: in this fence the BMC accepted a ForceOff and
+	// the machine read On after it anyway (ignored past
+	// Policy.OwnOffWithin, or undone after an Off). An acceptance from
+	// this BMC no longer makes an Off ours: every Off of this fence
+	// settles over UnassistedSettleWindow.
+	AcceptanceUntrusted bool
 	// KeptOff counts ForceOffs sent after the taint because the machine
 	// read On again before detach completed (invariant 7).
 	KeptOff   int

@@ -230,7 +230,11 @@ func (st *stepper) extend(rd Reading) OffRun {
 // accepted (invariant 1). Otherwise it settles only over the unassisted
 // window, which outlasts any restart's off-dwell.
 func (st *stepper) ours() bool {
-	return (st.s.PowerOffAccepted && st.forceOffSent()) || !Enabled(CheckOurOwnOff)
+	if !Enabled(CheckOurOwnOff) {
+		return true
+	}
+	return st.s.PowerOffAccepted && st.forceOffSent() && !st.s.AcceptanceUntrusted &&
+		(st.s.OffRun.Count == 0 || !st.s.OffRun.First.After(st.s.PowerOffAt.Add(st.p.OwnOffWithin)))
 }
 
 // forceOffSent: a ForceOff of ours went out in this fence, after the
@@ -311,7 +315,7 @@ func (st *stepper) targetChanged(target string) bool {
 	}
 	st.event(true, "FenceTargetChanged", "the node's BMC entry changed during the fence (%s → %s): nothing the old BMC said counts; starting over", old, target)
 	st.s.OffRun = OffRun{}
-	st.s.PowerOffAt, st.s.PowerOffAccepted = time.Time{}, false
+	st.s.PowerOffAt, st.s.PowerOffAccepted, st.s.AcceptanceUntrusted = time.Time{}, false, false
 	st.s.NextReadAt = time.Time{}
 	st.enter(Suspect, "BMC target changed")
 	if st.in.Kind == InputReading {
@@ -406,7 +410,7 @@ func (st *stepper) leavePreTaint() bool {
 		// that died between the patch and the persist. Either way it is on.
 		note := "our taint was already on the node"
 		if st.in.Kind == InputResult && st.in.Result.Action == ActApplyTaint && st.in.Result.Err == "" {
-			note = evidenceSummary(st.s)
+			note = st.evidenceSummary()
 		}
 		st.taintApplied(note)
 		return true
@@ -474,8 +478,21 @@ func (st *stepper) contradicted() bool {
 		return true
 	case st.s.Attested && st.renewedAfter(st.s.AttestedAt):
 		return true
+	case st.s.NotReadyFence && st.forceOffSent() && st.s.OffRun.Count > 0 &&
+		st.renewedAfter(laterOf(st.s.PowerOffAt, st.s.OffRun.First)):
+		// A NotReady fence's node renewed until our ForceOff. The BMC
+		// reads Off, accepted or not, and the node still renews: the
+		// entry is another machine, or the BMC caches its state.
+		return true
 	}
 	return false
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func unfenceableWhy(n NodeView) string {
@@ -534,7 +551,7 @@ func (st *stepper) enterSuspect(note string) {
 	st.s.NotReadyFence = false
 	st.s.Target = ""
 	st.s.OffRun = OffRun{}
-	st.s.PowerOffAt, st.s.PowerOffAccepted = time.Time{}, false
+	st.s.PowerOffAt, st.s.PowerOffAccepted, st.s.AcceptanceUntrusted = time.Time{}, false, false
 	st.s.NextReadAt = time.Time{}
 	st.enter(Suspect, note)
 	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC",
@@ -665,6 +682,14 @@ func (st *stepper) poweringOff() {
 		r := st.in.Result
 		if r.Action == ActPowerOff {
 			switch {
+			case r.NotSent:
+				// Nothing reached the BMC: not an attempt it ignored.
+				st.s.PowerOffs--
+				st.s.PowerOffAt = time.Time{}
+				st.s.PowerOffAccepted = false
+				st.event(true, "FencePowerOffNotSent", "ForceOff not sent: %s; trying again", r.Err)
+				st.backToSuspect("ForceOff not sent")
+				return
 			case r.Err == "":
 				st.s.PowerOffAccepted = true
 			case r.AlreadyInState:
@@ -694,6 +719,14 @@ func (st *stepper) poweringOff() {
 	} else {
 		st.s.ReadFailures = 0
 	}
+	if st.forceOffSent() && st.s.PowerOffAccepted && !st.s.AcceptanceUntrusted && rd.Failure == "" &&
+		(rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.now.Sub(st.s.PowerOffAt) >= st.p.OwnOffWithin {
+		// Accepted, yet the machine still runs: this BMC accepts
+		// commands it ignores. Its acceptances prove nothing from now on.
+		st.s.AcceptanceUntrusted = true
+		st.event(true, "FencePowerOffIgnored", "the BMC accepted our ForceOff at %s but the machine still reads %s; its acceptance no longer makes an Off ours: an Off must last %s",
+			stamp(st.s.PowerOffAt), rd.Power, st.p.UnassistedSettleWindow)
+	}
 	if st.forceOffSent() && !st.s.PowerOffAccepted && (rd.Power == PowerOn || rd.Power == PowerPoweringOn) {
 		// Our ForceOff did nothing (refused as "already off", or failed)
 		// and the machine comes up: the Off was a restart's dwell. Now
@@ -718,7 +751,7 @@ func (st *stepper) enterConfirming(rd Reading) {
 	if st.ours() {
 		st.event(false, "FenceConfirmingOff", "BMC reads Off after our accepted ForceOff; confirming it stays off (%d reads over %s)", st.p.SettleReads, st.settleWindow())
 	} else {
-		st.event(false, "FenceConfirmingOff", "BMC reads Off, but the BMC did not accept our ForceOff: the Off may be a restart's off-dwell, so it must stay off for %s", st.settleWindow())
+		st.event(false, "FenceConfirmingOff", "BMC reads Off, but %s: the Off may be a restart's off-dwell, so it must stay off for %s", st.notOursWhy(), st.settleWindow())
 	}
 	st.scheduleRead(st.p.SettleInterval())
 }
@@ -741,6 +774,14 @@ func (st *stepper) confirmingOff() {
 	}
 	run := st.extend(rd)
 	if run.Count == 0 {
+		if st.s.PowerOffAccepted && rd.Failure == "" && (rd.Power == PowerOn || rd.Power == PowerPoweringOn) {
+			// The machine came up again after the Off: whatever our
+			// ForceOff did was undone, by someone who may power-cycle
+			// it again. poweringOff sends ForceOff again now, but no
+			// Off of this fence is ours any more.
+			st.s.PowerOffAccepted = false
+			st.s.AcceptanceUntrusted = true
+		}
 		st.event(true, "FenceOffRunBroken", "BMC read %s after %d Off reads; not proof of off, starting over", readingText(rd), st.s.OffRun.Count)
 		st.s.OffRun = OffRun{}
 		st.enter(PoweringOff, "off run broken")
@@ -760,7 +801,7 @@ func (st *stepper) confirmingOff() {
 	st.enter(Tainting, "off settled")
 	how := "after our accepted ForceOff at " + stamp(st.s.PowerOffAt)
 	if !st.ours() {
-		how = "without a ForceOff the BMC accepted (unassisted window)"
+		how = st.notOursWhy() + " (unassisted window)"
 	}
 	st.event(false, "FenceConfirmedOff", "BMC read Off %d times over %s (from %s to %s), %s; the Lease has been silent since %s",
 		run.Count, run.Last.Sub(run.First).Round(time.Millisecond), stamp(run.First), stamp(run.Last), how, stamp(st.s.FailureStart))
@@ -819,7 +860,7 @@ func (st *stepper) tainting() {
 			return
 		}
 		if st.in.Result.Err == "" {
-			st.taintApplied(evidenceSummary(st.s))
+			st.taintApplied(st.evidenceSummary())
 			return
 		}
 		st.s.ReadFailures++
@@ -891,7 +932,8 @@ func (st *stepper) attestedReading(rd Reading) {
 	st.applyTaint()
 }
 
-func evidenceSummary(s State) string {
+func (st *stepper) evidenceSummary() string {
+	s := st.s
 	if s.Attested {
 		how := "off attested by " + s.By
 		if s.Forced {
@@ -900,10 +942,22 @@ func evidenceSummary(s State) string {
 		return how
 	}
 	how := "after our accepted ForceOff"
-	if !s.PowerOffAccepted {
-		how = "without an accepted ForceOff (unassisted window)"
+	if !st.ours() {
+		how = st.notOursWhy() + " (unassisted window)"
 	}
 	return fmt.Sprintf("BMC read Off %d times over %s, %s", s.OffRun.Count, s.OffRun.Last.Sub(s.OffRun.First).Round(time.Millisecond), how)
+}
+
+// notOursWhy says why the Off being watched is not ours.
+func (st *stepper) notOursWhy() string {
+	switch {
+	case !st.s.PowerOffAccepted:
+		return "the BMC did not accept our ForceOff"
+	case st.s.AcceptanceUntrusted:
+		return "the machine ran after this BMC accepted a ForceOff, so its acceptance proves nothing"
+	default:
+		return fmt.Sprintf("the Off began more than %s (ownOffWithin) after the BMC accepted our ForceOff", st.p.OwnOffWithin)
+	}
 }
 
 // ---- after the taint --------------------------------------------------------

@@ -175,6 +175,9 @@ type Result struct {
 	// AlreadyInState: a power command was answered "already in that state"
 	// (bmc.ErrAlreadyInState): the BMC did nothing. Err is set too.
 	AlreadyInState bool
+	// NotSent: the command never reached the BMC (the runner's server
+	// recheck, token or identity check stopped it first). Err is set too.
+	NotSent bool
 	// Target is the BMC target a power command went to.
 	Target string
 }

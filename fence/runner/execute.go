@@ -72,6 +72,7 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 			r.noteOutcome(name, prev, out.State, a.Kind, err)
 			res.Action, res.Err = a.Kind, errString(err)
 			res.AlreadyInState = errors.Is(err, bmc.ErrAlreadyInState)
+			res.NotSent = res.NotSent && err != nil && a.Kind == fence.ActPowerOff
 			return &fence.Input{Kind: fence.InputResult, Result: res}, 0
 		case fence.ActDeletePods:
 			if r.opts.DryRun {
@@ -214,7 +215,9 @@ func powerOf(s bmc.PowerState) fence.Power {
 // ErrConflict means the fencing token is no longer ours and nothing was
 // done.
 func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fence.State, k fence.ActionKind) (fence.Result, error) {
-	var res fence.Result
+	// Until the BMC is called, nothing was sent: an error on the way is
+	// not an attempt the BMC ignored (fence.Result.NotSent).
+	res := fence.Result{NotSent: true}
 	token := r.token(rec)
 	if k == fence.ActPowerOff || k == fence.ActApplyTaint {
 		c, err := r.opts.Cluster.Recheck(ctx, name)
@@ -242,6 +245,7 @@ func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fen
 				return res, fmt.Errorf("not acting: identity check failed: %w", err)
 			}
 		}
+		res.NotSent = false
 		call := ctrl.PowerOff
 		if k == fence.ActPowerOn {
 			call = ctrl.PowerOn
@@ -293,7 +297,7 @@ func (r *Runner) noteOutcome(name string, prev, s fence.State, k fence.ActionKin
 		switch {
 		case s.Attested:
 			reason = "attested"
-		case !s.PowerOffAccepted:
+		case !s.PowerOffAccepted || s.AcceptanceUntrusted:
 			reason = "unassisted"
 		}
 		r.opts.Recorder.Fence("tainted", reason, r.opts.Clock.Since(s.FailureStart))

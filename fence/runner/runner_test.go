@@ -200,8 +200,13 @@ func TestFreshRecheckBlocksTheFence(t *testing.T) {
 			if w.Node("n1").Taint() != fence.TaintAbsent || c.taints.Load() != 0 {
 				t.Fatalf("tainted a node the server says: %+v", recheck)
 			}
-			if !slices.Contains(events(w, "n1"), "FencePowerOffFailed") {
-				t.Errorf("events = %v, want FencePowerOffFailed naming the recheck", events(w, "n1"))
+			if !slices.Contains(events(w, "n1"), "FencePowerOffNotSent") {
+				t.Errorf("events = %v, want FencePowerOffNotSent naming the recheck", events(w, "n1"))
+			}
+			// Nothing reached the BMC, so no attempt was spent: the
+			// fence keeps trying, never Stuck for a BMC that lied.
+			if ph := w.Node("n1").Phase(); ph == "Stuck" {
+				t.Errorf("phase = %s after a minute of ForceOffs that were never sent", ph)
 			}
 		})
 	}

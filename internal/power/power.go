@@ -95,6 +95,7 @@ func offConfirmed(ctx context.Context, clk clock.Clock, ctrl bmc.Controller, p f
 	start := clk.Now()
 	var (
 		accepted  bool      // a ForceOff of ours was accepted
+		untrusted bool      // the machine ran after an accepted ForceOff: acceptances prove nothing
 		notBefore time.Time // reads count only after the command that mattered
 		limit     time.Time
 	)
@@ -142,7 +143,19 @@ func offConfirmed(ctx context.Context, clk clock.Clock, ctrl bmc.Controller, p f
 		readAt := clk.Now()
 		last, lastErr = ctrl.PowerStatus(ctx)
 		rd := readingOf(readAt, last, lastErr)
+		wasOff := run.Count > 0
 		run = run.Observe(rd, notBefore, p.MaxReadGap)
+		if accepted && lastErr == nil && (last.State == bmc.PowerOn || last.State == bmc.PoweringOn) &&
+			(wasOff || !readAt.Before(notBefore.Add(p.OwnOffWithin))) {
+			// The machine came up after our Off (someone powered it on,
+			// and may power-cycle it), or runs long after the BMC
+			// accepted our ForceOff (it ignores commands): from now on
+			// no acceptance makes an Off ours.
+			untrusted = true
+			if wasOff {
+				accepted = false // send it again, below
+			}
+		}
 		r.PowerState, r.OffReads = last.State, run.Count
 		r.Elapsed = clk.Since(start).Round(time.Millisecond).String()
 		switch {
@@ -170,12 +183,21 @@ func offConfirmed(ctx context.Context, clk clock.Clock, ctrl bmc.Controller, p f
 		}
 
 		window := p.SettleWindow
-		if !accepted {
+		late := accepted && run.Count > 0 && (untrusted || run.First.After(notBefore.Add(p.OwnOffWithin)))
+		if !accepted || late {
 			window = p.UnassistedSettleWindow
+		}
+		if late && limit.Before(run.First.Add(p.UnassistedSettleWindow+p.PowerTimeout)) {
+			limit = run.First.Add(p.UnassistedSettleWindow + p.PowerTimeout)
 		}
 		if run.SettledOver(window, p.SettleReads) {
 			r.Confirmed = true
 			r.OffSpan = run.Last.Sub(run.First).Round(time.Millisecond).String()
+			if late {
+				r.Note = fmt.Sprintf("the machine ran after an accepted ForceOff, or read Off only %s after it (later than %s, Policy.OwnOffWithin): a BMC that accepts and ignores says accepted too, so the machine had to read Off for %s, longer than any restart's off-dwell",
+					run.First.Sub(notBefore).Round(time.Millisecond), p.OwnOffWithin, p.UnassistedSettleWindow)
+				say("confirmed Off over %s; %s", r.OffSpan, r.Note)
+			}
 			if !accepted {
 				r.Note = fmt.Sprintf("the Off was not caused by us: the BMC answered %q to every ForceOff, so the machine had to read Off for %s (Policy.UnassistedSettleWindow), longer than any restart's off-dwell",
 					answerAlready, p.UnassistedSettleWindow)

@@ -148,3 +148,61 @@ func (contradicting) PowerOff(context.Context) (bmc.Result, error) {
 }
 func (contradicting) PowerOn(context.Context) (bmc.Result, error)    { return bmc.Result{}, nil }
 func (contradicting) Identity(context.Context) (bmc.Identity, error) { return bmc.Identity{}, nil }
+
+// scripted accepts every ForceOff; its power follows script(time since the
+// first ForceOff), whatever later commands say: a machine powered on
+// behind our back, or a BMC that accepts and ignores.
+type scripted struct {
+	clk    *clocktesting.FakeClock
+	offAt  time.Time
+	script func(time.Duration) bmc.PowerState
+}
+
+func (s *scripted) PowerStatus(context.Context) (bmc.PowerStatus, error) {
+	if s.offAt.IsZero() {
+		return bmc.PowerStatus{State: bmc.PowerOn}, nil
+	}
+	return bmc.PowerStatus{State: s.script(s.clk.Since(s.offAt))}, nil
+}
+
+func (s *scripted) PowerOff(context.Context) (bmc.Result, error) {
+	if s.offAt.IsZero() {
+		s.offAt = s.clk.Now()
+	}
+	return bmc.Result{Sent: "ForceOff"}, nil
+}
+func (s *scripted) PowerOn(context.Context) (bmc.Result, error)    { return bmc.Result{}, nil }
+func (s *scripted) Identity(context.Context) (bmc.Identity, error) { return bmc.Identity{}, nil }
+
+// An accepted ForceOff explains an Off only if the machine reads Off soon
+// after it and stays so; an Off after the machine read On again, or long
+// after the command, may be a restart's off-dwell (found by review).
+func TestOffNotOursAfterOnOrLate(t *testing.T) {
+	type span struct {
+		until time.Duration
+		state bmc.PowerState
+	}
+	tests := []struct {
+		name   string
+		script []span // after the first ForceOff; On after the last
+	}{
+		{"off, powered on again, then a 30 s power cycle", []span{{3 * time.Second, bmc.PowerOff}, {15 * time.Second, bmc.PowerOn}, {45 * time.Second, bmc.PowerOff}}},
+		{"accepted and ignored, then a watchdog's 30 s power cycle", []span{{20 * time.Second, bmc.PowerOn}, {50 * time.Second, bmc.PowerOff}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(t0)
+			c := &scripted{clk: clk, script: func(d time.Duration) bmc.PowerState {
+				for _, s := range tt.script {
+					if d < s.until {
+						return s.state
+					}
+				}
+				return bmc.PowerOn
+			}}
+			if o := drive(t, clk, c, nil); o.r.Confirmed {
+				t.Fatalf("confirmed Off at +%s, inside a power cycle's off-dwell we did not cause (report %+v)", o.at, o.r)
+			}
+		})
+	}
+}
