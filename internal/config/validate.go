@@ -105,6 +105,17 @@ func (a Agent) validateNamesAndAddresses() []error {
 		}
 	}
 	errs = append(errs, a.Inventory.Defaults.validateNames("inventory.defaults")...)
+	seenNS := map[string]int{}
+	for i, ns := range a.Inventory.Metal3.Namespaces {
+		field := fmt.Sprintf("inventory.metal3.namespaces[%d]", i)
+		for _, m := range validation.IsDNS1123Label(ns) {
+			bad(field, "%q is not a namespace name: %s", ns, m)
+		}
+		if j, dup := seenNS[ns]; dup {
+			bad(field, "%q is also inventory.metal3.namespaces[%d]", ns, j)
+		}
+		seenNS[ns] = i
+	}
 	for i, n := range a.Inventory.Nodes {
 		field := fmt.Sprintf("inventory.nodes[%d]", i)
 		if n.Name != "" {
