@@ -155,8 +155,8 @@ func TestHostFrom(t *testing.T) {
 		"metadata": map[string]any{"namespace": "metal3", "name": "bmh-a", "uid": "u1",
 			"annotations": map[string]any{HoldAnnotation: HoldValue, "reboot.metal3.io/capm3-remediation-x": "", "other": "x"}},
 		"spec": map[string]any{
-			"online": true,
-			"bmc": map[string]any{"address": "redfish://10.0.0.5/redfish/v1/Systems/1", "credentialsName": "bmh-a-bmc", "disableCertificateVerification": true},
+			"online":      true,
+			"bmc":         map[string]any{"address": "redfish://10.0.0.5/redfish/v1/Systems/1", "credentialsName": "bmh-a-bmc", "disableCertificateVerification": true},
 			"consumerRef": map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3Machine", "name": "m3m-a"},
 		},
 		"status": map[string]any{"provisioning": map[string]any{"state": "provisioned"}},
