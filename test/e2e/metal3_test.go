@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/test/testbed"
+)
+
+// With inventory.source metal3 the agent knows the BMCs only from Metal3
+// BareMetalHosts (the CRD generated from the baremetal-operator's pinned
+// module; no inventory.nodes entry): each node's host points at its Redfish
+// mock system (redfish://HOST:PORT/redfish/v1/Systems/<id>) or ipmi_sim,
+// with its credentials Secret in the hosts' namespace and the Node's
+// providerID in CAPM3's form. The agent runs with deploy/base's grants plus
+// deploy/overlays/metal3's. A node loses power; the agent writes its hold
+// (reboot.metal3.io/bmcfence) on the host, sends its ForceOff, confirms,
+// taints, and the StatefulSet fails over. Prints "failover (metal3): X.Xs".
+func TestMetal3InventoryFailover(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.tb.InstallBareMetalHostCRD(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.tb.CP.CreateNamespace(ctx, testbed.Metal3Namespace); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.c.CoreV1().Namespaces().Delete(context.Background(), testbed.Metal3Namespace, metav1.DeleteOptions{})
+	})
+	if err := e.tb.ApplyMetal3RBAC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]string{}
+	for _, n := range e.tb.Nodes {
+		name, err := e.tb.CreateBareMetalHost(ctx, n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts[n.Name] = name
+	}
+	cfg, err := e.tb.AgentConfigMetal3("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.tb.StartAgent(ctx, agentBin, "m3", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		a.Stop()
+		if t.Failed() {
+			t.Logf("agent m3 log (tail):\n%s", lastLines(a.Logs(), 80))
+		}
+	})
+	// Every node's BMC comes from its host and proves its identity.
+	e.waitFor(90*time.Second, "every node fenceable through its BareMetalHost", func() (bool, error) {
+		for _, n := range e.tb.Nodes {
+			if v, err := a.Metric("bmcfence_node_fenceable", fmt.Sprintf(`node=%q`, n.Name)); err != nil || v != 1 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	node := e.statefulSet("db-m3", "web")
+	start := time.Now()
+	if err := e.tb.PowerLoss(node); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("powered off %s (BareMetalHost %s/%s)", node, testbed.Metal3Namespace, hosts[node])
+	var tainted, running time.Duration
+	e.waitFor(90*time.Second, "replacement web-0 Running on another node with its volume", func() (bool, error) {
+		el := time.Since(start)
+		if tainted == 0 && cluster.HasOutOfServiceTaint(e.node(node)) {
+			tainted = el
+		}
+		p, err := e.c.CoreV1().Pods("db-m3").Get(ctx, "web-0", metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName == node {
+			return false, nil
+		}
+		if running == 0 && p.Status.Phase == corev1.PodRunning && e.tb.CP.AttachedNode(ctx, "db-m3", "data-web-0") == p.Spec.NodeName {
+			running = el
+		}
+		return running != 0, nil
+	})
+	t.Logf("timeline: tainted +%.1fs, replacement Running with its volume +%.1fs", tainted.Seconds(), running.Seconds())
+	fmt.Printf("failover (metal3): %.1fs\n", running.Seconds())
+
+	if cluster.TaintStateOf(e.node(node)) != fence.TaintOurs {
+		t.Errorf("the taint on %s is not ours", node)
+	}
+	if k := e.forceOffsSince(node); k < 1 {
+		t.Errorf("%d ForceOffs sent; want our own before the taint", k)
+	}
+	// The baremetal-operator is told to keep the host off while fenced.
+	dyn, err := e.tb.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := dyn.Resource(metal3.BareMetalHosts).Namespace(testbed.Metal3Namespace).Get(ctx, hosts[node], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := h.GetAnnotations()[metal3.HoldAnnotation]; v != metal3.HoldValue {
+		t.Errorf("BareMetalHost %s annotation %s = %q, want %q", hosts[node], metal3.HoldAnnotation, v, metal3.HoldValue)
+	}
+	for _, other := range e.tb.Nodes {
+		if other.Name == node {
+			continue
+		}
+		h, err := dyn.Resource(metal3.BareMetalHosts).Namespace(testbed.Metal3Namespace).Get(ctx, hosts[other.Name], metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, held := h.GetAnnotations()[metal3.HoldAnnotation]; held {
+			t.Errorf("BareMetalHost %s of %s, which was not fenced, carries our hold", hosts[other.Name], other.Name)
+		}
+	}
+	if running > 45*time.Second {
+		t.Errorf("failover took %s, want ≤ 45s", running)
+	}
+}
