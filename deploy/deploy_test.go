@@ -291,6 +291,12 @@ func TestChartValues(t *testing.T) {
 		{name: "Metal3 BareMetalHosts: grants in their namespaces only", sets: []string{
 			"inventory.source=metal3", "inventory.metal3.namespaces[0]=metal3", "inventory.metal3.namespaces[1]=rack-2",
 		}, check: func(t *testing.T, objs map[string]object) {
+			// The hosts' Secrets are in their namespaces: none in the agent's.
+			for _, r := range get(objs["Role bmcfence-system/bmcfence-agent"], "rules").([]any) {
+				if res := fmt.Sprint(r.(object)["resources"]); strings.Contains(res, "secrets") {
+					t.Errorf("the agent's namespace Role grants %v with inventory.source metal3", r)
+				}
+			}
 			for _, ns := range []string{"metal3", "rack-2"} {
 				role := objs["Role "+ns+"/bmcfence-agent-metal3"]
 				if role == nil || objs["RoleBinding "+ns+"/bmcfence-agent-metal3"] == nil {

@@ -273,3 +273,27 @@ func TestRisks(t *testing.T) {
 		})
 	}
 }
+
+// With BareMetalHosts, the agent's namespace holds no credentials Secret of
+// theirs; the defaults' CA ConfigMap verifies their BMCs.
+func TestReferencedNamesBySource(t *testing.T) {
+	d := BMCSettings{CredentialsSecret: "bmc-credentials", CAConfigMap: "bmc-ca"}
+	tests := []struct {
+		name                string
+		inv                 Inventory
+		secrets, configMaps []string
+	}{
+		{"configmap, nothing listed yet", Inventory{Source: SourceConfigMap, Defaults: d}, []string{"bmc-credentials"}, []string{"bmc-ca"}},
+		{"metal3", Inventory{Source: SourceMetal3, Defaults: d}, nil, []string{"bmc-ca"}},
+		{"both, nothing listed", Inventory{Source: SourceBoth, Defaults: d}, []string{"bmc-credentials"}, []string{"bmc-ca"}},
+		{"both, one node listed", Inventory{Source: SourceBoth, Defaults: d, Nodes: []NodeBMC{{Name: "w1", BMCSettings: BMCSettings{CredentialsSecret: "w1"}}}}, []string{"w1"}, []string{"bmc-ca"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c := tt.inv.ReferencedNames()
+			if diff := cmp.Diff([][]string{tt.secrets, tt.configMaps}, [][]string{s, c}, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("ReferencedNames (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

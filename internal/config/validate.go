@@ -238,14 +238,18 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// ReferencedNames lists the Secrets and CA ConfigMaps the inventory reads,
-// each once, sorted: what RBAC must grant by name. The defaults count when
-// a node may come from annotations (which name no Secret of their own) or
-// when no node is listed yet.
+// ReferencedNames lists the Secrets and CA ConfigMaps the inventory reads
+// in the agent's namespace, each once, sorted: what RBAC must grant by
+// name. The defaults count when a node may come from annotations (which
+// name no Secret of their own) or when no node is listed yet; with
+// BareMetalHosts, the defaults' CA ConfigMap verifies their BMCs, and
+// their Secrets are in the hosts' namespaces (not listed here).
 func (inv Inventory) ReferencedNames() (secrets, configMaps []string) {
 	s, c := map[string]bool{}, map[string]bool{}
-	if inv.FromAnnotations || len(inv.Nodes) == 0 {
+	if inv.UsesConfigMap() && (inv.FromAnnotations || len(inv.Nodes) == 0) {
 		s[inv.Defaults.CredentialsSecret] = true
+	}
+	if inv.FromAnnotations || len(inv.Nodes) == 0 || inv.UsesMetal3() {
 		c[inv.Defaults.CAConfigMap] = true
 	}
 	for _, n := range inv.Nodes {
