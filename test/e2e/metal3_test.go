@@ -19,8 +19,10 @@ import (
 // BareMetalHosts (the CRD generated from the baremetal-operator's pinned
 // module; no inventory.nodes entry): each node's host points at its Redfish
 // mock system (redfish://HOST:PORT/redfish/v1/Systems/<id>) or ipmi_sim,
-// with its credentials Secret in the hosts' namespace and the Node's
-// providerID in CAPM3's form. The agent runs with deploy/base's grants plus
+// with its credentials Secret in the hosts' namespace, tied to its Node by
+// the Node's providerID in CAPM3's form or, for every other node, by the
+// host's consumerRef → Metal3Machine → Machine status.nodeRef (stand-in
+// CRDs for those two). The agent runs with deploy/base's grants plus
 // deploy/overlays/metal3's. A node loses power; the agent writes its hold
 // (reboot.metal3.io/bmcfence) on the host, sends its ForceOff, confirms,
 // taints, and the StatefulSet fails over. Prints "failover (metal3): X.Xs".
@@ -28,6 +30,9 @@ func TestMetal3InventoryFailover(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	if err := e.tb.InstallBareMetalHostCRD(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.tb.InstallCAPIStandInCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.tb.CP.CreateNamespace(ctx, testbed.Metal3Namespace); err != nil {
@@ -39,9 +44,15 @@ func TestMetal3InventoryFailover(t *testing.T) {
 	if err := e.tb.ApplyMetal3RBAC(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Every other node is tied to its host through the host's consumer
+	// (Metal3Machine → Machine status.nodeRef), the rest by providerID.
 	hosts := map[string]string{}
-	for _, n := range e.tb.Nodes {
-		name, err := e.tb.CreateBareMetalHost(ctx, n.Name)
+	for i, n := range e.tb.Nodes {
+		link := testbed.LinkProviderID
+		if i%2 == 1 {
+			link = testbed.LinkConsumer
+		}
+		name, err := e.tb.CreateBareMetalHost(ctx, n.Name, link)
 		if err != nil {
 			t.Fatal(err)
 		}
