@@ -85,6 +85,7 @@ type Inventory struct {
 	// per-host problems last logged, so each is logged once per change.
 	metal3         *metal3Listing
 	metal3Reported map[string]string
+	metal3Insecure map[string]bool
 }
 
 var _ runner.Inventory = (*Inventory)(nil)

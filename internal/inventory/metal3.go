@@ -118,6 +118,7 @@ func (i *Inventory) metal3Entries(ctx context.Context) (map[string]entry, map[st
 			hostProblems[h.Key()] = fmt.Errorf("BareMetalHost %s: spec.bmc.address: %w", h.Key(), err)
 		}
 	}
+	var insecure []string
 	for node, m := range matches {
 		e, err := metal3Entry(node, m, i.opts.Config.Defaults)
 		if err != nil {
@@ -125,8 +126,12 @@ func (i *Inventory) metal3Entries(ctx context.Context) (map[string]entry, map[st
 			continue
 		}
 		entries[node] = e
+		if e.InsecureSkipVerify {
+			insecure = append(insecure, m.Host.Key())
+		}
 	}
 	i.reportHostProblems(hostProblems)
+	i.reportInsecure(insecure)
 	return entries, problems
 }
 
@@ -180,6 +185,26 @@ func (i *Inventory) reportHostProblems(problems map[string]error) {
 		if !seen[k] {
 			delete(i.metal3Reported, k)
 		}
+	}
+}
+
+// reportInsecure says once per host that its BMC's certificate is not
+// verified (spec.bmc.disableCertificateVerification): the risky setting
+// insecureSkipVerify, set by the host's owner rather than in our file.
+func (i *Inventory) reportInsecure(hosts []string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.metal3Insecure == nil {
+		i.metal3Insecure = map[string]bool{}
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		if i.metal3Insecure[h] {
+			continue
+		}
+		i.metal3Insecure[h] = true
+		i.opts.Log.Warn("risky setting: BareMetalHost "+h+" sets spec.bmc.disableCertificateVerification: the BMC's TLS certificate is not verified, so whoever answers on its address gets its credentials and can answer \"Off\" for it",
+			zap.String("setting", config.RiskInsecureSkipVerify), zap.String("host", h))
 	}
 }
 
