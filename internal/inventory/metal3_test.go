@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/bmc"
@@ -359,5 +360,33 @@ func TestMetal3HoldFailureSendsNoForceOff(t *testing.T) {
 	}
 	if n := w.bmcs[c.Target.Key()].Count(bmc.OpPowerOff); n != 0 {
 		t.Errorf("ForceOff sent %d times without a hold", n)
+	}
+}
+
+// An API blip while listing BareMetalHosts keeps the last listing: a
+// failed list must not drop every node's BMC (and a fence in progress).
+func TestMetal3ListingErrorKeepsTheLastListing(t *testing.T) {
+	w := newMetal3Inventory(t, metal3Config(config.SourceMetal3),
+		listedNodes{"w1": nodeWithProviderID("w1", "metal3://metal3/bmh-1/m3m-1")},
+		[]*corev1.Secret{m3Secret("bmh-1-bmc")}, bmh("bmh-1", "redfish://10.0.0.5"))
+	before, err := w.inv.Lookup("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	w.dyn.PrependReactor("list", "baremetalhosts", func(k8stesting.Action) (bool, runtime.Object, error) {
+		failed++
+		return true, nil, errors.New("etcdserver: request timed out")
+	})
+	w.inv.Refresh(context.Background())
+	if failed == 0 {
+		t.Fatal("the listing did not fail: the test tests nothing")
+	}
+	after, err := w.inv.Lookup("w1")
+	if err != nil {
+		t.Fatalf("after a failed listing: %v", err)
+	}
+	if after != before {
+		t.Error("the controller was rebuilt from a failed listing")
 	}
 }
