@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -77,6 +78,9 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ..
 	inv := inventory.New(inventory.Options{
 		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout,
 		Client: client, Dynamic: o.dynamic, Nodes: cl, Observer: m, Log: log.Named("inventory"),
+		HostEvent: func(host *corev1.ObjectReference, reason, message string) {
+			cl.ObjectEvent(host, fence.Event{Warning: true, Reason: reason, Message: message})
+		},
 	})
 	return &Agent{cfg: cfg, log: log, client: client, clock: clk, cluster: cl, inv: inv, metrics: m}, nil
 }

@@ -69,6 +69,10 @@ type Options struct {
 	// Dynamic reads BareMetalHosts, Metal3Machines and Machines and
 	// annotates BareMetalHosts; needed with inventory.source metal3 or both.
 	Dynamic dynamic.Interface
+	// HostEvent, when set, records a Warning Event on a BareMetalHost the
+	// inventory cannot use (once per problem and process). The agent sets
+	// it; the CLI, which only reads, does not.
+	HostEvent func(host *corev1.ObjectReference, reason, message string)
 }
 
 // Inventory resolves nodes to BMC controllers. Controller is a cache lookup

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -130,7 +132,7 @@ func (i *Inventory) metal3Entries(ctx context.Context) (map[string]entry, map[st
 			insecure = append(insecure, m.Host.Key())
 		}
 	}
-	i.reportHostProblems(hostProblems)
+	i.reportHostProblems(hostProblems, l.objs.Hosts)
 	i.reportInsecure(insecure)
 	return entries, problems
 }
@@ -163,7 +165,11 @@ func metal3Entry(node string, m metal3.Match, d config.BMCSettings) (entry, erro
 // reportHostProblems logs each host's problem once per change: an
 // unsupported scheme is said where the operator looks, per host, whether
 // or not a node is tied to it yet.
-func (i *Inventory) reportHostProblems(problems map[string]error) {
+func (i *Inventory) reportHostProblems(problems map[string]error, hosts []metal3.Host) {
+	uids := map[string]string{}
+	for _, h := range hosts {
+		uids[h.Key()] = h.UID
+	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	keys := make([]string, 0, len(problems))
@@ -180,6 +186,15 @@ func (i *Inventory) reportHostProblems(problems map[string]error) {
 		}
 		i.metal3Reported[k] = msg
 		i.opts.Log.Warn("BareMetalHost unusable: its node cannot be fenced through it", zap.String("host", k), zap.Error(problems[k]))
+		if i.opts.HostEvent != nil {
+			ns, name, _ := strings.Cut(k, "/")
+			reason := "FenceHostUnusable"
+			if errors.Is(problems[k], metal3.ErrUnsupportedScheme) {
+				reason = "FenceUnsupportedBMC"
+			}
+			ref := &corev1.ObjectReference{APIVersion: metal3.BareMetalHosts.GroupVersion().String(), Kind: "BareMetalHost", Namespace: ns, Name: name, UID: types.UID(uids[k])}
+			i.opts.HostEvent(ref, reason, "bmcfence cannot fence this host's node through it: "+msg)
+		}
 	}
 	for k := range i.metal3Reported {
 		if !seen[k] {

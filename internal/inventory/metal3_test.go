@@ -390,3 +390,28 @@ func TestMetal3ListingErrorKeepsTheLastListing(t *testing.T) {
 		t.Error("the controller was rebuilt from a failed listing")
 	}
 }
+
+// An unusable host is told on the host itself, once per problem, whether
+// or not a node is tied to it yet.
+func TestMetal3HostEvents(t *testing.T) {
+	client := fake.NewClientset()
+	var got []string
+	inv := New(Options{
+		Config: metal3Config(config.SourceMetal3), Namespace: ns, Client: client, NewController: byKey{}.build,
+		Dynamic: newDynamic(bmh("bmh-1", "idrac://10.0.0.6"), bmh("bmh-2", "redfish://10.0.0.7/foo"), bmh("bmh-3", "redfish://10.0.0.8")),
+		Nodes:   listedNodes{},
+		HostEvent: func(ref *corev1.ObjectReference, reason, message string) {
+			got = append(got, ref.Kind+" "+ref.Namespace+"/"+ref.Name+" "+string(ref.UID)+" "+reason)
+		},
+	})
+	inv.Refresh(context.Background())
+	inv.Refresh(context.Background())
+	sort.Strings(got)
+	want := []string{
+		"BareMetalHost metal3/bmh-1 uid-bmh-1 FenceUnsupportedBMC",
+		"BareMetalHost metal3/bmh-2 uid-bmh-2 FenceHostUnusable",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Events on hosts over two refreshes (-want +got):\n%s", diff)
+	}
+}
