@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
@@ -58,6 +59,20 @@ func TestMetal3InventoryFailover(t *testing.T) {
 		}
 		hosts[n.Name] = name
 	}
+	// A host whose driver bmcfence does not speak, tied to no node: said
+	// on the host, never guessed.
+	dyn, err := e.tb.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsman := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+		"metadata": map[string]any{"name": "bmh-wsman", "namespace": testbed.Metal3Namespace},
+		"spec":     map[string]any{"online": true, "bmc": map[string]any{"address": "idrac://192.0.2.1", "credentialsName": "none"}},
+	}}
+	if _, err := dyn.Resource(metal3.BareMetalHosts).Namespace(testbed.Metal3Namespace).Create(ctx, wsman, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := e.tb.AgentConfigMetal3("")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +95,20 @@ func TestMetal3InventoryFailover(t *testing.T) {
 			}
 		}
 		return true, nil
+	})
+
+	e.waitFor(30*time.Second, "a FenceUnsupportedBMC Event on BareMetalHost bmh-wsman", func() (bool, error) {
+		list, err := e.c.CoreV1().Events(testbed.Metal3Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=BareMetalHost,involvedObject.name=bmh-wsman"})
+		if err != nil {
+			return false, nil
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == "FenceUnsupportedBMC" && ev.Type == corev1.EventTypeWarning {
+				t.Logf("Event on bmh-wsman: %s", ev.Message)
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 
 	node := e.statefulSet("db-m3", "web")
@@ -113,10 +142,6 @@ func TestMetal3InventoryFailover(t *testing.T) {
 		t.Errorf("%d ForceOffs sent; want our own before the taint", k)
 	}
 	// The baremetal-operator is told to keep the host off while fenced.
-	dyn, err := e.tb.Dynamic()
-	if err != nil {
-		t.Fatal(err)
-	}
 	h, err := dyn.Resource(metal3.BareMetalHosts).Namespace(testbed.Metal3Namespace).Get(ctx, hosts[node], metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
