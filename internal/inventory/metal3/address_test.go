@@ -114,3 +114,35 @@ func TestParseAddressRefuses(t *testing.T) {
 		})
 	}
 }
+
+// Whatever a host's owner writes: no panic, a refusal wraps one of the two
+// sentinels in one line, and an accepted address is one bmc.ParseAddress
+// reads back as the same endpoint.
+func FuzzParseAddress(f *testing.F) {
+	for _, s := range []string{
+		"redfish://10.0.0.5/redfish/v1/Systems/1", "redfish+http://[fd00::5]:8000", "idrac-virtualmedia://h/redfish/v1/Systems/System.Embedded.1/",
+		"ipmi:10.0.0.8", "10.0.0.8:6230", "[fd00::8]:6230", "bmc.example.com", "libvirt://192.168.122.1:6233/?abc=def",
+		"idrac://10.0.0.6", "bmc.example.com:623", "redfish://admin:pw@h", "", "fd00::8", "redfish://h:0", "ipmi://h?privilegelevel=OPERATOR",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, address string) {
+		a, err := ParseAddress(address)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidAddress) && !errors.Is(err, ErrUnsupportedScheme) {
+				t.Fatalf("ParseAddress(%q): %v wraps neither sentinel", address, err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("ParseAddress(%q): error %q is not one line", address, err)
+			}
+			return
+		}
+		back, err := bmc.ParseAddress(a.Endpoint.String())
+		if err != nil {
+			t.Fatalf("ParseAddress(%q) = %+v, whose endpoint %q bmc.ParseAddress refuses: %v", address, a, a.Endpoint.String(), err)
+		}
+		if back != a.Endpoint {
+			t.Fatalf("ParseAddress(%q) endpoint %+v reads back as %+v", address, a.Endpoint, back)
+		}
+	})
+}
