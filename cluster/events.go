@@ -132,6 +132,13 @@ func (c *Cluster) Event(node string, ev fence.Event) {
 	if n, err := c.nodeLister.Get(node); err == nil {
 		ref.UID = n.UID
 	}
+	c.ObjectEvent(ref, ev)
+}
+
+// ObjectEvent records an Event on an object other than a Node: a
+// BareMetalHost whose BMC the inventory cannot use is told on the host,
+// where its owner looks.
+func (c *Cluster) ObjectEvent(ref *corev1.ObjectReference, ev fence.Event) {
 	typ := corev1.EventTypeNormal
 	if ev.Warning {
 		typ = corev1.EventTypeWarning

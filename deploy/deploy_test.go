@@ -184,6 +184,35 @@ func TestChartDefaultsAreTheKustomizeBase(t *testing.T) {
 	}
 }
 
+// The Metal3 grants are one source of truth too: deploy/overlays/metal3's
+// Role and RoleBinding are the chart's with inventory.source metal3 and the
+// same namespace.
+func TestMetal3OverlayIsTheChart(t *testing.T) {
+	_, root := helmBin(t)
+	chart, err := render(t, "rbac.secretsByName=false", "inventory.source=metal3", "inventory.metal3.namespaces[0]=metal3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := byKey(parse(t, run(t, kubectlBin(t), "kustomize", filepath.Join(root, "deploy", "overlays", "metal3"))))
+	want, got := map[string]object{}, map[string]object{}
+	for k, o := range byKey(chart) {
+		if strings.HasSuffix(k, "metal3/bmcfence-agent-metal3") {
+			got[k] = normalize(t, o)
+			want[k] = normalize(t, overlay[k])
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("the chart rendered %d Metal3 RBAC objects, want a Role and a RoleBinding: %v", len(got), keys(byKey(chart)))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kubectl kustomize deploy/overlays/metal3 (-) vs helm template with inventory.source=metal3 (+):\n%s", diff)
+	}
+	env := get(overlay["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "containers").([]any)[0].(object)["env"]
+	if s := fmt.Sprint(env); !strings.Contains(s, "BMCFENCE_INVENTORY_SOURCE value:metal3") || !strings.Contains(s, "BMCFENCE_INVENTORY_METAL3_NAMESPACES value:metal3") {
+		t.Errorf("the overlay's DaemonSet env %s does not select the metal3 source", s)
+	}
+}
+
 func TestChartValues(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -259,6 +288,37 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("Role rules (-want +got):\n%s", diff)
 			}
 		}},
+		{name: "Metal3 BareMetalHosts: grants in their namespaces only", sets: []string{
+			"inventory.source=metal3", "inventory.metal3.namespaces[0]=metal3", "inventory.metal3.namespaces[1]=rack-2",
+		}, check: func(t *testing.T, objs map[string]object) {
+			// The hosts' Secrets are in their namespaces: none in the agent's.
+			for _, r := range get(objs["Role bmcfence-system/bmcfence-agent"], "rules").([]any) {
+				if res := fmt.Sprint(r.(object)["resources"]); strings.Contains(res, "secrets") {
+					t.Errorf("the agent's namespace Role grants %v with inventory.source metal3", r)
+				}
+			}
+			for _, ns := range []string{"metal3", "rack-2"} {
+				role := objs["Role "+ns+"/bmcfence-agent-metal3"]
+				if role == nil || objs["RoleBinding "+ns+"/bmcfence-agent-metal3"] == nil {
+					t.Fatalf("no Role and RoleBinding bmcfence-agent-metal3 in %s; objects: %v", ns, keys(objs))
+				}
+				got := map[string]any{}
+				for _, r := range get(role, "rules").([]any) {
+					r := r.(object)
+					got[fmt.Sprint(r["apiGroups"], r["resources"])] = r["verbs"]
+				}
+				want := map[string]any{
+					"[metal3.io] [baremetalhosts]":                       []any{"get", "list", "patch"},
+					"[infrastructure.cluster.x-k8s.io] [metal3machines]": []any{"list"},
+					"[cluster.x-k8s.io] [machines]":                      []any{"list"},
+					"[] [secrets]":                                       []any{"get"},
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("Role %s/bmcfence-agent-metal3 rules (-want +got):\n%s", ns, diff)
+				}
+			}
+		}},
+		{name: "Metal3 without namespaces is refused", sets: []string{"inventory.source=both"}, wantErr: "inventory.metal3.namespaces"},
 		{name: "monitoring", sets: []string{"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true", "networkPolicy.enabled=true",
 			"metrics.readers[0].kind=ServiceAccount", "metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring"},
 			check: func(t *testing.T, objs map[string]object) {

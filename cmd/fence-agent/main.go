@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -119,7 +120,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		log.Error("cannot build a client", zap.Error(err))
 		return exitFailed
 	}
-	a, err := agent.New(cfg, log, client)
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		log.Error("cannot build a client", zap.Error(err))
+		return exitFailed
+	}
+	a, err := agent.New(cfg, log, client, agent.WithDynamic(dyn))
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		return exitFailed

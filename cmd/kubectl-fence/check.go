@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/preflight"
 )
 
@@ -37,7 +38,7 @@ fails (warnings do not fail it). The BMCs are reached from where you run this.`,
 			results, err := preflight.Run(ctx, preflight.Options{
 				ByName: true, SecretNames: secrets, ConfigMapNames: configMaps,
 				Client: sess.client, Inventory: sess.inv, Namespace: sess.cfg.Namespace, Timeout: sess.cfg.BMC.Timeout,
-				LeaseName: sess.cfg.LeaderElection.Name,
+				LeaseName: sess.cfg.LeaderElection.Name, Metal3Namespaces: metal3Namespaces(sess.cfg.Inventory),
 			})
 			if err != nil {
 				return err
@@ -58,4 +59,13 @@ fails (warnings do not fail it). The BMCs are reached from where you run this.`,
 	}
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
 	return cmd
+}
+
+// metal3Namespaces are the BareMetalHosts' namespaces the agent reads, if
+// it reads any.
+func metal3Namespaces(inv config.Inventory) []string {
+	if !inv.UsesMetal3() {
+		return nil
+	}
+	return inv.Metal3.Namespaces
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -87,6 +88,8 @@ type session struct {
 	inv    *inventory.Inventory
 	view   *cluster.Cluster // started by startView
 	user   string
+	// dynamic reads BareMetalHosts (inventory.source metal3 or both).
+	dynamic dynamic.Interface
 }
 
 // agentConfigMap is where deploy/ puts the agent's configuration.
@@ -102,13 +105,17 @@ func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := agentConfig(ctx, client, k)
 	if err != nil {
 		return nil, err
 	}
 	// inv and view come with startView: the inventory needs the view's
 	// Nodes to resolve annotations and identities.
-	return &session{client: client, cfg: cfg, user: whoAmI(ctx, client, kc)}, nil
+	return &session{client: client, dynamic: dyn, cfg: cfg, user: whoAmI(ctx, client, kc)}, nil
 }
 
 // agentConfig reads --config, else the agent's ConfigMap. A missing
@@ -171,7 +178,7 @@ func (s *session) startView(ctx context.Context) error {
 	}
 	s.view = v
 	s.inv = inventory.New(inventory.Options{
-		Config: s.cfg.Inventory, Namespace: s.cfg.Namespace, Timeout: s.cfg.BMC.Timeout, Client: s.client, Nodes: v,
+		Config: s.cfg.Inventory, Namespace: s.cfg.Namespace, Timeout: s.cfg.BMC.Timeout, Client: s.client, Dynamic: s.dynamic, Nodes: v,
 	})
 	s.inv.Refresh(ctx)
 	return nil

@@ -16,7 +16,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -50,8 +52,23 @@ type Agent struct {
 	leading atomic.Bool
 }
 
+// Option configures an Agent beyond its configuration.
+type Option func(*options)
+
+type options struct {
+	dynamic dynamic.Interface
+}
+
+// WithDynamic gives the agent a dynamic client: the inventory reads
+// BareMetalHosts with it (inventory.source metal3 or both).
+func WithDynamic(d dynamic.Interface) Option { return func(o *options) { o.dynamic = d } }
+
 // New builds an agent from a validated configuration.
-func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface) (*Agent, error) {
+func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ...Option) (*Agent, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	clk := clock.RealClock{}
 	cl, err := cluster.New(client, cluster.Options{Clock: clk, Log: log.Named("cluster"), Component: "bmcfence"})
 	if err != nil {
@@ -60,7 +77,10 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface) (*Agent
 	m := metrics.New()
 	inv := inventory.New(inventory.Options{
 		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout,
-		Client: client, Nodes: cl, Observer: m, Log: log.Named("inventory"),
+		Client: client, Dynamic: o.dynamic, Nodes: cl, Observer: m, Log: log.Named("inventory"),
+		HostEvent: func(host *corev1.ObjectReference, reason, message string) {
+			cl.ObjectEvent(host, fence.Event{Warning: true, Reason: reason, Message: message})
+		},
 	})
 	return &Agent{cfg: cfg, log: log, client: client, clock: clk, cluster: cl, inv: inv, metrics: m}, nil
 }

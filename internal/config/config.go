@@ -49,8 +49,24 @@ type BMC struct {
 	ProbeInterval time.Duration `mapstructure:"probeInterval"`
 }
 
+// Inventory sources: where the node → BMC entries come from.
+const (
+	// SourceConfigMap: the entries in this file (inventory.nodes, and
+	// bmcfence.dev/bmc-* Node annotations with fromAnnotations).
+	SourceConfigMap = "configmap"
+	// SourceMetal3: Metal3 BareMetalHosts in inventory.metal3.namespaces.
+	SourceMetal3 = "metal3"
+	// SourceBoth: both; a node listed in this file takes its entry from the
+	// file (the operator's word) rather than from its BareMetalHost.
+	SourceBoth = "both"
+)
+
 // Inventory maps nodes to their BMCs.
 type Inventory struct {
+	// Source is configmap (default), metal3 or both.
+	Source string `mapstructure:"source"`
+	// Metal3 says where BareMetalHosts are read from (source metal3 or both).
+	Metal3 Metal3 `mapstructure:"metal3"`
 	// FromAnnotations also reads bmcfence.dev/bmc-* annotations on Nodes
 	// for nodes the file does not list. Off by default: a node can write
 	// its own annotations, and a compromised node could point the agent,
@@ -58,6 +74,24 @@ type Inventory struct {
 	FromAnnotations bool        `mapstructure:"fromAnnotations"`
 	Defaults        BMCSettings `mapstructure:"defaults"`
 	Nodes           []NodeBMC   `mapstructure:"nodes"`
+}
+
+// Metal3 configures the BareMetalHost inventory source.
+type Metal3 struct {
+	// Namespaces holding the BareMetalHosts, their credentials Secrets and,
+	// with Cluster API, the Metal3Machines and Machines that tie them to
+	// Nodes. Listed explicitly: the agent is granted Secret reads in these
+	// namespaces only, never cluster-wide.
+	Namespaces []string `mapstructure:"namespaces"`
+}
+
+// UsesConfigMap reports whether the file's entries (and annotations) feed
+// the inventory.
+func (inv Inventory) UsesConfigMap() bool { return inv.Source != SourceMetal3 }
+
+// UsesMetal3 reports whether BareMetalHosts feed the inventory.
+func (inv Inventory) UsesMetal3() bool {
+	return inv.Source == SourceMetal3 || inv.Source == SourceBoth
 }
 
 // BMCSettings are the per-BMC settings a node entry may override.
@@ -137,7 +171,7 @@ func Defaults() Agent {
 			// minute without loading BMCs that struggle.
 			ProbeInterval: time.Minute,
 		},
-		Inventory: Inventory{Defaults: BMCSettings{CredentialsSecret: "bmc-credentials", Auth: string(bmc.AuthBasic), CipherSuite: bmc.DefaultIPMICipherSuite}},
+		Inventory: Inventory{Source: SourceConfigMap, Defaults: BMCSettings{CredentialsSecret: "bmc-credentials", Auth: string(bmc.AuthBasic), CipherSuite: bmc.DefaultIPMICipherSuite}},
 		// kube-controller-manager's own leader election timings.
 		LeaderElection: LeaderElection{Enabled: true, Name: "bmcfence-agent", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 		Server:         Server{MetricsAddress: ":9500", HealthAddress: ":9501"},
@@ -367,6 +401,23 @@ func (a Agent) Validate() error {
 
 func (inv Inventory) validate() []error {
 	var errs []error
+	switch inv.Source {
+	case SourceConfigMap, SourceMetal3, SourceBoth:
+	default:
+		errs = append(errs, fmt.Errorf("inventory.source: %q: want configmap, metal3 or both", inv.Source))
+	}
+	if inv.UsesMetal3() && len(inv.Metal3.Namespaces) == 0 {
+		errs = append(errs, fmt.Errorf("inventory.metal3.namespaces: must name at least one namespace with inventory.source %s (where the BareMetalHosts and their credentials Secrets are)", inv.Source))
+	}
+	if !inv.UsesMetal3() && len(inv.Metal3.Namespaces) > 0 {
+		errs = append(errs, fmt.Errorf("inventory.metal3.namespaces: set, but inventory.source is %s: set inventory.source to metal3 or both, or remove it", inv.Source))
+	}
+	if inv.Source == SourceMetal3 && len(inv.Nodes) > 0 {
+		errs = append(errs, fmt.Errorf("inventory.nodes: %d entries would be ignored with inventory.source metal3: use source both, or remove them", len(inv.Nodes)))
+	}
+	if inv.Source == SourceMetal3 && inv.FromAnnotations {
+		errs = append(errs, errors.New("inventory.fromAnnotations: Node annotations are part of the configmap source and would be ignored with inventory.source metal3: use source both, or turn it off"))
+	}
 	if err := inv.Defaults.validate("inventory.defaults"); err != nil {
 		errs = append(errs, err)
 	}

@@ -106,6 +106,14 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"contradiction", "inventory:\n  nodes:\n    - {name: w1, address: https://a, insecureSkipVerify: true, caConfigMap: ca}\n", nil, []string{"contradict"}},
 		{"unknown env", "", []string{"BMCFENCE_FENCE_AFTER=1m"}, []string{"BMCFENCE_FENCE_AFTER matches no setting"}},
 		{"bad log level", "log:\n  level: loud\n", nil, []string{"log.level: \"loud\""}},
+		{"bad inventory source", "inventory:\n  source: ironic\n", nil, []string{`inventory.source: "ironic": want configmap, metal3 or both`}},
+		{"metal3 without namespaces", "inventory:\n  source: metal3\n", nil, []string{"inventory.metal3.namespaces: must name at least one namespace with inventory.source metal3"}},
+		{"both without namespaces", "inventory:\n  source: both\n", nil, []string{"inventory.metal3.namespaces: must name at least one namespace with inventory.source both"}},
+		{"metal3 namespaces unused", "inventory:\n  metal3: {namespaces: [metal3]}\n", nil, []string{"inventory.metal3.namespaces: set, but inventory.source is configmap"}},
+		{"metal3 ignores nodes", "inventory:\n  source: metal3\n  metal3: {namespaces: [metal3]}\n  nodes:\n    - {name: w1, address: https://a}\n", nil, []string{"inventory.nodes: 1 entries would be ignored with inventory.source metal3"}},
+		{"metal3 ignores annotations", "inventory:\n  source: metal3\n  fromAnnotations: true\n  metal3: {namespaces: [metal3]}\n", nil, []string{"inventory.fromAnnotations: Node annotations are part of the configmap source"}},
+		{"bad metal3 namespace", "inventory:\n  source: metal3\n  metal3: {namespaces: [Metal_3]}\n", nil, []string{`inventory.metal3.namespaces[0]: "Metal_3" is not a namespace name`}},
+		{"duplicate metal3 namespace", "inventory:\n  source: metal3\n  metal3: {namespaces: [m3, m3]}\n", nil, []string{`inventory.metal3.namespaces[1]: "m3" is also inventory.metal3.namespaces[0]`}},
 		{"leader timings", "leaderElection:\n  renewDeadline: 20s\n", nil, []string{"renewDeadline (20s) < leaseDuration (15s)"}},
 	}
 	for _, tt := range tests {
@@ -118,6 +126,36 @@ func TestBadInputNamesTheField(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// Every inventory source loads, from the file and from the environment.
+func TestInventorySources(t *testing.T) {
+	tests := []struct {
+		name          string
+		yaml          string
+		env           []string
+		wantSource    string
+		wantNS        []string
+		configMap, m3 bool
+	}{
+		{"default", "", nil, SourceConfigMap, nil, true, false},
+		{"metal3", "inventory:\n  source: metal3\n  metal3: {namespaces: [metal3]}\n", nil, SourceMetal3, []string{"metal3"}, false, true},
+		{"both", "inventory:\n  source: both\n  metal3: {namespaces: [a, b]}\n", nil, SourceBoth, []string{"a", "b"}, true, true},
+		{"from the environment", "", []string{"BMCFENCE_INVENTORY_SOURCE=metal3", "BMCFENCE_INVENTORY_METAL3_NAMESPACES=x,y"}, SourceMetal3, []string{"x", "y"}, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := loadFile(t, tt.yaml, tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []any{a.Inventory.Source, a.Inventory.Metal3.Namespaces, a.Inventory.UsesConfigMap(), a.Inventory.UsesMetal3()}
+			want := []any{tt.wantSource, tt.wantNS, tt.configMap, tt.m3}
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("source, namespaces, uses configmap, uses metal3 (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -231,6 +269,30 @@ func TestRisks(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("risks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// With BareMetalHosts, the agent's namespace holds no credentials Secret of
+// theirs; the defaults' CA ConfigMap verifies their BMCs.
+func TestReferencedNamesBySource(t *testing.T) {
+	d := BMCSettings{CredentialsSecret: "bmc-credentials", CAConfigMap: "bmc-ca"}
+	tests := []struct {
+		name                string
+		inv                 Inventory
+		secrets, configMaps []string
+	}{
+		{"configmap, nothing listed yet", Inventory{Source: SourceConfigMap, Defaults: d}, []string{"bmc-credentials"}, []string{"bmc-ca"}},
+		{"metal3", Inventory{Source: SourceMetal3, Defaults: d}, nil, []string{"bmc-ca"}},
+		{"both, nothing listed", Inventory{Source: SourceBoth, Defaults: d}, []string{"bmc-credentials"}, []string{"bmc-ca"}},
+		{"both, one node listed", Inventory{Source: SourceBoth, Defaults: d, Nodes: []NodeBMC{{Name: "w1", BMCSettings: BMCSettings{CredentialsSecret: "w1"}}}}, []string{"w1"}, []string{"bmc-ca"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c := tt.inv.ReferencedNames()
+			if diff := cmp.Diff([][]string{tt.secrets, tt.configMaps}, [][]string{s, c}, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("ReferencedNames (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -105,6 +105,17 @@ func (a Agent) validateNamesAndAddresses() []error {
 		}
 	}
 	errs = append(errs, a.Inventory.Defaults.validateNames("inventory.defaults")...)
+	seenNS := map[string]int{}
+	for i, ns := range a.Inventory.Metal3.Namespaces {
+		field := fmt.Sprintf("inventory.metal3.namespaces[%d]", i)
+		for _, m := range validation.IsDNS1123Label(ns) {
+			bad(field, "%q is not a namespace name: %s", ns, m)
+		}
+		if j, dup := seenNS[ns]; dup {
+			bad(field, "%q is also inventory.metal3.namespaces[%d]", ns, j)
+		}
+		seenNS[ns] = i
+	}
 	for i, n := range a.Inventory.Nodes {
 		field := fmt.Sprintf("inventory.nodes[%d]", i)
 		if n.Name != "" {
@@ -227,14 +238,18 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// ReferencedNames lists the Secrets and CA ConfigMaps the inventory reads,
-// each once, sorted: what RBAC must grant by name. The defaults count when
-// a node may come from annotations (which name no Secret of their own) or
-// when no node is listed yet.
+// ReferencedNames lists the Secrets and CA ConfigMaps the inventory reads
+// in the agent's namespace, each once, sorted: what RBAC must grant by
+// name. The defaults count when a node may come from annotations (which
+// name no Secret of their own) or when no node is listed yet; with
+// BareMetalHosts, the defaults' CA ConfigMap verifies their BMCs, and
+// their Secrets are in the hosts' namespaces (not listed here).
 func (inv Inventory) ReferencedNames() (secrets, configMaps []string) {
 	s, c := map[string]bool{}, map[string]bool{}
-	if inv.FromAnnotations || len(inv.Nodes) == 0 {
+	if inv.UsesConfigMap() && (inv.FromAnnotations || len(inv.Nodes) == 0) {
 		s[inv.Defaults.CredentialsSecret] = true
+	}
+	if inv.FromAnnotations || len(inv.Nodes) == 0 || inv.UsesMetal3() {
 		c[inv.Defaults.CAConfigMap] = true
 	}
 	for _, n := range inv.Nodes {

@@ -1,7 +1,8 @@
 // Package inventory maps nodes to their BMCs for the agent and the CLI: the
 // config file's entries (and, when enabled, bmcfence.dev/bmc-* annotations on
 // Nodes), credentials from Secrets and CA bundles from ConfigMaps in the
-// agent's namespace. It builds one BMC adapter per node, wraps it with
+// agent's namespace, and, with inventory.source metal3 or both, Metal3
+// BareMetalHosts with their credentials Secrets (docs/metal3.md). It builds one BMC adapter per node, wraps it with
 // metrics and an identity check (Node systemUUID vs the BMC's system UUID),
 // and rebuilds it when its settings or credentials change.
 package inventory
@@ -21,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bmcfence/bmcfence/bmc"
@@ -29,6 +31,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
 )
 
 // NodeSource gives the cached Node objects (systemUUID, annotations).
@@ -63,6 +66,13 @@ type Options struct {
 	// NewController builds a BMC controller for a target; default
 	// bmclib.New. Tests inject fakes.
 	NewController func(bmc.Target) (bmc.Controller, error)
+	// Dynamic reads BareMetalHosts, Metal3Machines and Machines and
+	// annotates BareMetalHosts; needed with inventory.source metal3 or both.
+	Dynamic dynamic.Interface
+	// HostEvent, when set, records a Warning Event on a BareMetalHost the
+	// inventory cannot use (once per problem and process). The agent sets
+	// it; the CLI, which only reads, does not.
+	HostEvent func(host *corev1.ObjectReference, reason, message string)
 }
 
 // Inventory resolves nodes to BMC controllers. Controller is a cache lookup
@@ -73,6 +83,13 @@ type Inventory struct {
 	mu       sync.RWMutex
 	nodes    map[string]*Controller
 	problems map[string]error
+
+	// metal3 is the last BareMetalHost listing that succeeded, kept when a
+	// listing fails so an API blip does not drop every node's BMC; and the
+	// per-host problems last logged, so each is logged once per change.
+	metal3         *metal3Listing
+	metal3Reported map[string]string
+	metal3Insecure map[string]bool
 }
 
 var _ runner.Inventory = (*Inventory)(nil)
@@ -85,7 +102,7 @@ func New(opts Options) *Inventory {
 	if opts.NewController == nil {
 		opts.NewController = func(t bmc.Target) (bmc.Controller, error) { return bmclib.New(t) }
 	}
-	return &Inventory{opts: opts, nodes: map[string]*Controller{}, problems: map[string]error{}}
+	return &Inventory{opts: opts, nodes: map[string]*Controller{}, problems: map[string]error{}, metal3Reported: map[string]string{}}
 }
 
 // Controller implements runner.Inventory.
@@ -152,11 +169,10 @@ func (i *Inventory) Run(ctx context.Context, every time.Duration) {
 // (missing Secret, bad annotation) has no controller, and Problems says why:
 // it is reported unfenceable rather than fenced with a guess.
 func (i *Inventory) Refresh(ctx context.Context) {
-	entries := i.entries()
+	entries, problems := i.entries(ctx)
 	secrets := map[string]*corev1.Secret{}
 	cas := map[string][]byte{}
 	nodes := map[string]*Controller{}
-	problems := map[string]error{}
 	resolved := map[string]bmc.Target{}
 	for name, e := range entries {
 		t, err := i.resolve(ctx, e, secrets, cas)
@@ -191,12 +207,17 @@ func (i *Inventory) Refresh(ctx context.Context) {
 			problems[name] = fmt.Errorf("node %s: %w", name, err)
 			continue
 		}
-		nodes[name] = &Controller{
+		c := &Controller{
 			Node: name, Target: t, key: key, ctrl: ctrl,
 			expectedUUID: e.ExpectedUUID, allowUnverified: e.AllowUnverifiedIdentity,
 			settings: e.Resolved(i.opts.Config.Defaults),
 			nodes:    i.opts.Nodes, obs: i.opts.Observer,
 		}
+		if e.host != nil {
+			c.Source = "BareMetalHost " + e.host.Key() + " (" + e.via + ")"
+			c.hold = &metal3Hold{client: i.opts.Dynamic, host: *e.host}
+		}
+		nodes[name] = c
 	}
 	i.mu.Lock()
 	i.nodes, i.problems = nodes, problems
@@ -206,23 +227,61 @@ func (i *Inventory) Refresh(ctx context.Context) {
 	}
 }
 
-// entries merges the config file's nodes with annotated nodes (when
-// enabled). The file wins: it is the operator's.
-func (i *Inventory) entries() map[string]config.NodeBMC {
-	out := map[string]config.NodeBMC{}
-	if i.opts.Config.FromAnnotations && i.opts.Nodes != nil {
-		if lister, ok := i.opts.Nodes.(interface{ Nodes() []runner.NodeInfo }); ok {
-			for _, info := range lister.Nodes() {
-				if n, ok := i.opts.Nodes.NodeObject(info.Name); ok {
-					if e, ok := fromAnnotations(n); ok {
-						out[info.Name] = e
-					}
-				}
+// entry is one node's inventory entry and where it came from.
+type entry struct {
+	config.NodeBMC
+	// secretNamespace holds the credentials Secret: the agent's namespace
+	// for the file's entries, the host's for a BareMetalHost's.
+	secretNamespace string
+	// host is the BareMetalHost the entry comes from (nil: the file or an
+	// annotation), via how it was tied to the node.
+	host *metal3.Host
+	via  string
+}
+
+// entries merges the sources: BareMetalHosts (source metal3 or both), then
+// annotated nodes (when enabled), then the config file's nodes. The file
+// wins: it is the operator's. Problems are nodes a source names but cannot
+// give a usable entry for.
+func (i *Inventory) entries(ctx context.Context) (map[string]entry, map[string]error) {
+	out := map[string]entry{}
+	problems := map[string]error{}
+	if i.opts.Config.UsesMetal3() {
+		out, problems = i.metal3Entries(ctx)
+	}
+	if !i.opts.Config.UsesConfigMap() {
+		return out, problems
+	}
+	set := func(e config.NodeBMC) {
+		out[e.Name] = entry{NodeBMC: e, secretNamespace: i.opts.Namespace}
+		delete(problems, e.Name)
+	}
+	if i.opts.Config.FromAnnotations {
+		for _, n := range i.nodeObjects() {
+			if e, ok := fromAnnotations(n); ok {
+				set(e)
 			}
 		}
 	}
 	for _, e := range i.opts.Config.Nodes {
-		out[e.Name] = e
+		set(e)
+	}
+	return out, problems
+}
+
+// nodeObjects lists the cached Nodes (none when the node source cannot
+// list).
+func (i *Inventory) nodeObjects() []*corev1.Node {
+	var out []*corev1.Node
+	if i.opts.Nodes == nil {
+		return nil
+	}
+	if lister, ok := i.opts.Nodes.(interface{ Nodes() []runner.NodeInfo }); ok {
+		for _, info := range lister.Nodes() {
+			if n, ok := i.opts.Nodes.NodeObject(info.Name); ok {
+				out = append(out, n)
+			}
+		}
 	}
 	return out
 }
@@ -242,27 +301,28 @@ func fromAnnotations(n *corev1.Node) (config.NodeBMC, bool) {
 }
 
 // resolve completes a target with its credentials and CA bundle.
-func (i *Inventory) resolve(ctx context.Context, e config.NodeBMC, secrets map[string]*corev1.Secret, cas map[string][]byte) (bmc.Target, error) {
+func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*corev1.Secret, cas map[string][]byte) (bmc.Target, error) {
 	t, err := e.Target(i.opts.Config.Defaults)
 	if err != nil {
 		return t, err
 	}
 	t.Timeout = i.opts.Timeout
 	s := e.Resolved(i.opts.Config.Defaults)
-	sec, ok := secrets[s.CredentialsSecret]
+	ns := e.secretNamespace
+	sec, ok := secrets[ns+"/"+s.CredentialsSecret]
 	if !ok {
-		sec, err = i.opts.Client.CoreV1().Secrets(i.opts.Namespace).Get(ctx, s.CredentialsSecret, metav1.GetOptions{})
+		sec, err = i.opts.Client.CoreV1().Secrets(ns).Get(ctx, s.CredentialsSecret, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return t, fmt.Errorf("credentials Secret %s/%s not found (keys: username, password)", i.opts.Namespace, s.CredentialsSecret)
+			return t, fmt.Errorf("credentials Secret %s/%s not found (keys: username, password)", ns, s.CredentialsSecret)
 		}
 		if err != nil {
-			return t, fmt.Errorf("reading credentials Secret %s/%s: %w", i.opts.Namespace, s.CredentialsSecret, err)
+			return t, fmt.Errorf("reading credentials Secret %s/%s: %w", ns, s.CredentialsSecret, err)
 		}
-		secrets[s.CredentialsSecret] = sec
+		secrets[ns+"/"+s.CredentialsSecret] = sec
 	}
 	user, pass := strings.TrimSpace(string(sec.Data["username"])), strings.TrimRight(string(sec.Data["password"]), "\r\n")
 	if user == "" || pass == "" {
-		return t, fmt.Errorf("credentials Secret %s/%s needs non-empty keys username and password", i.opts.Namespace, s.CredentialsSecret)
+		return t, fmt.Errorf("credentials Secret %s/%s needs non-empty keys username and password", ns, s.CredentialsSecret)
 	}
 	t.Credentials = bmc.Credentials{Username: user, Password: bmc.Secret(pass)}
 	if s.CAConfigMap != "" && t.Address.Scheme == "https" {
@@ -285,10 +345,14 @@ func (i *Inventory) resolve(ctx context.Context, e config.NodeBMC, secrets map[s
 
 // targetKey identifies an entry's settings, password included (hashed), so
 // a rotated Secret or a changed setting rebuilds the controller.
-func targetKey(t bmc.Target, e config.NodeBMC) string {
+func targetKey(t bmc.Target, e entry) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s|%s|%s|%s|%v|%s|%d|%s|%s|%v|%s|%s|", t.Address, t.System, t.Credentials.Username, t.Auth, t.InsecureSkipVerify, t.Timeout, t.IPMICipherSuite,
 		t.Credentials.Password.Reveal(), e.ExpectedUUID, e.AllowUnverifiedIdentity, e.SettleWindow, e.UnassistedSettleWindow)
+	if e.host != nil {
+		// Another host (or the same one re-created) is another entry.
+		fmt.Fprintf(h, "%s|%s|%s|", e.host.Key(), e.host.UID, e.via)
+	}
 	h.Write(t.CACertificates)
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
@@ -297,6 +361,13 @@ func targetKey(t bmc.Target, e config.NodeBMC) string {
 type Controller struct {
 	Node   string
 	Target bmc.Target
+	// Source names where the entry came from when it is not the config
+	// file ("BareMetalHost metal3/bmh-1 (providerID ...)").
+	Source string
+	// hold coordinates power with the host's other manager (the
+	// baremetal-operator) before our power commands; nil for the file's
+	// entries.
+	hold powerHold
 
 	key             string
 	ctrl            bmc.Controller
@@ -338,12 +409,27 @@ func (c *Controller) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
 }
 
 func (c *Controller) PowerOff(ctx context.Context) (bmc.Result, error) {
+	if c.hold != nil {
+		// Before the ForceOff: once it lands, the host's manager must keep
+		// it off too, or it powers it back on under a fence in progress.
+		if err := c.hold.Hold(ctx); err != nil {
+			return bmc.Result{}, fmt.Errorf("no ForceOff sent: %w", err)
+		}
+	}
 	start := time.Now()
 	r, err := c.ctrl.PowerOff(ctx)
 	return r, c.observe(bmc.OpPowerOff, start, err)
 }
 
 func (c *Controller) PowerOn(ctx context.Context) (bmc.Result, error) {
+	if c.hold != nil {
+		// Before the power-on: our hold released, and no one else's or
+		// the host's own spec.online holding it off, or the power-on
+		// would be undone at once.
+		if err := c.hold.Release(ctx); err != nil {
+			return bmc.Result{}, fmt.Errorf("no power-on sent: %w", err)
+		}
+	}
 	start := time.Now()
 	r, err := c.ctrl.PowerOn(ctx)
 	return r, c.observe(bmc.OpPowerOn, start, err)

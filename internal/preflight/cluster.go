@@ -239,5 +239,8 @@ func (o Options) namedPermissions() []permission {
 		}
 		out = append(out, p)
 	}
+	for _, ns := range o.Metal3Namespaces {
+		out = append(out, metal3Permissions(ns)...)
+	}
 	return out
 }

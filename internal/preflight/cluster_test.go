@@ -374,6 +374,39 @@ func TestManifestGrantsEveryCheckedPermission(t *testing.T) {
 	}
 }
 
+func TestMetal3OverlayGrantsEveryCheckedPermission(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/overlays/metal3/rbac-metal3.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string][]rbacv1.PolicyRule{}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind == "Role" {
+			roles[obj.Metadata.Namespace] = append(roles[obj.Metadata.Namespace], obj.Rules...)
+		}
+	}
+	if len(roles["metal3"]) == 0 {
+		t.Fatal("rbac-metal3.yaml: no Role rules in metal3; the test no longer understands the manifest")
+	}
+	for _, p := range metal3Permissions("metal3") {
+		for _, v := range p.Verbs {
+			if !allows(roles["metal3"], p, v) {
+				t.Errorf("the check requires %q, which deploy/overlays/metal3 does not grant", p.describe([]string{v}))
+			}
+		}
+	}
+}
+
 func allows(rules []rbacv1.PolicyRule, p permission, verb string) bool {
 	for _, r := range rules {
 		if (contains(r.APIGroups, p.Group) || contains(r.APIGroups, "*")) &&

@@ -19,6 +19,8 @@ func TestNamedPermissions(t *testing.T) {
 			[]string{"get secrets a in " + ns, "get secrets b in " + ns, "get configmaps ca in " + ns}},
 		{"no CA ConfigMap read", Options{Namespace: ns, LeaseName: "l", ByName: true, SecretNames: []string{"a"}},
 			[]string{"get secrets a in " + ns}},
+		{"BareMetalHosts: their Secrets in their namespace, by any name", Options{Namespace: ns, LeaseName: "l", ByName: true, ConfigMapNames: []string{"ca"}, Metal3Namespaces: []string{"metal3"}},
+			[]string{"get configmaps ca in " + ns, "get secrets in metal3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -110,6 +110,9 @@ type Options struct {
 	// grant them by resourceNames), instead of for any name.
 	ByName                      bool
 	SecretNames, ConfigMapNames []string
+	// Metal3Namespaces are where the inventory reads BareMetalHosts
+	// (inventory.source metal3 or both): the grants there are checked too.
+	Metal3Namespaces []string
 	// Timeout bounds each BMC request (default bmc.DefaultTimeout, 10 s).
 	Timeout time.Duration
 	// Concurrency bounds the nodes checked at once (default 8, as the

@@ -57,6 +57,22 @@ func agentPermissions(ns, leaseName string) []permission {
 	}
 }
 
+// metal3Permissions are the agent's grants in a BareMetalHosts' namespace
+// (inventory.source metal3 or both). deploy/overlays/metal3 grants each
+// (TestMetal3OverlayGrantsEveryCheckedPermission keeps the two in step).
+func metal3Permissions(ns string) []permission {
+	return []permission{
+		// The hosts: listed each refresh, read again and annotated
+		// (reboot.metal3.io/bmcfence) around our power commands.
+		{Group: "metal3.io", Resource: "baremetalhosts", Namespace: ns, Verbs: []string{"get", "list", "patch"}},
+		// The consumer chain to the Node: Metal3Machine → Machine.
+		{Group: "infrastructure.cluster.x-k8s.io", Resource: "metal3machines", Namespace: ns, Verbs: []string{"list"}},
+		{Group: "cluster.x-k8s.io", Resource: "machines", Namespace: ns, Verbs: []string{"list"}},
+		// Each host's spec.bmc.credentialsName.
+		{Resource: "secrets", Namespace: ns, Verbs: []string{"get"}},
+	}
+}
+
 // describe names the denied verbs: "patch, update nodes",
 // "get secrets in bmcfence-system", "list volumeattachments.storage.k8s.io".
 func (p permission) describe(verbs []string) string {

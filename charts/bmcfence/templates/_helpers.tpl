@@ -30,7 +30,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $inv := .Values.inventory -}}
 {{- $d := default dict $inv.defaults -}}
 {{- $names := list -}}
-{{- if or $inv.fromAnnotations (empty $inv.nodes) -}}{{- $names = append $names (default "" $d.credentialsSecret) -}}{{- end -}}
+{{- if and (ne (default "configmap" $inv.source) "metal3") (or $inv.fromAnnotations (empty $inv.nodes)) -}}{{- $names = append $names (default "" $d.credentialsSecret) -}}{{- end -}}
 {{- range $inv.nodes -}}{{- $names = append $names (default (default "" $d.credentialsSecret) .credentialsSecret) -}}{{- end -}}
 {{- $names | compact | uniq | sortAlpha | join "\n" -}}
 {{- end }}
@@ -40,7 +40,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $inv := .Values.inventory -}}
 {{- $d := default dict $inv.defaults -}}
 {{- $names := list -}}
-{{- if or $inv.fromAnnotations (empty $inv.nodes) -}}{{- $names = append $names (default "" $d.caConfigMap) -}}{{- end -}}
+{{- if or $inv.fromAnnotations (empty $inv.nodes) (ne (default "configmap" $inv.source) "configmap") -}}{{- $names = append $names (default "" $d.caConfigMap) -}}{{- end -}}
 {{- range $inv.nodes -}}
 {{- if .caConfigMap }}{{ $names = append $names .caConfigMap }}{{ else if not .insecureSkipVerify }}{{ $names = append $names (default "" $d.caConfigMap) }}{{ end -}}
 {{- end -}}
