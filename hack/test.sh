@@ -35,6 +35,9 @@ echo "test: building the control plane in the background (progress: $bins_log)"
 # (cmd/ included), so a separate "make build" would only compile it all
 # again with other flags; the e2e tests build the binaries they run.
 "${MAKE:-make}" --no-print-directory vet fmt-check
+# The deep-copy, CRDs and typed clients must be what the pinned generators
+# make of api/ today (hack/codegen.sh -check fails on any difference).
+hack/codegen.sh -check
 
 mapfile -t cp_list < <($GO list "${CP_PKGS[@]}")
 mapfile -t unit < <($GO list ./... | grep -vxF -f <(printf '%s\n' "${cp_list[@]}"))
