@@ -107,6 +107,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"unknown env", "", []string{"BMCFENCE_FENCE_AFTER=1m"}, []string{"BMCFENCE_FENCE_AFTER matches no setting"}},
 		{"bad log level", "log:\n  level: loud\n", nil, []string{"log.level: \"loud\""}},
 		{"leader timings", "leaderElection:\n  renewDeadline: 20s\n", nil, []string{"renewDeadline (20s) < leaseDuration (15s)"}},
+		{"unknown detection", "detection: nhc\n", nil, []string{`detection: invalid policy: detection "nhc" (want builtin, external or both)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
