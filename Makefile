@@ -28,7 +28,7 @@ LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PK
 
 COMMANDS := kubectl-fence redfish-mock fence-agent
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen
+.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc
 
 all: build
 
@@ -105,6 +105,11 @@ chart: helm
 
 codegen:
 	@hack/codegen.sh
+
+# NodeHealthCheck v0.12.0's manager for the e2e (bin/tools/nhc), from its
+# wrapper module test/k8sbins/nhc; ~11 minutes cold.
+nhc:
+	@hack/nhc.sh $(BIN)/tools/nhc
 
 clean:
 	rm -rf $(BIN)

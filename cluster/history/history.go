@@ -27,7 +27,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence/runner"
 )
 
-// Retention defaults (documented in docs/history.md): the last 10 fences
+// Retention defaults (documented in docs/remediation.md): the last 10 fences
 // of a node, for 90 days. A node fenced more often than that has a problem
 // its recent history shows; a quarter covers an incident review.
 const (
