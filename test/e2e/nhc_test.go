@@ -255,6 +255,11 @@ func TestNodeHealthCheckRemediation(t *testing.T) {
 		return gone && !cluster.HasOutOfServiceTaint(e.node(node)), nil
 	})
 	t.Logf("node back, CR deleted and untainted +%.1fs after power restore", time.Since(back).Seconds())
+	// The fence's record names NHC's CR as who asked.
+	recs := e.historyRecords(node)
+	if len(recs) == 0 || recs[0].Trigger != "nhc" {
+		t.Errorf("history of %s: %+v; want the newest record triggered by nhc", node, recs)
+	}
 }
 
 // The Cluster API MachineHealthCheck contract, against a Machine CRD stand-in:
