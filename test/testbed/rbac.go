@@ -10,10 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -107,8 +105,11 @@ func (b *Testbed) ApplyAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c := b.CP.Client()
+	// Applied with kubectl's server-side apply, as an install does (and as
+	// TestCLICheck applies all of deploy/base later: the same field
+	// manager, so the two never conflict).
 	var crds []string
+	var api bytes.Buffer
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	for {
 		doc, err := r.Read()
@@ -124,25 +125,18 @@ func (b *Testbed) ApplyAPI(ctx context.Context) error {
 		}
 		switch u.GetKind() {
 		case "CustomResourceDefinition":
-			if _, err := dyn.Resource(crdGVR).Create(ctx, &u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating CRD %s: %w", u.GetName(), err)
-			}
 			crds = append(crds, u.GetName())
 		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
-			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-			if err != nil {
-				return fmt.Errorf("decoding %s: %w", u.GetKind(), err)
-			}
-			switch o := obj.(type) {
-			case *admissionv1.ValidatingAdmissionPolicy:
-				_, err = c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
-			case *admissionv1.ValidatingAdmissionPolicyBinding:
-				_, err = c.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
-			}
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
-			}
+		default:
+			continue
 		}
+		api.WriteString("---\n")
+		api.Write(doc)
+	}
+	apply := exec.CommandContext(ctx, filepath.Join(b.CP.BinDir(), "kubectl"), "--kubeconfig", b.CP.Kubeconfig(), "apply", "--server-side", "-f", "-")
+	apply.Stdin = &api
+	if msg, err := apply.CombinedOutput(); err != nil {
+		return fmt.Errorf("applying deploy/base's CRDs and admission policy: %w\n%s", err, msg)
 	}
 	if len(crds) == 0 {
 		return errors.New("deploy/base rendered no CRDs")
