@@ -202,6 +202,14 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest,
 		seenAt = now
 		c.seen[r.UID] = now
 	}
+	// Seen first by another process (an earlier leader, or this agent
+	// before a restart): its age is on a clock we cannot compare with ours,
+	// and it may have been taken already without its status saying so.
+	inherited := !ok && r.Status.SeenAt != nil
+	// Created long before we first saw it (no leader ran meanwhile): as
+	// the annotation channel did with the CLI's time, the API server's
+	// creation time bounds it; a skew only moves that bound.
+	old := !ok && !r.CreationTimestamp.IsZero() && now.Sub(r.CreationTimestamp.Time) > c.opts.MaxRequestAge
 	taken := c.taken[node+"/"+id]
 	offered := c.offered[r.UID]
 	c.mu.Unlock()
@@ -215,6 +223,10 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest,
 	case policyErr != nil:
 		c.opts.Cluster.WithdrawRequest(node, id)
 		return c.finish(ctx, r, v1alpha1.OutcomeRefused, policyErr.Error())
+	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && old:
+		return c.finish(ctx, r, v1alpha1.OutcomeExpired, fmt.Sprintf("created more than %s before the agent first saw it: what you saw may have changed; run kubectl fence again", c.opts.MaxRequestAge))
+	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && inherited:
+		return c.finish(ctx, r, v1alpha1.OutcomeExpired, "first seen by another agent process (a previous leader, or before a restart): its age cannot be told on our clock and it may have been taken already; run kubectl fence again")
 	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && now.Sub(seenAt) > c.opts.MaxRequestAge:
 		c.opts.Cluster.WithdrawRequest(node, id)
 		return c.finish(ctx, r, v1alpha1.OutcomeExpired, fmt.Sprintf("not taken within %s of being seen: what you saw may have changed; run kubectl fence again", c.opts.MaxRequestAge))

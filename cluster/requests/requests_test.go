@@ -145,6 +145,40 @@ func TestRequestRefusals(t *testing.T) {
 	}
 }
 
+// A fence or confirm request another process saw first (a previous leader)
+// is not taken: its age is on a clock we cannot compare with ours, and it
+// may have been taken already. An abort still is.
+func TestInheritedRequests(t *testing.T) {
+	for _, tt := range []struct {
+		action v1alpha1.RequestAction
+		want   v1alpha1.RequestOutcome
+	}{
+		{v1alpha1.ActionFence, v1alpha1.OutcomeExpired},
+		{v1alpha1.ActionConfirm, v1alpha1.OutcomeExpired},
+		{v1alpha1.ActionAbort, v1alpha1.OutcomePending},
+	} {
+		t.Run(string(tt.action), func(t *testing.T) {
+			r := request("req", tt.action)
+			seen := metav1.NewTime(t0.Add(-time.Minute))
+			r.Status = v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomePending, SeenAt: &seen}
+			w := newWorld(t, nil, r)
+			if got := w.reconcile(t, "req"); got.Status.Outcome != tt.want {
+				t.Errorf("outcome = %q (%s), want %q", got.Status.Outcome, got.Status.Message, tt.want)
+			}
+		})
+	}
+}
+
+// A fence request created long before any agent saw it is not taken.
+func TestRequestCreatedLongAgo(t *testing.T) {
+	r := request("req", v1alpha1.ActionFence)
+	r.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
+	w := newWorld(t, nil, r)
+	if got := w.reconcile(t, "req"); got.Status.Outcome != v1alpha1.OutcomeExpired {
+		t.Errorf("outcome = %q (%s), want Expired", got.Status.Outcome, got.Status.Message)
+	}
+}
+
 func TestCommandKind(t *testing.T) {
 	if _, err := commandKind("reboot"); !errors.Is(err, ErrUnknownAction) {
 		t.Errorf("commandKind(reboot) = %v, want ErrUnknownAction", err)

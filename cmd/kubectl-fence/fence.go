@@ -174,8 +174,12 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 			return err
 		}
 		// No agent: this process runs the engine for the node and takes
-		// the request in itself (its status stays Pending: setting it is
-		// the agent's grant, not a user's).
+		// the request in itself (setting its status is the agent's grant,
+		// not a user's), then deletes it, so that an agent started later
+		// never takes it again.
+		defer func() {
+			_ = sess.fencing.FencingV1alpha1().BMCFenceRequests().Delete(context.WithoutCancel(ctx), id, metav1.DeleteOptions{})
+		}()
 		sess.view.OnRequestTaken(func(_, taken string) {
 			if taken == id {
 				localTaken.Store(true)
