@@ -10,6 +10,8 @@
 #                bin/bmcfence-image.cdx.json, its CycloneDX SBOM
 #   make helm    bin/tools/helm, built from its pinned Go module
 #   make chart   helm lint and helm template of charts/bmcfence
+#   make codegen deep-copy, CRDs and typed clients from api/ (pinned
+#                generators in hack/codegen); make test checks they are current
 
 SHELL := /bin/bash
 GO    ?= go
@@ -26,7 +28,7 @@ LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PK
 
 COMMANDS := kubectl-fence redfish-mock fence-agent
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart
+.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc
 
 all: build
 
@@ -100,6 +102,14 @@ helm:
 chart: helm
 	$(BIN)/tools/helm lint --strict charts/bmcfence
 	$(BIN)/tools/helm template bmcfence charts/bmcfence --namespace bmcfence-system >/dev/null
+
+codegen:
+	@hack/codegen.sh
+
+# NodeHealthCheck v0.12.0's manager for the e2e (bin/tools/nhc), from its
+# wrapper module test/k8sbins/nhc; ~11 minutes cold.
+nhc:
+	@hack/nhc.sh $(BIN)/tools/nhc
 
 clean:
 	rm -rf $(BIN)

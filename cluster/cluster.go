@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,11 +80,20 @@ type Cluster struct {
 	// writeBackoff paces conflict retries (tests make it instant).
 	writeBackoff wait.Backoff
 
-	mu        sync.Mutex
-	started   bool
-	entries   map[string]*entry
-	freshAt   time.Time
-	watchErrs map[string]error
+	mu      sync.Mutex
+	started bool
+	entries map[string]*entry
+	// remediated: nodes a remediation CR (NodeHealthCheck, MachineHealthCheck)
+	// asks to fence, and which CR ("nhc ns/name" or "mhc ns/name"), as the
+	// remediation controller last reported (SetRemediated);
+	// fence.NodeView.Remediation.
+	remediated map[string]string
+	// requests: per node, the newest authenticated request not yet taken
+	// in (SetRequest); requestTaken is told when a state write takes one.
+	requests     map[string]pendingRequest
+	requestTaken func(node, id string)
+	freshAt      time.Time
+	watchErrs    map[string]error
 }
 
 // entry is one node: our observations, the node as last delivered to our
@@ -269,7 +279,41 @@ func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 		e.info = buildInfo(e.node, e.obs, byIndex[*corev1.Pod](c.podIndexer, name), byIndex[*storagev1.VolumeAttachment](c.vaIndexer, name))
 		e.stale = false
 	}
-	return e.info
+	info := e.info
+	info.View.Remediation = c.remediated[info.Name] != ""
+	if p, ok := c.requests[info.Name]; ok {
+		cmd := p.cmd
+		info.Command, info.CommandID = &cmd, p.id
+	}
+	return info
+}
+
+// SetRemediated replaces the set of nodes that a remediation CR asks to
+// fence (node → which CR: "nhc NAMESPACE/NAME" or "mhc NAMESPACE/NAME"), and
+// tells the runner about every node whose answer changed.
+func (c *Cluster) SetRemediated(nodes map[string]string) {
+	c.mu.Lock()
+	var changed []string
+	for n, by := range nodes {
+		if (by != "") != (c.remediated[n] != "") {
+			changed = append(changed, n)
+		}
+	}
+	for n, by := range c.remediated {
+		if by != "" && nodes[n] == "" {
+			changed = append(changed, n)
+		}
+	}
+	c.remediated = maps.Clone(nodes)
+	c.mu.Unlock()
+	c.nodesChanged(changed...)
+}
+
+// RemediatedBy names the remediation CR that asks to fence node, or "".
+func (c *Cluster) RemediatedBy(node string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.remediated[node]
 }
 
 func byIndex[T any](idx cache.Indexer, node string) []T {
@@ -403,7 +447,7 @@ func (c *Cluster) afterNode(name string, reqErr error) {
 	if reqErr != nil {
 		c.log.Warn("ignoring a fence request annotation", zap.String("node", name), zap.Error(reqErr))
 		c.Event(name, fence.Event{Warning: true, Reason: "FenceRequestInvalid",
-			Message: fmt.Sprintf("ignoring the %s annotation: %v; write requests with kubectl fence", AnnotationRequest, reqErr)})
+			Message: fmt.Sprintf("ignoring the %s annotation: %v; upgrade kubectl-fence and ask again (it needs the bmcfence-operator or bmcfence-attester grant)", AnnotationRequest, reqErr)})
 	}
 	c.notify(name)
 }

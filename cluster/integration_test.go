@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -558,14 +559,18 @@ func TestIntegrationSaveStateOneWriterWins(t *testing.T) {
 	}
 }
 
-// TestIntegrationSaveStateAcknowledgesTheRequest: the request annotation a
-// human wrote goes in the same write as the state that took it in.
-func TestIntegrationSaveStateAcknowledgesTheRequest(t *testing.T) {
+// TestIntegrationNodePatchRightsAloneTriggerNothing: a request written as
+// the node annotation of old (anyone able to patch the Node, its own
+// kubelet included, can write one naming any user) is never offered to the
+// engine; the agent says why in a Warning Event. An authenticated request
+// (SetRequest, from a BMCFenceRequest) is, and goes with the state write
+// that takes it in.
+func TestIntegrationNodePatchRightsAloneTriggerNothing(t *testing.T) {
 	t.Parallel()
 	cp := controlPlane(t)
 	ctx := testContext(t, 30*time.Second)
 	a := startAgent(t, cp)
-	req, err := EncodeRequest(Request{ID: "req-1", Kind: fence.CmdAbort, User: "alice", Reason: "false alarm", At: time.Now()})
+	req, err := EncodeRequest(Request{ID: "req-1", Kind: fence.CmdConfirm, User: "alice", Reason: "pulled the plug", At: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,28 +578,30 @@ func TestIntegrationSaveStateAcknowledgesTheRequest(t *testing.T) {
 	if _, err := cp.Client().CoreV1().Nodes().Patch(ctx, nodeAlive, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var info runner.NodeInfo
-	waitFor(t, ctx, "the agent sees the request", func() (bool, error) {
-		info, _ = a.Node(nodeAlive)
-		return info.CommandID == "req-1", nil
+	waitFor(t, ctx, "a FenceRequestInvalid Event for the annotation", func() (bool, error) {
+		evs, err := cp.Client().CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + nodeAlive + ",reason=FenceRequestInvalid"})
+		return err == nil && len(evs.Items) > 0, nil
 	})
-	if info.Command == nil || info.Command.Kind != fence.CmdAbort || info.Command.User != "alice" {
-		t.Fatalf("Command = %+v", info.Command)
+	if info, _ := a.Node(nodeAlive); info.Command != nil || info.CommandID != "" {
+		t.Fatalf("the annotation reached the engine: Command = %+v, CommandID = %q", info.Command, info.CommandID)
+	}
+
+	var taken []string
+	a.OnRequestTaken(func(node, id string) { taken = append(taken, node+"/"+id) })
+	a.SetRequest(nodeAlive, "req-2", fence.Command{Kind: fence.CmdAbort, User: "alice", Reason: "false alarm"})
+	info, _ := a.Node(nodeAlive)
+	if info.Command == nil || info.CommandID != "req-2" {
+		t.Fatalf("an authenticated request: Command = %+v, CommandID = %q", info.Command, info.CommandID)
 	}
 	if err := a.SaveState(ctx, nodeAlive, info.State, "after-abort", info.CommandID); err != nil {
 		t.Fatal(err)
 	}
-	n, err := cp.Client().CoreV1().Nodes().Get(ctx, nodeAlive, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if diff := cmp.Diff([]string{nodeAlive + "/req-2"}, taken); diff != "" {
+		t.Errorf("requests taken (-want +got):\n%s", diff)
 	}
-	if _, pending := n.Annotations[AnnotationRequest]; pending || n.Annotations[AnnotationState] != "after-abort" {
-		t.Errorf("after the ack: request pending=%v, state=%q", pending, n.Annotations[AnnotationState])
+	if info, _ := a.Node(nodeAlive); info.Command != nil {
+		t.Errorf("after the state write that took it in: Command = %+v, want none", info.Command)
 	}
-	waitFor(t, ctx, "the agent sees the request gone", func() (bool, error) {
-		info, _ = a.Node(nodeAlive)
-		return info.Command == nil && info.State == "after-abort", nil
-	})
 }
 
 // TestIntegrationTaintRoundTrip: our taint goes on with the owner

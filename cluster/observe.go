@@ -65,12 +65,9 @@ type observation struct {
 	ready         fence.Readiness
 	notReadySince time.Time
 
-	// The request annotation as last decoded, and when we first saw it (on
-	// our clock: the engine expires requests MaxRequestAge after it).
-	requestRaw    string
-	command       *fence.Command
-	commandID     string
-	requestSeenAt time.Time
+	// The request annotation as last seen (never acted on; see
+	// observeRequest).
+	requestRaw string
 }
 
 func newObservation(now time.Time) *observation {
@@ -126,39 +123,21 @@ func (o *observation) observeNode(n *corev1.Node, now time.Time) {
 // CLI's wait for an agent and tolerates some clock skew between the two.
 const MaxRequestAge = 15 * time.Minute
 
-// MaxRequestSkew bounds how far in our future a fence or confirm request
-// may be dated: a clock further ahead than this would keep the request
-// young for as long as it is ahead.
-const MaxRequestSkew = time.Minute
-
-// observeRequest decodes the request annotation when it changed. It returns
-// a non-nil error once per distinct malformed or stale value, for the caller
-// to warn about; such a request is ignored.
-func (o *observation) observeRequest(n *corev1.Node, now time.Time) error {
+// observeRequest reports, once per distinct value, a request annotation
+// written on the node: the channel of kubectl-fence before requests became
+// BMCFenceRequest objects. Anyone able to patch the Node (its own kubelet
+// included) could write one and name any user, so it is never acted on;
+// the caller warns that the CLI is too old.
+func (o *observation) observeRequest(n *corev1.Node, _ time.Time) error {
 	raw := n.Annotations[AnnotationRequest]
 	if raw == o.requestRaw {
 		return nil
 	}
-	o.requestRaw, o.command, o.commandID, o.requestSeenAt = raw, nil, "", now
+	o.requestRaw = raw
 	if raw == "" {
 		return nil
 	}
-	r, err := DecodeRequest(raw)
-	if err != nil {
-		return err
-	}
-	if acts := r.Kind == fence.CmdFence || r.Kind == fence.CmdConfirm; acts && (r.At.IsZero() || now.Sub(r.At) > MaxRequestAge) {
-		return fmt.Errorf("%w: the %s request %s by %s was written at %s, more than %s before we saw it: run kubectl fence again",
-			ErrStaleRequest, r.Kind, r.ID, r.User, r.At.UTC().Format(time.RFC3339), MaxRequestAge)
-	}
-	if acts := r.Kind == fence.CmdFence || r.Kind == fence.CmdConfirm; acts && r.At.Sub(now) > MaxRequestSkew {
-		return fmt.Errorf("%w: the %s request %s by %s is dated %s, %s ahead of this agent's clock: fix the clock of the machine that wrote it, then run kubectl fence again",
-			ErrStaleRequest, r.Kind, r.ID, r.User, r.At.UTC().Format(time.RFC3339), r.At.Sub(now).Round(time.Second))
-	}
-	cmd := r.Command()
-	cmd.SeenAt = now
-	o.command, o.commandID = &cmd, r.ID
-	return nil
+	return fmt.Errorf("%w: requests are BMCFenceRequest objects now (authenticated by the API server); this one was written by an old kubectl-fence, or by someone able to patch the Node", ErrAnnotationRequest)
 }
 
 // readiness reads the Ready condition: its status (missing → Unknown) and
@@ -267,10 +246,6 @@ func buildInfo(n *corev1.Node, o *observation, pods []*corev1.Pod, vas []*storag
 		Zone:  n.Labels[LabelZone],
 		View:  v,
 		State: n.Annotations[AnnotationState],
-	}
-	if o.command != nil {
-		cmd := *o.command
-		info.Command, info.CommandID = &cmd, o.commandID
 	}
 	return info
 }

@@ -1,8 +1,8 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -346,68 +346,55 @@ func TestNodesAreSortedAndDeletedNodesGone(t *testing.T) {
 	}
 }
 
-func TestRequestAnnotation(t *testing.T) {
+// Node-patch rights alone trigger nothing: a request annotation (the
+// channel of an old kubectl-fence) never reaches the engine, and the agent
+// says so once per value.
+func TestRequestAnnotationIsNeverActedOn(t *testing.T) {
 	valid := Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", Reason: "pulled the plug", At: at(0)}
 	h := newHarness(t, node("w1"))
-	h.deliver(node("w1", withRequest(t, valid)))
-	info := h.view("w1")
-	// SeenAt: when we first saw it, on our clock (the engine expires it
-	// from there, whatever the writer's clock said).
-	want := &fence.Command{Kind: fence.CmdConfirm, User: "alice", Reason: "pulled the plug", SeenAt: h.clock.Now()}
-	if diff := cmp.Diff(want, info.Command); diff != "" || info.CommandID != "r1" {
-		t.Errorf("Command (-want +got):\n%s\nCommandID = %q, want r1", diff, info.CommandID)
-	}
-
-	// Malformed: ignored, and said so once per value.
 	for i := range 3 {
-		h.deliver(node("w1", withAnnotation(AnnotationRequest, `{"id":"r2","kind":"reboot"}`), rv(fmt.Sprint(2+i))))
+		h.deliver(node("w1", withRequest(t, valid), rv(fmt.Sprint(2+i))))
 	}
-	info = h.view("w1")
-	if info.Command != nil || info.CommandID != "" {
-		t.Errorf("malformed request: Command = %+v, CommandID = %q; want none", info.Command, info.CommandID)
+	if info := h.view("w1"); info.Command != nil || info.CommandID != "" {
+		t.Errorf("Command = %+v, CommandID = %q; want none", info.Command, info.CommandID)
 	}
 	flush(t, h.c)
 	if got := reasons(h.client.Actions()); !cmp.Equal(got, []string{"Warning/FenceRequestInvalid"}) {
 		t.Errorf("Events = %q, want exactly one Warning/FenceRequestInvalid", got)
 	}
-
-	h.deliver(node("w1", rv("9")))
-	if info := h.view("w1"); info.Command != nil {
-		t.Errorf("request removed: Command = %+v, want nil", info.Command)
-	}
 }
 
-// A fence or confirm request older than MaxRequestAge when first seen is
-// ignored with a warning: a human's word about a machine's power is only
-// good for a while. An old abort still counts: it only makes things safer.
-func TestStaleRequestIsIgnored(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		req  Request
-		want bool // acted on
-	}{
-		{"fresh confirm", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", At: at(-MaxRequestAge)}, true},
-		{"stale confirm", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", At: at(-MaxRequestAge - time.Second)}, false},
-		{"stale fence", Request{ID: "r1", Kind: fence.CmdFence, User: "alice", At: at(-24 * time.Hour)}, false},
-		{"confirm without a time", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice"}, false},
-		{"stale abort", Request{ID: "r1", Kind: fence.CmdAbort, User: "alice", At: at(-24 * time.Hour)}, true},
-		// Written by a clock far ahead of ours: its age would not start
-		// until that clock's future came (found by review).
-		{"confirm from the future", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", At: at(MaxRequestSkew + time.Second)}, false},
-		{"confirm slightly ahead", Request{ID: "r1", Kind: fence.CmdConfirm, User: "alice", At: at(MaxRequestSkew)}, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, node("w1"))
-			h.deliver(node("w1", withRequest(t, tt.req)))
-			if got := h.view("w1").Command != nil; got != tt.want {
-				t.Fatalf("acted on = %v, want %v", got, tt.want)
-			}
-			flush(t, h.c)
-			warned := slices.Contains(reasons(h.client.Actions()), "Warning/FenceRequestInvalid")
-			if warned == tt.want {
-				t.Errorf("FenceRequestInvalid Event = %v, want %v", warned, !tt.want)
-			}
-		})
+// An authenticated request (SetRequest) is offered until the state write
+// that takes it in; a newer one replaces it; a withdrawn one goes.
+func TestSetRequest(t *testing.T) {
+	h := newHarness(t, node("w1", rv("5"), withState("S1")))
+	h.deliver(node("w1", rv("5"), withState("S1")))
+	var taken []string
+	h.c.OnRequestTaken(func(node, id string) { taken = append(taken, node+"/"+id) })
+	confirm := fence.Command{Kind: fence.CmdConfirm, User: "alice", SeenAt: h.clock.Now()}
+	abort := fence.Command{Kind: fence.CmdAbort, User: "bob", SeenAt: h.clock.Now()}
+	h.c.SetRequest("w1", "r1", confirm)
+	h.c.SetRequest("w1", "r2", abort)
+	if info := h.view("w1"); info.CommandID != "r2" || !cmp.Equal(info.Command, &abort) {
+		t.Fatalf("Command = %+v (%q), want the newer request r2", info.Command, info.CommandID)
+	}
+	h.c.WithdrawRequest("w1", "r1") // not the pending one: nothing changes
+	if info := h.view("w1"); info.CommandID != "r2" {
+		t.Fatalf("CommandID = %q after withdrawing r1, want r2", info.CommandID)
+	}
+	if err := h.c.SaveState(context.Background(), "w1", "S1", "S2", "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"w1/r2"}, taken); diff != "" {
+		t.Errorf("taken (-want +got):\n%s", diff)
+	}
+	if info := h.view("w1"); info.Command != nil {
+		t.Errorf("Command = %+v after it was taken, want none", info.Command)
+	}
+	h.c.SetRequest("w1", "r3", confirm)
+	h.c.WithdrawRequest("w1", "r3")
+	if info := h.view("w1"); info.Command != nil {
+		t.Errorf("Command = %+v after withdrawal, want none", info.Command)
 	}
 }
 

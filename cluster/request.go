@@ -38,6 +38,11 @@ func (r Request) Command() fence.Command {
 // A malformed request is ignored (with a warning), never acted upon.
 var ErrMalformedRequest = errors.New("malformed fence request")
 
+// ErrAnnotationRequest: a request written as the node annotation
+// AnnotationRequest, the channel of kubectl-fence before BMCFenceRequest.
+// It is never acted upon: Node-patch rights alone must trigger nothing.
+var ErrAnnotationRequest = errors.New("the bmcfence.dev/request annotation is no longer read")
+
 // ErrStaleRequest: a fence or confirm request older than MaxRequestAge when
 // first seen. It is ignored (with a warning), never acted upon.
 var ErrStaleRequest = errors.New("stale fence request")

@@ -106,7 +106,11 @@ func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID s
 		}
 		return c.patchNode(ctx, node, nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: annotations}})
 	})
-	if err == nil || errors.Is(err, runner.ErrConflict) {
+	if err == nil {
+		c.takeRequest(node, ackCommandID)
+		return nil
+	}
+	if errors.Is(err, runner.ErrConflict) {
 		return err
 	}
 	if apierrors.IsConflict(err) {

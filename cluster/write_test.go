@@ -86,8 +86,6 @@ func serverNode(t *testing.T, h *harness, name string) *corev1.Node {
 }
 
 func TestSaveState(t *testing.T) {
-	req := Request{ID: "r1", Kind: fence.CmdFence, User: "alice", At: at(0)}
-	newer := Request{ID: "r2", Kind: fence.CmdAbort, User: "bob"}
 	tests := []struct {
 		name        string
 		node        *corev1.Node
@@ -126,18 +124,6 @@ func TestSaveState(t *testing.T) {
 		node: node("w1", withState("S1")), old: "S1", new: "S2",
 		race:    func(n *corev1.Node) { n.Annotations[AnnotationState] = "theirs" },
 		wantErr: runner.ErrConflict, wantVerbs: []string{"get", "patch", "get"}, wantState: "theirs",
-	}, {
-		name: "acknowledges the request it took in, in the same write",
-		node: node("w1", withState("S1"), withRequest(t, req)), old: "S1", new: "S2", ack: "r1",
-		wantVerbs: []string{"get", "patch"}, wantState: "S2",
-	}, {
-		name: "keeps a request that replaced the one it took in",
-		node: node("w1", withState("S1"), withRequest(t, newer)), old: "S1", new: "S2", ack: "r1",
-		wantVerbs: []string{"get", "patch"}, wantState: "S2", wantRequest: true,
-	}, {
-		name: "keeps the request when not acknowledging",
-		node: node("w1", withState("S1"), withRequest(t, req)), old: "S1", new: "S2",
-		wantVerbs: []string{"get", "patch"}, wantState: "S2", wantRequest: true,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -579,9 +565,9 @@ func TestRecheckAsksTheServer(t *testing.T) {
 // the informer delivers them, and a late event from before the write must
 // not roll the view back.
 func TestOwnWritesAreVisibleAtOnce(t *testing.T) {
-	req := Request{ID: "r1", Kind: fence.CmdFence, User: "alice", At: at(0)}
-	h := newHarness(t, node("w1", rv("5"), withState("S1"), withRequest(t, req)))
-	h.deliver(node("w1", rv("5"), withState("S1"), withRequest(t, req)))
+	h := newHarness(t, node("w1", rv("5"), withState("S1")))
+	h.deliver(node("w1", rv("5"), withState("S1")))
+	h.c.SetRequest("w1", "r1", fence.Command{Kind: fence.CmdFence, User: "alice", SeenAt: at(0)})
 	ctx := context.Background()
 
 	if err := h.c.SaveState(ctx, "w1", "S1", "S2", "r1"); err != nil {
@@ -605,7 +591,7 @@ func TestOwnWritesAreVisibleAtOnce(t *testing.T) {
 	}
 
 	// An event from before our writes arrives late.
-	h.deliver(node("w1", rv("4"), withState("S1"), withRequest(t, req)))
+	h.deliver(node("w1", rv("4"), withState("S1")))
 	if diff := cmp.Diff(want, look()); diff != "" {
 		t.Errorf("after a late, older event (-want +got):\n%s", diff)
 	}

@@ -371,3 +371,33 @@ func keys(m map[string]object) []string {
 	}
 	return out
 }
+
+// kubectl kustomize deploy/base renders the project's API: the four CRDs,
+// the request admission policy and its binding, the three ClusterRoles for
+// people and the one NodeHealthCheck aggregates.
+func TestBaseRendersTheAPI(t *testing.T) {
+	_, root := helmBin(t)
+	base := byKey(parse(t, run(t, kubectlBin(t), "kustomize", filepath.Join(root, "deploy", "base"))))
+	for _, k := range []string{
+		"CustomResourceDefinition <nil>/bmcfenceremediations.fencing.bmcfence.io",
+		"CustomResourceDefinition <nil>/bmcfenceremediationtemplates.fencing.bmcfence.io",
+		"CustomResourceDefinition <nil>/bmcfencerequests.fencing.bmcfence.io",
+		"CustomResourceDefinition <nil>/bmcfencerecords.fencing.bmcfence.io",
+		"ValidatingAdmissionPolicy <nil>/bmcfence-request-identity",
+		"ValidatingAdmissionPolicyBinding <nil>/bmcfence-request-identity",
+		"ClusterRole <nil>/bmcfence-operator",
+		"ClusterRole <nil>/bmcfence-attester",
+		"ClusterRole <nil>/bmcfence-viewer",
+		"ClusterRole <nil>/bmcfence-ext-remediation",
+	} {
+		if base[k] == nil {
+			t.Errorf("deploy/base does not render %s", k)
+		}
+	}
+	if l := get(base["ClusterRole <nil>/bmcfence-ext-remediation"], "metadata", "labels", "rbac.ext-remediation/aggregate-to-ext-remediation"); l != "true" {
+		t.Errorf("bmcfence-ext-remediation aggregation label = %v, want \"true\"", l)
+	}
+	if a := get(base["ValidatingAdmissionPolicyBinding <nil>/bmcfence-request-identity"], "spec", "validationActions"); !cmp.Equal(a, []any{"Deny"}) {
+		t.Errorf("binding validationActions = %v, want [Deny]", a)
+	}
+}

@@ -85,7 +85,50 @@ type Policy struct {
 	// its Lease (container runtime or CNI down, kubelet up). Zero (the
 	// default) never does: a renewing node is alive.
 	PowerOffNotReadyAfter time.Duration
+	// Detection says what may start a fence: the agent's own view of a
+	// silent Lease (DetectBuiltin, the zero value), a remediation CR of
+	// NodeHealthCheck or MachineHealthCheck for the node (DetectExternal:
+	// NodeView.Remediation), or either (DetectBoth). It only gates the
+	// start: the witnesses, the identity check and the storm guard are the
+	// same whoever asked. Set from the agent's top-level `detection`
+	// setting (a name, not this number), hence no mapstructure key.
+	Detection Detection `mapstructure:"-"`
 }
+
+// ErrInvalidPolicy is wrapped by the errors about the detection setting.
+var ErrInvalidPolicy = errors.New("invalid policy")
+
+// Detection is what may start a fence (Policy.Detection).
+type Detection uint8
+
+const (
+	DetectBuiltin Detection = iota
+	DetectExternal
+	DetectBoth
+	numDetections
+)
+
+var detectionNames = [numDetections]string{"builtin", "external", "both"}
+
+func (d Detection) String() string {
+	if d < numDetections {
+		return detectionNames[d]
+	}
+	return "detection?"
+}
+
+// ParseDetection reads "builtin", "external" or "both".
+func ParseDetection(s string) (Detection, error) {
+	for d := range numDetections {
+		if s == detectionNames[d] {
+			return d, nil
+		}
+	}
+	return DetectBuiltin, fmt.Errorf("%w: detection %q (want builtin, external or both)", ErrInvalidPolicy, s)
+}
+
+// startsOnSilence: the agent's own detection may start a fence.
+func (d Detection) startsOnSilence() bool { return d != DetectExternal }
 
 // DefaultPolicy returns the defaults, each derived below.
 func DefaultPolicy() Policy {
@@ -223,6 +266,9 @@ func (p Policy) Validate() error {
 	}
 	if p.PowerOffNotReadyAfter != 0 && (p.PowerOffNotReadyAfter < p.SuspectAfter || p.PowerOffNotReadyAfter > 24*time.Hour) {
 		errs = append(errs, fmt.Errorf("policy.powerOffNotReadyAfter = %s: must be 0 (off) or between %s and %s", p.PowerOffNotReadyAfter, p.SuspectAfter, 24*time.Hour))
+	}
+	if p.Detection >= numDetections {
+		errs = append(errs, fmt.Errorf("%w: policy.detection = %d: must be builtin, external or both", ErrInvalidPolicy, p.Detection))
 	}
 	if !(p.MaxUnhealthyFraction > 0 && p.MaxUnhealthyFraction <= 1) {
 		errs = append(errs, fmt.Errorf("policy.maxUnhealthyFraction = %g: must be greater than 0 and at most 1", p.MaxUnhealthyFraction))

@@ -424,6 +424,14 @@ func (st *stepper) leavePreTaint() bool {
 		st.reset("not fenceable")
 		st.event(true, "FenceNotFenceable", "node is %s; fence abandoned before any taint", unfenceableWhy(n))
 		return true
+	case !st.p.Detection.startsOnSilence() && !n.Remediation && !st.s.Manual && !st.s.PowerOffAccepted && !st.s.Attested:
+		// Detection external: the remediation CR that started this fence
+		// is gone (its creator saw the node healthy) or timed out. Before
+		// the BMC accepted a ForceOff nothing was done that needs
+		// finishing; after it, the node is off and the fence completes.
+		st.reset("remediation withdrawn")
+		st.event(false, "FenceWithdrawn", "the remediation request for this node is gone or timed out; fence abandoned before any power-off was accepted")
+		return true
 	case st.contradicted():
 		what := "after the BMC accepted our ForceOff at " + stamp(st.s.PowerOffAt) + ": the BMC is not this node's machine (a wrong inventory entry?) or it reports a cached power state"
 		if st.s.Attested {
@@ -533,6 +541,16 @@ func (st *stepper) healthy() {
 		if !st.s.Warned {
 			st.s.Warned = true
 			st.event(true, "FenceNotFenceable", "node silent for %s but %s; it will not be fenced", SilentFor(n, st.now).Round(time.Second), unfenceableWhy(n))
+		}
+		return
+	}
+	if !st.p.Detection.startsOnSilence() && !n.Remediation {
+		// Detection external: silence is not enough; a health checker
+		// (NodeHealthCheck, MachineHealthCheck) must ask. The runner
+		// steps the node again when its remediation CR appears.
+		if !st.s.Warned {
+			st.s.Warned = true
+			st.event(false, "FenceNotRequested", "node silent for %s; detection is external and no remediation CR asks for it, so it will not be fenced", SilentFor(n, st.now).Round(time.Second))
 		}
 		return
 	}

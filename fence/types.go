@@ -76,6 +76,12 @@ type NodeView struct {
 	Maintenance bool
 	Excluded    bool
 	HasBMC      bool
+	// Remediation: a remediation CR of NodeHealthCheck or a
+	// MachineHealthCheck asks for this node, and its creator has not given
+	// up on it (nhc-timed-out). Under Policy.Detection external, only such
+	// a node may start a fence, and a fence whose ForceOff was not yet
+	// accepted stops when it goes.
+	Remediation bool
 	Taint       TaintState
 	// Pods bound to the node, and VolumeAttachments naming it: what still
 	// ties workloads to it. Blockers names a few of them for Events.

@@ -28,13 +28,17 @@ mkdir -p "$BIN"
 hack/e2e-bins.sh "$BIN/e2e" >"$bins_log" 2>&1 &
 bins=$!
 helmb=""
-trap 'kill $bins $helmb 2>/dev/null || true' EXIT
+nhcb=""
+trap 'kill $bins $helmb $nhcb 2>/dev/null || true' EXIT
 echo "test: building the control plane in the background (progress: $bins_log)"
 
 # vet and gofmt while the control plane builds. vet compiles every package
 # (cmd/ included), so a separate "make build" would only compile it all
 # again with other flags; the e2e tests build the binaries they run.
 "${MAKE:-make}" --no-print-directory vet fmt-check
+# The deep-copy, CRDs and typed clients must be what the pinned generators
+# make of api/ today (hack/codegen.sh -check fails on any difference).
+hack/codegen.sh -check
 
 mapfile -t cp_list < <($GO list "${CP_PKGS[@]}")
 mapfile -t unit < <($GO list ./... | grep -vxF -f <(printf '%s\n' "${cp_list[@]}"))
@@ -42,6 +46,14 @@ DEPLOY=github.com/bmcfence/bmcfence/deploy
 mapfile -t cp_rest < <(printf '%s\n' "${cp_list[@]}" | grep -vxF -e "$E2E" -e "$DEPLOY")
 echo "test: ${#unit[@]} packages without a control plane"
 $GO test -race -count=1 -timeout 20m "${unit[@]}"
+
+# NodeHealthCheck's manager (test/e2e/nhc_test.go runs the real one), from
+# its wrapper module test/k8sbins/nhc: ~11 minutes cold, so it builds in
+# the background too; the stamp makes later runs instant.
+nhc_log="$BIN/nhc-build.log"
+nice hack/nhc.sh "$BIN/tools/nhc" >"$nhc_log" 2>&1 &
+nhcb=$!
+echo "test: building NodeHealthCheck in the background (progress: $nhc_log)"
 
 # helm (the chart's checks and its install test), from its pinned module:
 # ~2.5 minutes cold, started only now so that it does not compete with the
@@ -53,6 +65,11 @@ echo "test: building helm in the background (progress: $helm_log)"
 if ! wait $bins; then
 	echo "test: building the control plane failed:"
 	tail -30 "$bins_log"
+	exit 1
+fi
+if ! wait $nhcb; then
+	echo "test: building NodeHealthCheck failed:"
+	tail -30 "$nhc_log"
 	exit 1
 fi
 trap - EXIT

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/internal/agent"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/version"
@@ -130,6 +131,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		log.Error("cannot start", zap.Error(err))
 		return exitFailed
 	}
+	fencing, err := fencingclient.NewForConfig(restCfg)
+	if err != nil {
+		log.Error("cannot build a client", zap.Error(err))
+		return exitFailed
+	}
+	a.WithRemediation(fencing, dyn)
 	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("stopped", zap.Error(err))
 		return exitFailed

@@ -4,23 +4,22 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
@@ -166,13 +165,27 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 	if err != nil {
 		return err
 	}
-	prog.say("request %s written on %s; handled by %s", id, node, handler)
+	prog.say("request %s created for %s; handled by %s", id, node, handler)
 
 	var r *runner.Runner
+	var localTaken atomic.Bool
 	if leader == "" {
 		if err := sess.startView(ctx); err != nil {
 			return err
 		}
+		// No agent: this process runs the engine for the node and takes
+		// the request in itself (setting its status is the agent's grant,
+		// not a user's), then deletes it, so that an agent started later
+		// never takes it again.
+		defer func() {
+			_ = sess.fencing.FencingV1alpha1().BMCFenceRequests().Delete(context.WithoutCancel(ctx), id, metav1.DeleteOptions{})
+		}()
+		sess.view.OnRequestTaken(func(_, taken string) {
+			if taken == id {
+				localTaken.Store(true)
+			}
+		})
+		sess.view.SetRequest(node, id, fence.Command{Kind: spec.kind, User: sess.user, Reason: f.reason, PowerOn: f.powerOn, Force: f.force, SeenAt: time.Now()})
 		r, err = runner.New(runner.Options{
 			Policy: sess.cfg.Policy, Clock: clock.RealClock{}, Cluster: sess.view, Inventory: sess.inv,
 			Log: zap.NewNop(), BMCConcurrency: 1, VerifyInterval: sess.cfg.BMC.ProbeInterval,
@@ -210,7 +223,16 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 			prog.say("%6s  %s", report.Elapsed, st.Phase)
 			last = st.Phase
 		}
-		acked := requestAcked(n, id)
+		acked := localTaken.Load()
+		if !acked && leader != "" {
+			taken, rerr := requestOutcome(ctx, sess, id)
+			if rerr != nil {
+				report.Message = rerr.Error()
+				_ = printRequest(s, f.out, report)
+				return withCode(exitRefused, rerr)
+			}
+			acked = taken
+		}
 		if acked {
 			if msg := refusal(st); msg != "" {
 				report.Message = msg
@@ -261,22 +283,63 @@ func timeoutMessage(st fence.State, acked, agent bool) string {
 	return msg
 }
 
-// writeRequest puts the command on the node (bmcfence.dev/request). Whoever
-// runs the engine for the node (the agent or this process) picks it up and
-// removes it in the same write that records its effect.
+// writeRequest creates the BMCFenceRequest. The API server admits it only
+// when spec.requestedBy is the caller (as SelfSubjectReview named them) and
+// the caller holds the grant for the action; its refusal names the missing
+// grant. Whoever runs the engine for the node (the agent, or this process
+// when none runs) takes it in, and the agent records the outcome in its
+// status.
 func writeRequest(ctx context.Context, sess *session, node string, spec requestSpec, f requestFlags) (string, error) {
-	buf := make([]byte, 8)
-	_, _ = rand.Read(buf)
-	id := hex.EncodeToString(buf)
-	raw, err := cluster.EncodeRequest(cluster.Request{ID: id, Kind: spec.kind, User: sess.user, Reason: f.reason, PowerOn: f.powerOn, Force: f.force, At: time.Now()})
+	action, err := requestAction(spec.kind)
 	if err != nil {
 		return "", err
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{cluster.AnnotationRequest: raw}}})
-	if _, err := sess.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-fence"}); err != nil {
-		return "", fmt.Errorf("writing the request on node %s: %w", node, err)
+	req := &v1alpha1.BMCFenceRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: node + "-" + string(action) + "-"},
+		Spec: v1alpha1.BMCFenceRequestSpec{
+			NodeName: node, Action: action, RequestedBy: sess.user, Reason: f.reason, PowerOn: f.powerOn, Force: f.force,
+		},
 	}
-	return id, nil
+	created, err := sess.fencing.FencingV1alpha1().BMCFenceRequests().Create(ctx, req, metav1.CreateOptions{FieldManager: "kubectl-fence"})
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		return "", withCode(exitRefused, fmt.Errorf("the API server refused the %s request for %s by %s: %w", action, node, sess.user, err))
+	}
+	if err != nil {
+		return "", fmt.Errorf("creating the %s request for node %s: %w", action, node, err)
+	}
+	return created.Name, nil
+}
+
+func requestAction(k fence.CommandKind) (v1alpha1.RequestAction, error) {
+	switch k {
+	case fence.CmdFence:
+		return v1alpha1.ActionFence, nil
+	case fence.CmdConfirm:
+		return v1alpha1.ActionConfirm, nil
+	case fence.CmdAbort:
+		return v1alpha1.ActionAbort, nil
+	case fence.CmdUnfence:
+		return v1alpha1.ActionUnfence, nil
+	case fence.CmdNone:
+	}
+	return "", fmt.Errorf("%v is not a request", k)
+}
+
+// requestOutcome reads the request's status: taken says the engine took it
+// in; a refusal or expiry comes back as an error with the agent's message.
+func requestOutcome(ctx context.Context, sess *session, id string) (taken bool, err error) {
+	r, err := sess.fencing.FencingV1alpha1().BMCFenceRequests().Get(ctx, id, metav1.GetOptions{})
+	if err != nil {
+		return false, nil // read again next tick
+	}
+	switch r.Status.Outcome {
+	case v1alpha1.OutcomeTaken:
+		return true, nil
+	case v1alpha1.OutcomeRefused, v1alpha1.OutcomeExpired:
+		return false, fmt.Errorf("request %s %s: %s", id, strings.ToLower(string(r.Status.Outcome)), r.Status.Message)
+	case v1alpha1.OutcomePending, "":
+	}
+	return false, nil
 }
 
 // nodeState decodes a node's fence state and taint; a nil node (not read)
@@ -295,16 +358,6 @@ func nodeState(n *corev1.Node) (fence.State, fence.TaintState, error) {
 		return fence.State{}, taint, fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	return st, taint, nil
-}
-
-// requestAcked reports whether request id has left the node (whoever runs
-// the engine removes it in the write that records its effect).
-func requestAcked(n *corev1.Node, id string) bool {
-	if n == nil {
-		return false
-	}
-	r, err := cluster.DecodeRequest(n.Annotations[cluster.AnnotationRequest])
-	return err != nil || r.ID != id
 }
 
 // refusal returns the engine's refusal of the newest command in the

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
+	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
@@ -84,10 +85,12 @@ func (k *kubeFlags) restConfig() (*rest.Config, error) {
 // session is a connection to the cluster with the agent's configuration.
 type session struct {
 	client kubernetes.Interface
-	cfg    config.Agent
-	inv    *inventory.Inventory
-	view   *cluster.Cluster // started by startView
-	user   string
+	// fencing writes and reads BMCFenceRequests.
+	fencing fencingclient.Interface
+	cfg     config.Agent
+	inv     *inventory.Inventory
+	view    *cluster.Cluster // started by startView
+	user    string
 	// dynamic reads BareMetalHosts (inventory.source metal3 or both).
 	dynamic dynamic.Interface
 }
@@ -109,13 +112,17 @@ func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	fencing, err := fencingclient.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := agentConfig(ctx, client, k)
 	if err != nil {
 		return nil, err
 	}
 	// inv and view come with startView: the inventory needs the view's
 	// Nodes to resolve annotations and identities.
-	return &session{client: client, dynamic: dyn, cfg: cfg, user: whoAmI(ctx, client, kc)}, nil
+	return &session{client: client, fencing: fencing, dynamic: dyn, cfg: cfg, user: whoAmI(ctx, client, kc)}, nil
 }
 
 // agentConfig reads --config, else the agent's ConfigMap. A missing

@@ -15,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/cluster/history"
 	"github.com/bmcfence/bmcfence/fence"
 )
 
@@ -216,6 +218,72 @@ type historyView struct {
 	By           string     `json:"by,omitempty"`
 	Evidence     []record   `json:"evidence"`
 	Events       []event    `json:"events"`
+	// Records: every fence of the node the agent kept (BMCFenceRecord),
+	// newest first; `history NODE RECORD` shows one in full.
+	Records []fenceRecord `json:"records"`
+}
+
+// fenceRecord is one BMCFenceRecord, as history lists it.
+type fenceRecord struct {
+	Name        string                   `json:"name"`
+	Trigger     string                   `json:"trigger"`
+	RequestedBy string                   `json:"requestedBy,omitempty"`
+	Reason      string                   `json:"reason,omitempty"`
+	Outcome     string                   `json:"outcome,omitempty"`
+	Phase       string                   `json:"phase,omitempty"`
+	StartedAt   *time.Time               `json:"startedAt,omitempty"`
+	FinishedAt  *time.Time               `json:"finishedAt,omitempty"`
+	Timeline    []v1alpha1.TimelineEntry `json:"timeline,omitempty"`
+}
+
+func toFenceRecord(r v1alpha1.BMCFenceRecord, full bool) fenceRecord {
+	out := fenceRecord{Name: r.Name, Trigger: string(r.Spec.Trigger), RequestedBy: r.Spec.RequestedBy, Reason: r.Spec.Reason,
+		Outcome: r.Status.Outcome, Phase: r.Status.Phase}
+	if r.Status.StartedAt != nil {
+		t := r.Status.StartedAt.Time
+		out.StartedAt = &t
+	}
+	if r.Status.FinishedAt != nil {
+		t := r.Status.FinishedAt.Time
+		out.FinishedAt = &t
+	}
+	if full {
+		out.Timeline = r.Status.Timeline
+	}
+	return out
+}
+
+// nodeRecords lists the node's fence records, newest first.
+func nodeRecords(ctx context.Context, sess *session, node string) ([]v1alpha1.BMCFenceRecord, error) {
+	list, err := sess.fencing.FencingV1alpha1().BMCFenceRecords().List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + node})
+	if err != nil {
+		return nil, fmt.Errorf("listing the fence records of %s: %w", node, err)
+	}
+	history.SortNewestFirst(list.Items)
+	return list.Items, nil
+}
+
+func showRecord(ctx context.Context, s streams, sess *session, out outputFormat, name string) error {
+	r, err := sess.fencing.FencingV1alpha1().BMCFenceRecords().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("fence record %s: %w", name, err)
+	}
+	fr := toFenceRecord(*r, true)
+	return printObject(s.Out, out, fr, func(w *tabwriter.Writer) {
+		fmt.Fprintf(w, "record %s: node %s, %s by %s (%s)\n", fr.Name, r.Spec.NodeName, fr.Trigger, fr.RequestedBy, fr.Reason)
+		fmt.Fprintf(w, "outcome %s, phase %s\n", orDash(fr.Outcome), fr.Phase)
+		fmt.Fprintln(w, "\nTIME\tKIND\tPHASE\tWHO\tDETAIL")
+		for _, e := range fr.Timeline {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"), e.Kind, e.Phase, e.Who, e.Message)
+		}
+	})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 type record struct {
@@ -233,18 +301,28 @@ type record struct {
 func newHistoryCmd(s streams, k *kubeFlags) *cobra.Command {
 	out := outTable
 	cmd := &cobra.Command{
-		Use:   "history NODE",
-		Short: "Show the evidence behind a node's fence: readings, decisions, actions, times",
-		Long: `The fence state the agent keeps on the node (its bounded evidence record:
-BMC readings, phase transitions, actions and their results, human commands),
-and the node's Events.`,
+		Use:   "history NODE [RECORD]",
+		Short: "List a node's past fences, newest first, or show one in full",
+		Long: `Every fence of the node the agent recorded (a BMCFenceRecord each: by its own
+detection, by NodeHealthCheck or MachineHealthCheck, or by a human), newest
+first, with the fence state the agent keeps on the node now (its bounded
+evidence: BMC readings, phase transitions, actions and their results, human
+commands) and the node's Events. With RECORD, that fence's whole timeline.`,
 		Example: `  kubectl fence history worker-3
-  kubectl fence history worker-3 -o json`,
-		Args: cobra.ExactArgs(1),
+  kubectl fence history worker-3 -o json
+  kubectl fence history worker-3 worker-3-x7k2p`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			node := args[0]
 			sess, n, err := openNode(ctx, k, node)
+			if err != nil {
+				return err
+			}
+			if len(args) == 2 {
+				return showRecord(ctx, s, sess, out, args[1])
+			}
+			recs, err := nodeRecords(ctx, sess, node)
 			if err != nil {
 				return err
 			}
@@ -274,6 +352,10 @@ and the node's Events.`,
 			if h.Events == nil {
 				h.Events = []event{}
 			}
+			h.Records = []fenceRecord{}
+			for _, r := range recs {
+				h.Records = append(h.Records, toFenceRecord(r, false))
+			}
 			return printObject(s.Out, out, h, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "node %s: %s", node, h.Phase)
 				if h.By != "" {
@@ -283,6 +365,14 @@ and the node's Events.`,
 				fmt.Fprintln(w, "\nTIME\tKIND\tDETAIL")
 				for _, r := range h.Evidence {
 					fmt.Fprintf(w, "%s\t%s\t%s\n", r.At.Local().Format("15:04:05.000"), r.Kind, describe(r))
+				}
+				fmt.Fprintln(w, "\nRECORD\tSTARTED\tTRIGGER\tBY\tOUTCOME")
+				for _, r := range h.Records {
+					started := "-"
+					if r.StartedAt != nil {
+						started = r.StartedAt.Local().Format("2006-01-02 15:04:05")
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Name, started, r.Trigger, r.RequestedBy, orDash(r.Outcome))
 				}
 				fmt.Fprintln(w, "\nTIME\tTYPE\tREASON\tMESSAGE")
 				for _, e := range h.Events {

@@ -10,19 +10,26 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	fencingv1alpha1 "github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
+	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/cluster/history"
+	"github.com/bmcfence/bmcfence/cluster/remediation"
+	"github.com/bmcfence/bmcfence/cluster/requests"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
@@ -48,6 +55,11 @@ type Agent struct {
 	inv     *inventory.Inventory
 	metrics *metrics.Metrics
 
+	// fencing and dynamic serve the remediation CRs (WithRemediation);
+	// nil: the agent runs without them (detection builtin only).
+	fencing fencingclient.Interface
+	dynamic dynamic.Interface
+
 	ready   atomic.Bool
 	leading atomic.Bool
 }
@@ -62,6 +74,14 @@ type options struct {
 // WithDynamic gives the agent a dynamic client: the inventory reads
 // BareMetalHosts with it (inventory.source metal3 or both).
 func WithDynamic(d dynamic.Interface) Option { return func(o *options) { o.dynamic = d } }
+
+// WithRemediation gives the agent the clients of the remediation CRs
+// (BMCFenceRemediation, for NodeHealthCheck and MachineHealthCheck) and of
+// Cluster API Machines.
+func (a *Agent) WithRemediation(fencing fencingclient.Interface, dyn dynamic.Interface) *Agent {
+	a.fencing, a.dynamic = fencing, dyn
+	return a
+}
 
 // New builds an agent from a validated configuration.
 func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ...Option) (*Agent, error) {
@@ -157,6 +177,21 @@ func (a *Agent) lead(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		a.probeLoop(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.serveRemediations(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.serveRequests(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.recordHistory(ctx)
 	}()
 	err = r.Run(ctx)
 	wg.Wait()
@@ -297,4 +332,113 @@ func listen(addr string, h http.Handler, log *zap.Logger) (*http.Server, error) 
 	log.Info("serving", zap.String("address", ln.Addr().String()))
 	go func() { _ = s.Serve(ln) }()
 	return s, nil
+}
+
+// serveRemediations runs the remediation CR controller while this replica
+// leads, when the CRDs are installed. Without them the agent still fences
+// by its own detection; under detection external it then fences nothing,
+// and says so.
+func (a *Agent) serveRemediations(ctx context.Context) {
+	external := a.cfg.Policy.Detection != fence.DetectBuiltin
+	if a.fencing == nil {
+		if external {
+			a.log.Error("detection is " + a.cfg.Policy.Detection.String() + " but the agent has no client for remediation CRs: no remediation CR will be served")
+		}
+		return
+	}
+	gv := fencingv1alpha1.SchemeGroupVersion.String()
+	if _, err := a.fencing.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
+		log := a.log.Info
+		if external {
+			log = a.log.Error
+		}
+		log("the remediation CRDs ("+gv+") are not served: NodeHealthCheck and MachineHealthCheck remediation is off; install deploy/base/crds",
+			zap.String("detection", a.cfg.Policy.Detection.String()), zap.Error(err))
+		return
+	}
+	opts := remediation.Options{
+		Client: a.fencing.FencingV1alpha1(), Nodes: a.cluster, Clock: a.clock, Log: a.log.Named("remediation"),
+		Unfenceable: func(node string) string {
+			if _, ok := a.inv.Controller(node); !ok {
+				return "it has no usable BMC entry in the inventory"
+			}
+			return ""
+		},
+	}
+	if a.dynamic != nil {
+		opts.Machines = remediation.DynamicMachines{Client: a.dynamic}
+	}
+	c, err := remediation.New(opts)
+	if err != nil {
+		a.log.Error("remediation controller", zap.Error(err))
+		return
+	}
+	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		a.log.Error("remediation controller stopped", zap.Error(err))
+	}
+}
+
+// serveRequests runs the controller of humans' requests (BMCFenceRequest)
+// while this replica leads, when the CRDs are installed.
+func (a *Agent) serveRequests(ctx context.Context) {
+	if a.fencing == nil {
+		return
+	}
+	gv := fencingv1alpha1.SchemeGroupVersion.String()
+	if _, err := a.fencing.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
+		a.log.Error("the request CRD ("+gv+") is not served: kubectl fence fence|confirm|abort|unfence cannot reach the agent; install deploy/base/crds", zap.Error(err))
+		return
+	}
+	c, err := requests.New(requests.Options{
+		Client: a.fencing.FencingV1alpha1(), Cluster: a.cluster, Policy: a.requestPolicyBound,
+		MaxRequestAge: a.cfg.Policy.MaxRequestAge, Clock: a.clock, Log: a.log.Named("requests"),
+	})
+	if err != nil {
+		a.log.Error("request controller", zap.Error(err))
+		return
+	}
+	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		a.log.Error("request controller stopped", zap.Error(err))
+	}
+}
+
+// requestPolicyBound checks that the ValidatingAdmissionPolicy that
+// authenticates requests is bound in Deny mode: without it, a request's
+// requestedBy is whatever its writer put there.
+func (a *Agent) requestPolicyBound(ctx context.Context) error {
+	b, err := a.client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, requests.PolicyName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("%w: the ValidatingAdmissionPolicyBinding %s cannot be read (%w); install deploy/base/admission.yaml", requests.ErrUnauthenticated, requests.PolicyName, err)
+	}
+	if b.Spec.PolicyName != requests.PolicyName || !slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
+		return fmt.Errorf("%w: the ValidatingAdmissionPolicyBinding %s does not deny through policy %s", requests.ErrUnauthenticated, requests.PolicyName, requests.PolicyName)
+	}
+	return nil
+}
+
+// recordHistory keeps the fence records (BMCFenceRecord) while this replica
+// leads, when the CRDs are installed.
+func (a *Agent) recordHistory(ctx context.Context) {
+	if a.fencing == nil {
+		return
+	}
+	if _, err := a.fencing.Discovery().ServerResourcesForGroupVersion(fencingv1alpha1.SchemeGroupVersion.String()); err != nil {
+		a.log.Error("the record CRD is not served: fences leave no durable history; install deploy/base/crds", zap.Error(err))
+		return
+	}
+	who, _ := os.Hostname()
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		who = pod
+	}
+	r, err := history.New(history.Options{
+		Client: a.fencing.FencingV1alpha1(), Nodes: a.cluster, MaxPerNode: a.cfg.History.MaxPerNode, MaxAge: a.cfg.History.MaxAge,
+		Who: "agent " + who, Clock: a.clock, Log: a.log.Named("history"),
+	})
+	if err != nil {
+		a.log.Error("history recorder", zap.Error(err))
+		return
+	}
+	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		a.log.Error("history recorder stopped", zap.Error(err))
+	}
 }

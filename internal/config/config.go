@@ -28,11 +28,18 @@ type Agent struct {
 	// Kubeconfig: empty means in-cluster.
 	Kubeconfig string `mapstructure:"kubeconfig"`
 	// DryRun: read BMCs and decide, change nothing (shadow mode).
-	DryRun         bool           `mapstructure:"dryRun"`
+	DryRun bool `mapstructure:"dryRun"`
+	// Detection says what may start a fence: builtin (the agent's own view
+	// of a silent Lease), external (only a remediation CR of
+	// NodeHealthCheck or a MachineHealthCheck) or both. The default,
+	// builtin, is the behaviour before the remediation CRs existed.
+	// Load copies it into Policy.Detection.
+	Detection      string         `mapstructure:"detection"`
 	Policy         fence.Policy   `mapstructure:"policy"`
 	BMC            BMC            `mapstructure:"bmc"`
 	Inventory      Inventory      `mapstructure:"inventory"`
 	LeaderElection LeaderElection `mapstructure:"leaderElection"`
+	History        History        `mapstructure:"history"`
 	Server         Server         `mapstructure:"server"`
 	Log            Log            `mapstructure:"log"`
 }
@@ -131,6 +138,14 @@ type NodeBMC struct {
 	BMCSettings             `mapstructure:",squash"`
 }
 
+// History is the retention of fence records (BMCFenceRecord, `kubectl
+// fence history`): a node keeps its newest MaxPerNode finished records, none
+// finished longer than MaxAge ago.
+type History struct {
+	MaxPerNode int           `mapstructure:"maxPerNode"`
+	MaxAge     time.Duration `mapstructure:"maxAge"`
+}
+
 // LeaderElection configures the leader Lease.
 type LeaderElection struct {
 	Enabled       bool          `mapstructure:"enabled"`
@@ -163,7 +178,12 @@ type Log struct {
 func Defaults() Agent {
 	return Agent{
 		Namespace: "bmcfence-system",
-		Policy:    fence.DefaultPolicy(),
+		Detection: fence.DetectBuiltin.String(),
+		// The last 10 fences of a node, for 90 days: a node fenced more
+		// often has a problem its recent history shows; a quarter covers
+		// an incident review.
+		History: History{MaxPerNode: 10, MaxAge: 90 * 24 * time.Hour},
+		Policy:  fence.DefaultPolicy(),
 		BMC: BMC{
 			Timeout:     bmc.DefaultTimeout,
 			Concurrency: 8,
@@ -270,6 +290,11 @@ func load(v *viper.Viper, fs *pflag.FlagSet, environ []string) (Agent, error) {
 		mapstructure.StringToSliceHookFunc(","),
 	)))
 	errs := decodeErrors(err)
+	if d, derr := fence.ParseDetection(a.Detection); derr != nil {
+		errs = append(errs, fmt.Errorf("detection: %w", derr))
+	} else {
+		a.Policy.Detection = d
+	}
 	if verr := a.Validate(); verr != nil {
 		errs = append(errs, verr)
 	}
@@ -358,6 +383,12 @@ func (a Agent) Validate() error {
 	}
 	if a.Namespace == "" {
 		bad("namespace", "must not be empty")
+	}
+	if a.History.MaxPerNode < 1 || a.History.MaxPerNode > 1000 {
+		bad("history.maxPerNode", "%d: must be between 1 and 1000", a.History.MaxPerNode)
+	}
+	if a.History.MaxAge < time.Hour {
+		bad("history.maxAge", "%s: must be at least 1h", a.History.MaxAge)
 	}
 	errs = append(errs, policyErrors(a.Policy)...)
 	if a.BMC.Timeout < time.Second || a.BMC.Timeout > 5*time.Minute {

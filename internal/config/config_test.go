@@ -115,6 +115,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"bad metal3 namespace", "inventory:\n  source: metal3\n  metal3: {namespaces: [Metal_3]}\n", nil, []string{`inventory.metal3.namespaces[0]: "Metal_3" is not a namespace name`}},
 		{"duplicate metal3 namespace", "inventory:\n  source: metal3\n  metal3: {namespaces: [m3, m3]}\n", nil, []string{`inventory.metal3.namespaces[1]: "m3" is also inventory.metal3.namespaces[0]`}},
 		{"leader timings", "leaderElection:\n  renewDeadline: 20s\n", nil, []string{"renewDeadline (20s) < leaseDuration (15s)"}},
+		{"unknown detection", "detection: nhc\n", nil, []string{`detection: invalid policy: detection "nhc" (want builtin, external or both)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

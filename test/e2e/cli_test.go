@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,15 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
+	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/cluster"
 )
 
@@ -241,10 +250,73 @@ func TestCLIHandsTheRequestToARunningAgent(t *testing.T) {
 	if !strings.Contains(out, `"handledBy": "the bmcfence agent a1"`) {
 		t.Errorf("report: %s", out)
 	}
-	n := e.node("n2")
-	if n.Annotations[cluster.AnnotationRequest] != "" {
-		t.Error("the agent did not acknowledge the request")
+	reqs, err := e.fencing().FencingV1alpha1().BMCFenceRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	var taken bool
+	for _, r := range reqs.Items {
+		if r.Spec.NodeName == "n2" && r.Spec.Action == v1alpha1.ActionFence && r.Spec.Reason == "handoff" {
+			taken = r.Status.Outcome == v1alpha1.OutcomeTaken && r.Spec.RequestedBy != ""
+			t.Logf("request %s by %s: %s (%s)", r.Name, r.Spec.RequestedBy, r.Status.Outcome, r.Status.Message)
+		}
+	}
+	if !taken {
+		t.Error("no BMCFenceRequest for n2 taken by the agent")
+	}
+}
+
+// Requests are authenticated by the API server: a user who can only patch
+// Nodes writes the old request annotation and nothing happens; an operator
+// (bmcfence-operator) cannot confirm, and is told which grant is missing;
+// nobody can write a request in someone else's name.
+func TestCLIRequestsAreAuthenticated(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	// The agent fences nothing by its own detection here: only an
+	// authenticated request or a remediation CR could start a fence.
+	e.agent("a1", "detection: external\n")
+	rbac := e.c.RbacV1()
+	nodePatcher := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-node-patcher"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "patch"}}}}
+	if _, err := rbac.ClusterRoles().Create(ctx, nodePatcher, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for user, role := range map[string]string{"eve": "e2e-node-patcher", "olga": "bmcfence-operator"} {
+		b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
+		if _, err := rbac.ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := e.tb.PowerLoss("n3"); err != nil {
+		t.Fatal(err)
+	}
+	// 1. Node-patch rights alone: eve writes a fence the old way.
+	old := `{"id":"x1","kind":"fence","user":"admin","reason":"trust me","at":"` + time.Now().UTC().Format(time.RFC3339) + `"}`
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, cluster.AnnotationRequest, old)
+	if _, err := e.clientAs("eve").CoreV1().Nodes().Patch(ctx, "n3", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("eve patches the node: %v", err)
+	}
+	if !e.hasEvent("n3", "FenceRequestInvalid") {
+		t.Errorf("no FenceRequestInvalid Event for the annotation; events: %v", e.events("n3"))
+	}
+	// 2. olga may fence but not confirm: the API server names the grant.
+	_, errOut, code := e.kf("confirm", "n3", "--reason", "I pulled it", "--yes", "--as", "olga")
+	if code == 0 || !strings.Contains(errOut, "bmcfence-attester") {
+		t.Errorf("confirm by an operator: exit %d, stderr %q; want a refusal naming bmcfence-attester", code, errOut)
+	}
+	// 3. Nobody writes a request in someone else's name.
+	forged := &v1alpha1.BMCFenceRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "n3-fence-"},
+		Spec: v1alpha1.BMCFenceRequestSpec{NodeName: "n3", Action: v1alpha1.ActionFence, RequestedBy: "alice"}}
+	_, err := e.fencingAs("olga").FencingV1alpha1().BMCFenceRequests().Create(ctx, forged, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "requestedBy must be your own user name, olga") {
+		t.Errorf("a request by olga in alice's name: %v; want refused", err)
+	}
+	// eve's annotation asked for a fence of a node whose machine is off:
+	// nothing may come of it.
+	e.neverTainted("n3", 40*time.Second)
 }
 
 func TestCLIPowerThroughTheInventory(t *testing.T) {
@@ -430,4 +502,27 @@ func TestCLIAbortStopsTheAgentBeforePowerOff(t *testing.T) {
 	}
 	e.tb.KubeletStart("n5")
 	e.waitFor(60*time.Second, "n5 Healthy again", func() (bool, error) { return e.phase("n5") == "Healthy", nil })
+}
+
+// clientAs is the admin's client impersonating user.
+func (e *env) clientAs(user string) kubernetes.Interface {
+	e.t.Helper()
+	rc := e.tb.CP.RESTConfig()
+	rc.Impersonate.UserName = user
+	c, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+func (e *env) fencingAs(user string) fencingclient.Interface {
+	e.t.Helper()
+	rc := e.tb.CP.RESTConfig()
+	rc.Impersonate.UserName = user
+	c, err := fencingclient.NewForConfig(rc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
 }

@@ -13,10 +13,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/bmcfence/bmcfence/test/controlplane"
 )
@@ -52,6 +58,9 @@ func (b *Testbed) ApplyAgentRBAC(ctx context.Context) error {
 			return fmt.Errorf("reading deploy/base: %w", err)
 		}
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			continue // a CRD: ApplyAPI's
+		}
 		if err != nil {
 			return fmt.Errorf("decoding deploy/base: %w", err)
 		}
@@ -65,9 +74,91 @@ func (b *Testbed) ApplyAgentRBAC(ctx context.Context) error {
 	}
 	// The ServiceAccount; the ClusterRole and its binding; the Roles and
 	// bindings in the agent's namespace and in kube-node-lease; the
-	// metrics reader ClusterRole.
-	if applied != 8 {
-		return fmt.Errorf("deploy/base rendered %d ServiceAccount and RBAC objects, want 8", applied)
+	// metrics reader ClusterRole; the viewer, operator and attester
+	// ClusterRoles and the one NodeHealthCheck aggregates.
+	if applied != 12 {
+		return fmt.Errorf("deploy/base rendered %d ServiceAccount and RBAC objects, want 12", applied)
+	}
+	return nil
+}
+
+// crdGVR is apiextensions' CustomResourceDefinition (the main module has no
+// apiextensions client: CRDs are created as unstructured objects).
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// ApplyAPI creates what deploy/base adds to the API: the CRDs of
+// fencing.bmcfence.io, and the ValidatingAdmissionPolicy and its binding
+// that authenticate requests. It waits until the CRDs are served.
+func (b *Testbed) ApplyAPI(ctx context.Context) error {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(b.CP.BinDir(), "kubectl"), "kustomize", filepath.Join(root, "deploy", "base"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("kubectl kustomize deploy/base: %w\n%s", err, stderr.String())
+	}
+	dyn, err := dynamic.NewForConfig(b.CP.RESTConfig())
+	if err != nil {
+		return err
+	}
+	// Applied with kubectl's server-side apply, as an install does (and as
+	// TestCLICheck applies all of deploy/base later: the same field
+	// manager, so the two never conflict).
+	var crds []string
+	var api bytes.Buffer
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading deploy/base: %w", err)
+		}
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			return fmt.Errorf("decoding deploy/base: %w", err)
+		}
+		switch u.GetKind() {
+		case "CustomResourceDefinition":
+			crds = append(crds, u.GetName())
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+		default:
+			continue
+		}
+		api.WriteString("---\n")
+		api.Write(doc)
+	}
+	apply := exec.CommandContext(ctx, filepath.Join(b.CP.BinDir(), "kubectl"), "--kubeconfig", b.CP.Kubeconfig(), "apply", "--server-side", "-f", "-")
+	apply.Stdin = &api
+	if msg, err := apply.CombinedOutput(); err != nil {
+		return fmt.Errorf("applying deploy/base's CRDs and admission policy: %w\n%s", err, msg)
+	}
+	if len(crds) == 0 {
+		return errors.New("deploy/base rendered no CRDs")
+	}
+	for _, name := range crds {
+		err := b.CP.WaitFor(ctx, "CRD "+name+" established", func() (bool, error) {
+			u, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

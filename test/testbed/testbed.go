@@ -156,6 +156,11 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 		return nil, err
 	}
 	b.agentKubeconfig = cp.Kubeconfig()
+	// The project's API (CRDs, the request admission policy), as an
+	// install of deploy/base has it.
+	if err := b.ApplyAPI(ctx); err != nil {
+		return nil, err
+	}
 	if opts.AgentAsServiceAccount {
 		if err := b.ApplyAgentRBAC(ctx); err != nil {
 			return nil, err

@@ -1,0 +1,336 @@
+// Package history keeps the durable record of every fence: one
+// BMCFenceRecord per fence (by the agent's own detection, by NodeHealthCheck
+// or MachineHealthCheck, by a human), whose status carries the evidence
+// timeline (BMC readings with their times, the engine's decisions, actions
+// and their results, human commands) copied from the node's fence state as
+// it grows. The node's state holds only the last EvidenceCap records and
+// Events expire within an hour; records stay, under a retention policy
+// (count per node, age), across agent restarts and leader changes: a new
+// leader continues the open record of a node instead of starting another.
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
+	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned/typed/fencing/v1alpha1"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+// Retention defaults (documented in docs/remediation.md): the last 10 fences
+// of a node, for 90 days. A node fenced more often than that has a problem
+// its recent history shows; a quarter covers an incident review.
+const (
+	DefaultMaxPerNode = 10
+	DefaultMaxAge     = 90 * 24 * time.Hour
+)
+
+// maxTimeline is the CRD's bound on status.timeline.
+const maxTimeline = 200
+
+// Nodes is what the recorder reads of *cluster.Cluster.
+type Nodes interface {
+	Nodes() []runner.NodeInfo
+	RemediatedBy(node string) string
+}
+
+// Options configure a Recorder.
+type Options struct {
+	Client     fencingclient.FencingV1alpha1Interface
+	Nodes      Nodes
+	MaxPerNode int
+	MaxAge     time.Duration
+	// Who names this agent replica in the timeline.
+	Who    string
+	Clock  clock.WithTicker
+	Log    *zap.Logger
+	Resync time.Duration
+}
+
+// Recorder writes the records; only the leader runs it.
+type Recorder struct {
+	opts Options
+}
+
+// New builds a Recorder.
+func New(opts Options) (*Recorder, error) {
+	if opts.Client == nil || opts.Nodes == nil {
+		return nil, errors.New("history: Client and Nodes are required")
+	}
+	if opts.MaxPerNode <= 0 {
+		opts.MaxPerNode = DefaultMaxPerNode
+	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultMaxAge
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.Resync <= 0 {
+		opts.Resync = 2 * time.Second
+	}
+	return &Recorder{opts: opts}, nil
+}
+
+// Run records until ctx ends.
+func (r *Recorder) Run(ctx context.Context) error {
+	t := r.opts.Clock.NewTicker(r.opts.Resync)
+	defer t.Stop()
+	for {
+		for _, n := range r.opts.Nodes.Nodes() {
+			if err := r.Sync(ctx, n); err != nil {
+				r.opts.Log.Warn("fence record", zap.String("node", n.Name), zap.Error(err))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+// recorded: a fence worth a record. Suspicion alone (a BMC read that found
+// the node On and then saw it renew, a reboot) is not a fence.
+func recorded(st fence.State) bool {
+	switch st.Phase {
+	case fence.PoweringOff, fence.ConfirmingOff, fence.Tainting, fence.Detaching, fence.Fenced,
+		fence.PoweringOn, fence.Recovering, fence.Untainting, fence.Stuck:
+		return true
+	case fence.Suspect:
+		return st.Manual || st.Attested
+	case fence.Healthy, fence.Maintenance:
+	}
+	return false
+}
+
+// Sync brings node's open record up to date: it opens one when a fence
+// begins, appends the evidence the state gained, closes it when the node
+// is back to Healthy.
+func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
+	var st fence.State
+	if n.State != "" {
+		var err error
+		if st, err = fence.Decode(n.State); err != nil {
+			return fmt.Errorf("decoding the fence state: %w", err)
+		}
+	}
+	records := r.opts.Client.BMCFenceRecords()
+	list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + n.Name})
+	if err != nil {
+		return fmt.Errorf("listing records: %w", err)
+	}
+	var open *v1alpha1.BMCFenceRecord
+	for i := range list.Items {
+		if list.Items[i].Status.FinishedAt == nil {
+			open = &list.Items[i]
+		}
+	}
+	now := r.opts.Clock.Now()
+	switch {
+	case open == nil && !recorded(st):
+		return nil
+	case open == nil:
+		rec, err := r.open(ctx, n, st, now)
+		if err != nil {
+			return err
+		}
+		open = rec
+		defer r.retain(ctx, n.Name, now)
+	}
+	next := open.DeepCopy()
+	next.Status.Phase = st.Phase.String()
+	next.Status.Timeline = Merge(next.Status.Timeline, Timeline(st, r.opts.Who))
+	if !recorded(st) {
+		// Back to Healthy (or in maintenance): the fence is over.
+		t := metav1.NewTime(now)
+		next.Status.FinishedAt = &t
+		next.Status.Outcome = outcome(next.Status.Timeline)
+	} else if st.Phase == fence.Stuck {
+		next.Status.Outcome = "Stuck"
+	}
+	if equalStatus(open.Status, next.Status) {
+		return nil
+	}
+	if _, err := records.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating record %s: %w", open.Name, err)
+	}
+	return nil
+}
+
+func (r *Recorder) open(ctx context.Context, n runner.NodeInfo, st fence.State, now time.Time) (*v1alpha1.BMCFenceRecord, error) {
+	trigger, by, reason := v1alpha1.TriggerBuiltin, r.opts.Who, "the node's Lease went silent"
+	switch src := r.opts.Nodes.RemediatedBy(n.Name); {
+	case st.Manual || st.Attested:
+		trigger, by, reason = v1alpha1.TriggerHuman, st.By, "a human's request"
+	case src != "":
+		kind, ref, _ := strings.Cut(src, " ")
+		trigger, by = v1alpha1.Trigger(kind), ref
+		reason = "remediation CR " + ref
+	}
+	rec := &v1alpha1.BMCFenceRecord{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: n.Name + "-",
+			Labels:       map[string]string{v1alpha1.LabelRecordNode: n.Name},
+		},
+		Spec: v1alpha1.BMCFenceRecordSpec{NodeName: n.Name, Trigger: trigger, RequestedBy: fence.Clip(by, 512), Reason: reason},
+	}
+	created, err := r.opts.Client.BMCFenceRecords().Create(ctx, rec, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating a record: %w", err)
+	}
+	started := metav1.NewTime(now)
+	if !st.FailureStart.IsZero() {
+		started = metav1.NewTime(st.FailureStart)
+	}
+	created.Status.StartedAt = &started
+	return created, nil
+}
+
+// retain deletes the node's finished records beyond the newest MaxPerNode
+// and those finished more than MaxAge ago.
+func (r *Recorder) retain(ctx context.Context, node string, now time.Time) {
+	records := r.opts.Client.BMCFenceRecords()
+	list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + node})
+	if err != nil {
+		r.opts.Log.Warn("retention: listing records", zap.String("node", node), zap.Error(err))
+		return
+	}
+	for _, name := range Expired(list.Items, r.opts.MaxPerNode, r.opts.MaxAge, now) {
+		if err := records.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			r.opts.Log.Warn("retention: deleting a record", zap.String("record", name), zap.Error(err))
+		}
+	}
+}
+
+// Expired names the records retention removes: finished ones beyond the
+// newest maxPerNode (open ones count but are never removed), and finished
+// ones older than maxAge.
+func Expired(recs []v1alpha1.BMCFenceRecord, maxPerNode int, maxAge time.Duration, now time.Time) []string {
+	recs = slices.Clone(recs)
+	SortNewestFirst(recs)
+	var out []string
+	for i, rec := range recs {
+		if rec.Status.FinishedAt == nil {
+			continue
+		}
+		if i >= maxPerNode || now.Sub(rec.Status.FinishedAt.Time) > maxAge {
+			out = append(out, rec.Name)
+		}
+	}
+	return out
+}
+
+// SortNewestFirst orders records by creation, newest first (name breaks
+// ties, so the order is total).
+func SortNewestFirst(recs []v1alpha1.BMCFenceRecord) {
+	slices.SortFunc(recs, func(a, b v1alpha1.BMCFenceRecord) int {
+		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Name, a.Name)
+	})
+}
+
+// Timeline renders the state's evidence as timeline entries.
+func Timeline(st fence.State, who string) []v1alpha1.TimelineEntry {
+	var out []v1alpha1.TimelineEntry
+	for _, rec := range st.Evidence.Records() {
+		e := v1alpha1.TimelineEntry{Time: metav1.NewTime(rec.At), Phase: rec.Phase.String(), Who: who}
+		switch rec.Kind {
+		case fence.RecReading:
+			e.Kind, e.Message = v1alpha1.EntryReading, "BMC reads "+rec.Power.String()
+			if rec.Note != "" {
+				e.Message += ": " + rec.Note
+			}
+			if rec.Count > 1 {
+				e.Message += fmt.Sprintf(" (x%d until %s)", rec.Count, rec.Until.UTC().Format(time.RFC3339))
+			}
+		case fence.RecTransition:
+			e.Kind, e.Message = v1alpha1.EntryDecision, fmt.Sprintf("%s → %s: %s", rec.From, rec.Phase, rec.Note)
+		case fence.RecAction:
+			e.Kind, e.Message = v1alpha1.EntryAction, rec.Action.String()
+		case fence.RecResult:
+			e.Kind, e.Message = v1alpha1.EntryAction, rec.Action.String()+": "+orOK(rec.Note)
+		case fence.RecCommand:
+			e.Kind, e.Message, e.Who = v1alpha1.EntryRequest, rec.Note, st.By
+		case fence.RecRefusal:
+			e.Kind, e.Message = v1alpha1.EntryDecision, "refused: "+rec.Note
+		}
+		e.Message = fence.Clip(e.Message, 1024)
+		out = append(out, e)
+	}
+	return out
+}
+
+func orOK(s string) string {
+	if s == "" {
+		return "ok"
+	}
+	return s
+}
+
+// Merge appends to have the entries of more it does not hold yet (the
+// state's evidence ring repeats what it still holds, and a collapsed
+// reading's count grows in place), keeping at most maxTimeline entries:
+// the oldest readings go first, decisions and actions stay.
+func Merge(have, more []v1alpha1.TimelineEntry) []v1alpha1.TimelineEntry {
+	out := slices.Clone(have)
+	for _, e := range more {
+		i := slices.IndexFunc(out, func(h v1alpha1.TimelineEntry) bool {
+			return h.Time.Equal(&e.Time) && h.Kind == e.Kind && (h.Message == e.Message || (h.Kind == v1alpha1.EntryReading && sameReading(h.Message, e.Message)))
+		})
+		switch {
+		case i < 0:
+			out = append(out, e)
+		case out[i].Message != e.Message:
+			out[i] = e // a collapsed reading that grew
+		}
+	}
+	slices.SortStableFunc(out, func(a, b v1alpha1.TimelineEntry) int { return a.Time.Compare(b.Time.Time) })
+	for len(out) > maxTimeline {
+		i := slices.IndexFunc(out, func(e v1alpha1.TimelineEntry) bool { return e.Kind == v1alpha1.EntryReading })
+		if i < 0 {
+			i = 0
+		}
+		out = slices.Delete(out, i, i+1)
+	}
+	return out
+}
+
+// sameReading: two renderings of one collapsed reading record (the count
+// and its end grow).
+func sameReading(a, b string) bool {
+	cut := func(s string) string { p, _, _ := strings.Cut(s, " (x"); return p }
+	return cut(a) == cut(b)
+}
+
+func outcome(tl []v1alpha1.TimelineEntry) string {
+	for _, e := range tl {
+		switch e.Phase {
+		case fence.Detaching.String(), fence.Fenced.String():
+			return "Fenced"
+		}
+	}
+	return "Abandoned"
+}
+
+func equalStatus(a, b v1alpha1.BMCFenceRecordStatus) bool {
+	return a.Phase == b.Phase && a.Outcome == b.Outcome && (a.FinishedAt == nil) == (b.FinishedAt == nil) &&
+		(a.StartedAt == nil) == (b.StartedAt == nil) && slices.EqualFunc(a.Timeline, b.Timeline, func(x, y v1alpha1.TimelineEntry) bool {
+		return x.Time.Equal(&y.Time) && x.Kind == y.Kind && x.Message == y.Message && x.Phase == y.Phase && x.Who == y.Who
+	})
+}

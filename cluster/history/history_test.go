@@ -1,0 +1,139 @@
+package history
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
+	"github.com/bmcfence/bmcfence/client/clientset/versioned/fake"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+// now is when retention runs in TestExpired.
+var now = t0.Add(40 * 24 * time.Hour)
+
+// rec is a record created at t0+created, finished finishedAgo before now
+// (nil: still open).
+func rec(name string, created time.Duration, finishedAgo *time.Duration) v1alpha1.BMCFenceRecord {
+	r := v1alpha1.BMCFenceRecord{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(created))}}
+	if finishedAgo != nil {
+		t := metav1.NewTime(now.Add(-*finishedAgo))
+		r.Status.FinishedAt = &t
+	}
+	return r
+}
+
+func ago(d time.Duration) *time.Duration { return &d }
+
+func TestExpired(t *testing.T) {
+	day := 24 * time.Hour
+	tests := []struct {
+		name string
+		recs []v1alpha1.BMCFenceRecord
+		want []string
+	}{
+		{"within both limits", []v1alpha1.BMCFenceRecord{rec("a", 0, ago(time.Hour)), rec("b", day, ago(day))}, nil},
+		{"beyond the count: the oldest go", []v1alpha1.BMCFenceRecord{rec("a", 0, ago(time.Hour)), rec("b", day, ago(day)), rec("c", 2*day, ago(2*day))}, []string{"a"}},
+		{"an open record is never removed", []v1alpha1.BMCFenceRecord{rec("a", 0, nil), rec("b", day, ago(day)), rec("c", 2*day, ago(2*day))}, nil},
+		{"too old", []v1alpha1.BMCFenceRecord{rec("a", 0, ago(31*day)), rec("b", 39*day, ago(day))}, []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Expired(tt.recs, 2, 30*day, now)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func entry(sec int, kind v1alpha1.EntryKind, msg string) v1alpha1.TimelineEntry {
+	return v1alpha1.TimelineEntry{Time: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second)), Kind: kind, Message: msg}
+}
+
+// The state's evidence ring repeats what it still holds and a collapsed
+// reading grows in place: merging keeps one entry per record, in time order.
+func TestMerge(t *testing.T) {
+	have := []v1alpha1.TimelineEntry{entry(1, v1alpha1.EntryDecision, "Healthy → Suspect"), entry(2, v1alpha1.EntryReading, "BMC reads On (x2 until …)")}
+	more := []v1alpha1.TimelineEntry{entry(2, v1alpha1.EntryReading, "BMC reads On (x5 until …)"), entry(3, v1alpha1.EntryAction, "PowerOff")}
+	want := []v1alpha1.TimelineEntry{have[0], more[0], more[1]}
+	if diff := cmp.Diff(want, Merge(have, more)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+type fakeNodes struct {
+	infos []runner.NodeInfo
+	by    map[string]string
+}
+
+func (f *fakeNodes) Nodes() []runner.NodeInfo        { return f.infos }
+func (f *fakeNodes) RemediatedBy(node string) string { return f.by[node] }
+
+func info(t *testing.T, st fence.State) runner.NodeInfo {
+	t.Helper()
+	raw, err := fence.Encode(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runner.NodeInfo{Name: "w1", State: raw}
+}
+
+// A fence opens a record naming who asked; a new leader (another Recorder)
+// continues it instead of opening another; it closes when the node is
+// Healthy again, with its outcome.
+func TestSyncAcrossLeaders(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	nodes := &fakeNodes{by: map[string]string{"w1": "nhc nhc-system/w1"}}
+	clk := clocktesting.NewFakeClock(t0)
+	recorder := func(who string) *Recorder {
+		r, err := New(Options{Client: client.FencingV1alpha1(), Nodes: nodes, Who: who, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	ctx := context.Background()
+	sync := func(r *Recorder, st fence.State) {
+		t.Helper()
+		if err := r.Sync(ctx, info(t, st)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func() []v1alpha1.BMCFenceRecord {
+		t.Helper()
+		l, err := client.FencingV1alpha1().BMCFenceRecords().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	sync(recorder("a1"), fence.State{Phase: fence.Suspect})
+	if n := len(list()); n != 0 {
+		t.Fatalf("%d records for suspicion alone, want none", n)
+	}
+	sync(recorder("a1"), fence.State{Phase: fence.PoweringOff, FailureStart: t0})
+	sync(recorder("a2"), fence.State{Phase: fence.Detaching, FailureStart: t0})
+	recs := list()
+	if len(recs) != 1 {
+		t.Fatalf("%d records after a leader change, want one", len(recs))
+	}
+	r := recs[0]
+	if r.Spec.Trigger != v1alpha1.TriggerNHC || r.Spec.RequestedBy != "nhc-system/w1" || r.Labels[v1alpha1.LabelRecordNode] != "w1" {
+		t.Errorf("spec %+v labels %v", r.Spec, r.Labels)
+	}
+	clk.Step(time.Minute)
+	sync(recorder("a2"), fence.State{Phase: fence.Healthy})
+	r = list()[0]
+	if r.Status.FinishedAt == nil || r.Status.Outcome != "Abandoned" && r.Status.Outcome != "Fenced" {
+		t.Errorf("after recovery: status %+v", r.Status)
+	}
+}

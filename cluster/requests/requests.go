@@ -1,0 +1,291 @@
+// Package requests serves humans' authenticated requests, BMCFenceRequest
+// objects written by `kubectl fence fence|confirm|abort|unfence`. Who asked
+// is the API server's word: the ValidatingAdmissionPolicy
+// bmcfence-request-identity admits a request only when spec.requestedBy is
+// the requesting user and the user holds the grant for its action, and keeps
+// the spec immutable. The controller offers each new request to the engine
+// (cluster.SetRequest), expires it maxRequestAge after it first saw it, and
+// reports what became of it in its status.
+package requests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
+	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned/typed/fencing/v1alpha1"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+// PolicyName is the ValidatingAdmissionPolicy (and its binding) that
+// authenticates requests (deploy/base/admission.yaml).
+const PolicyName = "bmcfence-request-identity"
+
+// ErrUnauthenticated: the admission policy that vouches for requestedBy is
+// not bound, so no request can be trusted.
+var ErrUnauthenticated = errors.New("requests are not authenticated")
+
+// Cluster is what the controller needs of *cluster.Cluster.
+type Cluster interface {
+	Node(name string) (runner.NodeInfo, bool)
+	SetRequest(node, id string, cmd fence.Command)
+	WithdrawRequest(node, id string)
+	OnRequestTaken(f func(node, id string))
+}
+
+// PolicyCheck reports whether the admission policy is bound (nil) or why
+// requests cannot be trusted (an error wrapping ErrUnauthenticated).
+type PolicyCheck func(ctx context.Context) error
+
+// Options configure a Controller.
+type Options struct {
+	Client  fencingclient.FencingV1alpha1Interface
+	Cluster Cluster
+	// Policy checks the admission policy; nil trusts requests (tests).
+	Policy PolicyCheck
+	// MaxRequestAge: a fence or confirm request not taken this long after
+	// we first saw it expires (fence.Policy.MaxRequestAge).
+	MaxRequestAge time.Duration
+	Clock         clock.WithTicker
+	Log           *zap.Logger
+	Resync        time.Duration
+}
+
+// Controller serves BMCFenceRequests; only the leader runs it.
+type Controller struct {
+	opts     Options
+	informer cache.SharedIndexInformer
+	kick     chan struct{}
+
+	mu sync.Mutex
+	// seen: when this process first saw each request (our clock: one
+	// clock per proof; a new leader starts its own).
+	seen map[types.UID]time.Time
+	// offered: requests handed to the engine; taken: acknowledged by a
+	// state write, status not yet written.
+	offered map[types.UID]bool
+	taken   map[string]bool // node/name
+}
+
+// New builds a Controller.
+func New(opts Options) (*Controller, error) {
+	if opts.Client == nil || opts.Cluster == nil {
+		return nil, errors.New("requests: Client and Cluster are required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.Resync <= 0 {
+		opts.Resync = 2 * time.Second
+	}
+	if opts.MaxRequestAge <= 0 {
+		opts.MaxRequestAge = fence.DefaultPolicy().MaxRequestAge
+	}
+	reqs := opts.Client.BMCFenceRequests()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return reqs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return reqs.Watch(ctx, o)
+		},
+	}
+	c := &Controller{opts: opts, kick: make(chan struct{}, 1),
+		seen: map[types.UID]time.Time{}, offered: map[types.UID]bool{}, taken: map[string]bool{}}
+	c.informer = cache.NewSharedIndexInformer(lw, &v1alpha1.BMCFenceRequest{}, 0, cache.Indexers{})
+	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.poke() }, UpdateFunc: func(any, any) { c.poke() }, DeleteFunc: func(any) { c.poke() },
+	}); err != nil {
+		return nil, fmt.Errorf("requests: %w", err)
+	}
+	opts.Cluster.OnRequestTaken(func(node, id string) {
+		c.mu.Lock()
+		c.taken[node+"/"+id] = true
+		c.mu.Unlock()
+		c.poke()
+	})
+	return c, nil
+}
+
+func (c *Controller) poke() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run serves until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	go c.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+		return fmt.Errorf("requests: cache not synced: %w", ctx.Err())
+	}
+	t := c.opts.Clock.NewTicker(c.opts.Resync)
+	defer t.Stop()
+	for {
+		c.ReconcileAll(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.kick:
+		case <-t.C():
+		}
+	}
+}
+
+// ReconcileAll handles every request, oldest first, so that the newest
+// request for a node is the one offered last (it replaces older ones).
+func (c *Controller) ReconcileAll(ctx context.Context) {
+	var reqs []*v1alpha1.BMCFenceRequest
+	for _, o := range c.informer.GetStore().List() {
+		if r, ok := o.(*v1alpha1.BMCFenceRequest); ok {
+			reqs = append(reqs, r)
+		}
+	}
+	slices.SortFunc(reqs, func(a, b *v1alpha1.BMCFenceRequest) int {
+		if d := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); d != 0 {
+			return d
+		}
+		return compareStrings(a.Name, b.Name)
+	})
+	var policyErr error
+	if c.opts.Policy != nil {
+		policyErr = c.opts.Policy(ctx)
+	}
+	for _, r := range reqs {
+		if err := c.Reconcile(ctx, r, policyErr); err != nil {
+			c.opts.Log.Warn("fence request", zap.String("request", r.Name), zap.Error(err))
+		}
+	}
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Reconcile handles one request. policyErr, when set, refuses it: without
+// the admission policy, requestedBy is whatever the client wrote.
+func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest, policyErr error) error {
+	switch r.Status.Outcome {
+	case v1alpha1.OutcomeTaken, v1alpha1.OutcomeRefused, v1alpha1.OutcomeExpired:
+		return nil
+	case v1alpha1.OutcomePending, "":
+	}
+	node, id := r.Spec.NodeName, r.Name
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	seenAt, ok := c.seen[r.UID]
+	if !ok {
+		seenAt = now
+		c.seen[r.UID] = now
+	}
+	// Seen first by another process (an earlier leader, or this agent
+	// before a restart): its age is on a clock we cannot compare with ours,
+	// and it may have been taken already without its status saying so.
+	inherited := !ok && r.Status.SeenAt != nil
+	// Created long before we first saw it (no leader ran meanwhile): as
+	// the annotation channel did with the CLI's time, the API server's
+	// creation time bounds it; a skew only moves that bound.
+	old := !ok && !r.CreationTimestamp.IsZero() && now.Sub(r.CreationTimestamp.Time) > c.opts.MaxRequestAge
+	taken := c.taken[node+"/"+id]
+	offered := c.offered[r.UID]
+	c.mu.Unlock()
+
+	kind, err := commandKind(r.Spec.Action)
+	switch {
+	case taken:
+		return c.finish(ctx, r, v1alpha1.OutcomeTaken, fmt.Sprintf("taken in by the agent at %s; its answer is in the node's Events and `kubectl fence status %s`", now.UTC().Format(time.RFC3339), node))
+	case err != nil:
+		return c.finish(ctx, r, v1alpha1.OutcomeRefused, err.Error())
+	case policyErr != nil:
+		c.opts.Cluster.WithdrawRequest(node, id)
+		return c.finish(ctx, r, v1alpha1.OutcomeRefused, policyErr.Error())
+	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && old:
+		return c.finish(ctx, r, v1alpha1.OutcomeExpired, fmt.Sprintf("created more than %s before the agent first saw it: what you saw may have changed; run kubectl fence again", c.opts.MaxRequestAge))
+	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && inherited:
+		return c.finish(ctx, r, v1alpha1.OutcomeExpired, "first seen by another agent process (a previous leader, or before a restart): its age cannot be told on our clock and it may have been taken already; run kubectl fence again")
+	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && now.Sub(seenAt) > c.opts.MaxRequestAge:
+		c.opts.Cluster.WithdrawRequest(node, id)
+		return c.finish(ctx, r, v1alpha1.OutcomeExpired, fmt.Sprintf("not taken within %s of being seen: what you saw may have changed; run kubectl fence again", c.opts.MaxRequestAge))
+	}
+	if _, found := c.opts.Cluster.Node(node); !found {
+		return c.finish(ctx, r, v1alpha1.OutcomeRefused, fmt.Sprintf("node %s does not exist", node))
+	}
+	if r.Status.SeenAt == nil {
+		st := r.DeepCopy()
+		t := metav1.NewTime(seenAt)
+		st.Status.SeenAt, st.Status.Outcome = &t, v1alpha1.OutcomePending
+		st.Status.Message = "waiting for the agent to take it in"
+		if _, err := c.opts.Client.BMCFenceRequests().UpdateStatus(ctx, st, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("marking it seen: %w", err)
+		}
+	}
+	if !offered {
+		c.opts.Cluster.SetRequest(node, id, fence.Command{
+			Kind: kind, User: r.Spec.RequestedBy, Reason: r.Spec.Reason, PowerOn: r.Spec.PowerOn, Force: r.Spec.Force, SeenAt: seenAt,
+		})
+		c.mu.Lock()
+		c.offered[r.UID] = true
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *Controller) finish(ctx context.Context, r *v1alpha1.BMCFenceRequest, outcome v1alpha1.RequestOutcome, msg string) error {
+	st := r.DeepCopy()
+	st.Status.Outcome, st.Status.Message = outcome, msg
+	if st.Status.SeenAt == nil {
+		c.mu.Lock()
+		t := metav1.NewTime(c.seen[r.UID])
+		c.mu.Unlock()
+		st.Status.SeenAt = &t
+	}
+	if _, err := c.opts.Client.BMCFenceRequests().UpdateStatus(ctx, st, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("recording outcome %s: %w", outcome, err)
+	}
+	c.mu.Lock()
+	delete(c.taken, r.Spec.NodeName+"/"+r.Name)
+	c.mu.Unlock()
+	return nil
+}
+
+// ErrUnknownAction: the spec's action is none of fence, confirm, abort,
+// unfence (the CRD's enum makes this unreachable through the API).
+var ErrUnknownAction = errors.New("unknown action")
+
+func commandKind(a v1alpha1.RequestAction) (fence.CommandKind, error) {
+	switch a {
+	case v1alpha1.ActionFence:
+		return fence.CmdFence, nil
+	case v1alpha1.ActionConfirm:
+		return fence.CmdConfirm, nil
+	case v1alpha1.ActionAbort:
+		return fence.CmdAbort, nil
+	case v1alpha1.ActionUnfence:
+		return fence.CmdUnfence, nil
+	}
+	return fence.CmdNone, fmt.Errorf("%w %q", ErrUnknownAction, a)
+}

@@ -1,0 +1,186 @@
+package requests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
+	"github.com/bmcfence/bmcfence/client/clientset/versioned/fake"
+	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/fence/runner"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+type fakeCluster struct {
+	nodes   map[string]bool
+	offered map[string]fence.Command // node/id
+	taken   func(node, id string)
+}
+
+func (f *fakeCluster) Node(name string) (runner.NodeInfo, bool) {
+	return runner.NodeInfo{Name: name}, f.nodes[name]
+}
+func (f *fakeCluster) SetRequest(node, id string, cmd fence.Command) { f.offered[node+"/"+id] = cmd }
+func (f *fakeCluster) WithdrawRequest(node, id string)               { delete(f.offered, node+"/"+id) }
+func (f *fakeCluster) OnRequestTaken(h func(node, id string))        { f.taken = h }
+
+func request(name string, action v1alpha1.RequestAction) *v1alpha1.BMCFenceRequest {
+	return &v1alpha1.BMCFenceRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(t0)},
+		Spec:       v1alpha1.BMCFenceRequestSpec{NodeName: "w1", Action: action, RequestedBy: "alice", Reason: "pulled the plug"},
+	}
+}
+
+type world struct {
+	c       *Controller
+	cluster *fakeCluster
+	client  *fake.Clientset
+	clock   *clocktesting.FakeClock
+}
+
+func newWorld(t *testing.T, policy PolicyCheck, objs ...*v1alpha1.BMCFenceRequest) *world {
+	t.Helper()
+	client := fake.NewSimpleClientset()
+	for _, o := range objs {
+		if _, err := client.FencingV1alpha1().BMCFenceRequests().Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc := &fakeCluster{nodes: map[string]bool{"w1": true}, offered: map[string]fence.Command{}}
+	clk := clocktesting.NewFakeClock(t0)
+	c, err := New(Options{Client: client.FencingV1alpha1(), Cluster: fc, Policy: policy, MaxRequestAge: 15 * time.Minute, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{c: c, cluster: fc, client: client, clock: clk}
+}
+
+func (w *world) reconcile(t *testing.T, name string) *v1alpha1.BMCFenceRequest {
+	t.Helper()
+	ctx := context.Background()
+	reqs := w.client.FencingV1alpha1().BMCFenceRequests()
+	r, err := reqs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policyErr error
+	if w.c.opts.Policy != nil {
+		policyErr = w.c.opts.Policy(ctx)
+	}
+	if err := w.c.Reconcile(ctx, r, policyErr); err != nil {
+		t.Fatal(err)
+	}
+	r, err = reqs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A request is offered to the engine with who asked (the admitted
+// requestedBy) and when we first saw it; the state write that takes it in
+// marks it Taken.
+func TestRequestIsOfferedThenTaken(t *testing.T) {
+	w := newWorld(t, nil, request("w1-confirm-1", v1alpha1.ActionConfirm))
+	r := w.reconcile(t, "w1-confirm-1")
+	if r.Status.Outcome != v1alpha1.OutcomePending || r.Status.SeenAt == nil || !r.Status.SeenAt.Time.Equal(t0) {
+		t.Errorf("status = %+v, want Pending, seen at %s", r.Status, t0)
+	}
+	want := map[string]fence.Command{"w1/w1-confirm-1": {Kind: fence.CmdConfirm, User: "alice", Reason: "pulled the plug", SeenAt: t0}}
+	if diff := cmp.Diff(want, w.cluster.offered); diff != "" {
+		t.Fatalf("offered (-want +got):\n%s", diff)
+	}
+	w.cluster.taken("w1", "w1-confirm-1")
+	if r := w.reconcile(t, "w1-confirm-1"); r.Status.Outcome != v1alpha1.OutcomeTaken {
+		t.Errorf("outcome = %q after the engine took it, want Taken", r.Status.Outcome)
+	}
+}
+
+// Requests expire maxRequestAge after we first saw them (fence and confirm;
+// an abort only makes things safer), and are refused while the admission
+// policy that vouches for requestedBy is not bound.
+func TestRequestRefusals(t *testing.T) {
+	unbound := func(context.Context) error {
+		return fmt.Errorf("%w: the binding is missing", ErrUnauthenticated)
+	}
+	tests := []struct {
+		name        string
+		action      v1alpha1.RequestAction
+		node        string
+		policy      PolicyCheck
+		age         time.Duration
+		wantOutcome v1alpha1.RequestOutcome
+	}{
+		{"fresh fence", v1alpha1.ActionFence, "w1", nil, 15 * time.Minute, v1alpha1.OutcomePending},
+		{"stale fence", v1alpha1.ActionFence, "w1", nil, 15*time.Minute + time.Second, v1alpha1.OutcomeExpired},
+		{"stale confirm", v1alpha1.ActionConfirm, "w1", nil, time.Hour, v1alpha1.OutcomeExpired},
+		{"old abort still counts", v1alpha1.ActionAbort, "w1", nil, time.Hour, v1alpha1.OutcomePending},
+		{"no such node", v1alpha1.ActionFence, "w9", nil, 0, v1alpha1.OutcomeRefused},
+		{"admission policy not bound", v1alpha1.ActionConfirm, "w1", unbound, 0, v1alpha1.OutcomeRefused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := request("req", tt.action)
+			r.Spec.NodeName = tt.node
+			w := newWorld(t, tt.policy, r)
+			w.reconcile(t, "req") // first seen
+			w.clock.Step(tt.age)
+			got := w.reconcile(t, "req")
+			if got.Status.Outcome != tt.wantOutcome {
+				t.Errorf("outcome = %q (%s), want %q", got.Status.Outcome, got.Status.Message, tt.wantOutcome)
+			}
+			if tt.wantOutcome != v1alpha1.OutcomePending && len(w.cluster.offered) != 0 {
+				t.Errorf("still offered to the engine: %v", w.cluster.offered)
+			}
+		})
+	}
+}
+
+// A fence or confirm request another process saw first (a previous leader)
+// is not taken: its age is on a clock we cannot compare with ours, and it
+// may have been taken already. An abort still is.
+func TestInheritedRequests(t *testing.T) {
+	for _, tt := range []struct {
+		action v1alpha1.RequestAction
+		want   v1alpha1.RequestOutcome
+	}{
+		{v1alpha1.ActionFence, v1alpha1.OutcomeExpired},
+		{v1alpha1.ActionConfirm, v1alpha1.OutcomeExpired},
+		{v1alpha1.ActionAbort, v1alpha1.OutcomePending},
+	} {
+		t.Run(string(tt.action), func(t *testing.T) {
+			r := request("req", tt.action)
+			seen := metav1.NewTime(t0.Add(-time.Minute))
+			r.Status = v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomePending, SeenAt: &seen}
+			w := newWorld(t, nil, r)
+			if got := w.reconcile(t, "req"); got.Status.Outcome != tt.want {
+				t.Errorf("outcome = %q (%s), want %q", got.Status.Outcome, got.Status.Message, tt.want)
+			}
+		})
+	}
+}
+
+// A fence request created long before any agent saw it is not taken.
+func TestRequestCreatedLongAgo(t *testing.T) {
+	r := request("req", v1alpha1.ActionFence)
+	r.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
+	w := newWorld(t, nil, r)
+	if got := w.reconcile(t, "req"); got.Status.Outcome != v1alpha1.OutcomeExpired {
+		t.Errorf("outcome = %q (%s), want Expired", got.Status.Outcome, got.Status.Message)
+	}
+}
+
+func TestCommandKind(t *testing.T) {
+	if _, err := commandKind("reboot"); !errors.Is(err, ErrUnknownAction) {
+		t.Errorf("commandKind(reboot) = %v, want ErrUnknownAction", err)
+	}
+}
