@@ -266,9 +266,10 @@ type record struct {
 	// pub is what other nodes' fleet views read: the last committed phase
 	// and admission, under its own lock so a node busy on a BMC call never
 	// stalls the others.
-	pubMu       sync.Mutex
-	pubPhase    fence.Phase
-	pubAdmitted time.Time
+	pubMu        sync.Mutex
+	pubPhase     fence.Phase
+	pubAdmitted  time.Time
+	pubPowerLoss bool
 }
 
 func (rec *record) publish() { rec.reserve(rec.state) }
@@ -278,7 +279,7 @@ func (rec *record) publish() { rec.reserve(rec.state) }
 // back the committed state if the decision does not stick.
 func (rec *record) reserve(s fence.State) {
 	rec.pubMu.Lock()
-	rec.pubPhase, rec.pubAdmitted = s.Phase, s.AdmittedAt
+	rec.pubPhase, rec.pubAdmitted, rec.pubPowerLoss = s.Phase, s.AdmittedAt, s.PowerLoss
 	rec.pubMu.Unlock()
 }
 
@@ -428,7 +429,7 @@ func (r *Runner) work(ctx context.Context, name string, rec *record) bool {
 			r.mu.Lock()
 			if r.nodes[name] == rec {
 				delete(r.nodes, name)
-				if _, admitted := rec.published(); admitted.After(r.retired) {
+				if _, admitted, _ := rec.published(); admitted.After(r.retired) {
 					r.retired = admitted
 				}
 			}
@@ -640,8 +641,12 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 		if n.Name == self {
 			continue
 		}
-		if phase, _ := r.peek(n.Name); phase.InFlight() {
-			f.InFlight++
+		if phase, powerLoss := r.peek(n.Name); phase.InFlight() {
+			if powerLoss {
+				f.InFlightPowerLoss++
+			} else {
+				f.InFlight++
+			}
 		}
 	}
 	for _, z := range order {
@@ -666,28 +671,30 @@ func (r *Runner) lastAdmission(self string) time.Time {
 	}
 	r.mu.Unlock()
 	for _, rec := range recs {
-		if _, admitted := rec.published(); admitted.After(last) {
+		if _, admitted, _ := rec.published(); admitted.After(last) {
 			last = admitted
 		}
 	}
 	return last
 }
 
-// peek reads another node's last committed phase and admission time.
-func (r *Runner) peek(name string) (fence.Phase, time.Time) {
+// peek reads another node's last committed phase, and whether its fence
+// was admitted as a power loss.
+func (r *Runner) peek(name string) (fence.Phase, bool) {
 	r.mu.Lock()
 	rec := r.nodes[name]
 	r.mu.Unlock()
 	if rec == nil {
-		return fence.Healthy, time.Time{}
+		return fence.Healthy, false
 	}
-	return rec.published()
+	phase, _, powerLoss := rec.published()
+	return phase, powerLoss
 }
 
-// published is the record's last committed (or reserved) phase and
-// admission.
-func (rec *record) published() (fence.Phase, time.Time) {
+// published is the record's last committed (or reserved) phase, admission
+// and admission kind.
+func (rec *record) published() (fence.Phase, time.Time, bool) {
 	rec.pubMu.Lock()
 	defer rec.pubMu.Unlock()
-	return rec.pubPhase, rec.pubAdmitted
+	return rec.pubPhase, rec.pubAdmitted, rec.pubPowerLoss
 }

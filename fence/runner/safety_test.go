@@ -272,12 +272,14 @@ func TestAReplicaWithASkewedClockProvesOffAgain(t *testing.T) {
 // Why 7: two workers could both be admitted with maxConcurrentFences=1: the
 // admission was published only after the persist.
 func TestAdmissionIsAtomicAcrossWorkers(t *testing.T) {
-	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	w := fencesim.NewWorld(t0, partitionPolicy(), 1)
 	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
 		w.AddNode(n, "a", fencesimTiming)
 	}
+	// Running machines cut off from the API server: their BMCs read On,
+	// so each ForceOff is one the storm guard bounds.
 	for _, n := range []string{"n1", "n2"} {
-		_ = w.Node(n).BMC.Event(machineEventPowerLoss)
+		w.Node(n).Partitioned = true
 	}
 	for i := 0; i < 30; i++ {
 		w.Clock.Step(time.Second)
@@ -395,12 +397,12 @@ var (
 // running, partitioned machines powered off within seconds. The cooldown
 // counts from every admission, deleted nodes' included.
 func TestTheCooldownSurvivesADeletedNode(t *testing.T) {
-	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	w := fencesim.NewWorld(t0, partitionPolicy(), 1)
 	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
 		w.AddNode(n, "a", fencesimTiming)
 	}
 	for _, n := range []string{"n1", "n2"} {
-		_ = w.Node(n).BMC.Event(machineEventPowerLoss)
+		w.Node(n).Partitioned = true
 	}
 	for i := 0; i < 30; i++ {
 		w.Clock.Step(time.Second)
@@ -438,4 +440,13 @@ func TestTheCooldownSurvivesADeletedNode(t *testing.T) {
 	if offs("n2") == 0 {
 		t.Fatal("n2 never powered off after the cooldown")
 	}
+}
+
+// partitionPolicy is the default policy with fenceAfter at suspectAfter, so
+// that a partitioned node's running machine is powered off (under the whole
+// storm guard: its BMC reads On) as soon as it is suspected.
+func partitionPolicy() fence.Policy {
+	p := fence.DefaultPolicy()
+	p.FenceAfter = p.SuspectAfter
+	return p
 }
