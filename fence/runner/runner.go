@@ -230,7 +230,17 @@ type Runner struct {
 	// publication of what it admitted happen under it, so no two workers
 	// admit against the same count.
 	admitMu sync.Mutex
+
+	// stormSaid is when the last storm refusal was announced (stormEvent).
+	stormMu   sync.Mutex
+	stormSaid time.Time
 }
+
+// stormEventEvery is how often a storm that goes on is announced again: a
+// thousand nodes refused for the same reason make one Event, not a
+// thousand; each node's own refusal stays in its evidence annotation and
+// in bmcfence_storm_guard_refusals_total.
+const stormEventEvery = 10 * time.Minute
 
 // record is the runner's memory of one node.
 type record struct {

@@ -450,3 +450,37 @@ func partitionPolicy() fence.Policy {
 	p.FenceAfter = p.SuspectAfter
 	return p
 }
+
+// A storm makes one Event, not one per node refused: three of five nodes
+// partitioned (their machines run, their BMCs read On) are each refused,
+// and the cluster hears it once, as FenceStorm.
+func TestAStormIsAnnouncedOnce(t *testing.T) {
+	w := fencesim.NewWorld(t0, partitionPolicy(), 1)
+	names := []string{"n1", "n2", "n3", "n4", "n5"}
+	for _, n := range names {
+		w.AddNode(n, "a", fencesimTiming)
+	}
+	for _, n := range names[:3] {
+		w.Node(n).Partitioned = true
+	}
+	r := newRunner(t, w, fencesim.Cluster{W: w})
+	for i := 0; i < 60; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+		for _, n := range names {
+			r.Sync(context.Background(), n)
+		}
+	}
+	reasons := map[string]int{}
+	for _, rec := range w.Records {
+		if rec.Kind == "event" {
+			reasons[rec.Detail]++
+		}
+		if rec.Kind == "power-off" {
+			t.Errorf("%s powered off in a storm", rec.Node)
+		}
+	}
+	if reasons["FenceStorm"] != 1 || reasons["FenceRefused"] != 0 {
+		t.Errorf("events %v: want one FenceStorm and no per-node FenceRefused", reasons)
+	}
+}
