@@ -52,6 +52,7 @@ var (
 	flagGroups = flag.Int("groups", 10, "kwok processes; the failure scenarios fail whole groups")
 	flagSteady = flag.Duration("steady", 10*time.Minute, "how long the steady state is measured")
 	flagOnly   = flag.String("scenarios", "steady,storm,partition,powerloss,bmccut", "which scenarios, in this order")
+	flagAgent  = flag.String("agent", "", "a fence-agent binary to run instead of building cmd/fence-agent (to compare builds)")
 )
 
 // The agent's policy: the defaults, with the two knobs the README
@@ -113,9 +114,11 @@ func TestScale(t *testing.T) {
 	// One StatefulSet pod with a volume on each node of the power-loss group.
 	h.statefulSets(ctx, tb.Groups[powerLossGroup(groups)])
 
-	bin, err := testbed.BuildAgent(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	bin := *flagAgent
+	if bin == "" {
+		if bin, err = testbed.BuildAgent(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg, err := tb.AgentConfig(agentPolicy(h.group))
 	if err != nil {
