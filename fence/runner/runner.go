@@ -581,7 +581,6 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	}
 	now := r.opts.Clock.Now()
 	in.Node = r.view(info)
-	in.Fleet = r.fleet(name, now)
 	// A state another process wrote is taken over by writing it back as
 	// ours (invariant 4): that process may have stalled between a decision
 	// and its write, and the annotation it wrote is its fencing token.
@@ -592,6 +591,14 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	takeover := rec.raw != "" && !rec.ours
 	if rec.state.Writer != r.opts.ID && fence.Enabled(fence.CheckOneClock) {
 		rec.state = fence.Adopt(rec.state, r.opts.ID, in.Node.HeartbeatAt, now)
+	}
+	// The fleet view costs a pass over every node. A healthy node's tick
+	// (a Lease renewal, a timer: a hundred a second at 1000 nodes) never
+	// consults it: only a reading or a command leads to a ForceOff or a
+	// taint. Such a step gets the zero view, which admits nothing (its
+	// API view is never fresh), so a mistake here refuses, never admits.
+	if rec.state.Phase != fence.Healthy || in.Kind != fence.InputTick {
+		in.Fleet = r.fleet(name, now)
 	}
 	out := fence.Step(r.policy(name), rec.state, in, now)
 	if takeover {
