@@ -12,6 +12,8 @@
 #   make chart   helm lint and helm template of charts/bmcfence
 #   make codegen deep-copy, CRDs and typed clients from api/ (pinned
 #                generators in hack/codegen); make test checks they are current
+#   make scale   the scale harness (test/scale): 1000 nodes on the real
+#                control plane; SCALE_ARGS='-nodes=300 -steady=2m' to shrink
 
 SHELL := /bin/bash
 GO    ?= go
@@ -28,7 +30,7 @@ LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PK
 
 COMMANDS := kubectl-fence redfish-mock fence-agent
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc
+.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale
 
 all: build
 
@@ -76,6 +78,13 @@ sim:
 # the control plane's build in the background.
 test:
 	@BIN=$(BIN) GO=$(GO) MAKE=$(MAKE) hack/test.sh
+
+# The scale harness: never part of `make test` (build tag scale). Prints one
+# "scale:" line per scenario and fails when a target does not hold. Needs
+# the control plane in bin/e2e (`make e2e-bins`).
+SCALE_ARGS ?= -nodes=1000 -groups=10 -steady=10m
+scale:
+	@set -o pipefail; nice $(GO) test -tags scale -count=1 -timeout 120m -run TestScale -v ./test/scale/ -args $(SCALE_ARGS) | grep -E '^(scale:|--- |ok|FAIL|\s+scale_test)'
 
 # P1: whole-process `kubectl-fence bmc status` against the Debian fence
 # agents' status on the same BMC, median of alternating runs.

@@ -30,6 +30,10 @@ const (
 	// CheckAdmission: the storm guard's admission is atomic across the
 	// runner's workers.
 	CheckAdmission Check = "atomic-admission"
+	// CheckPowerLossOff: the power-loss admission (AdmitPowerLoss: no
+	// storm fraction, no cooldown) is taken only on an exact-Off reading;
+	// a ForceOff to a machine reading anything else needs the whole guard.
+	CheckPowerLossOff Check = "power-loss-reads-off"
 	// CheckKeepOff: from the taint until detach completes, power is read
 	// again and a machine found On is forced off again.
 	CheckKeepOff Check = "keep-off"
@@ -38,5 +42,5 @@ const (
 // Checks lists every check a mutant may disable.
 func Checks() []Check {
 	return []Check{CheckOurOwnOff, CheckLeaseWitness, CheckIdentity, CheckFencingToken,
-		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff}
+		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff}
 }

@@ -69,6 +69,7 @@ type wireState struct {
 	Since         int64        `json:"si,omitempty"`
 	FailureStart  int64        `json:"fs,omitempty"`
 	AdmittedAt    int64        `json:"ad,omitempty"`
+	PowerLoss     bool         `json:"pl,omitempty"`
 	Manual        bool         `json:"man,omitempty"`
 	Attested      bool         `json:"att,omitempty"`
 	By            string       `json:"by,omitempty"`
@@ -118,6 +119,7 @@ func Encode(s State) (string, error) {
 		Since:         nanos(s.Since),
 		FailureStart:  nanos(s.FailureStart),
 		AdmittedAt:    nanos(s.AdmittedAt),
+		PowerLoss:     s.PowerLoss,
 		Manual:        s.Manual,
 		Attested:      s.Attested,
 		By:            Clip(s.By, maxIDLen),
@@ -210,7 +212,7 @@ func (w wireState) state() (State, error) {
 	s.AttestedAt, s.Forced, s.PowerOffAccepted, s.KeptOff = fromNanos(w.AttestedAt), w.Forced, w.Accepted, w.KeptOff
 	s.AcceptanceUntrusted = w.Untrusted
 	s.Since, s.FailureStart, s.AdmittedAt = fromNanos(w.Since), fromNanos(w.FailureStart), fromNanos(w.AdmittedAt)
-	s.Manual, s.Attested, s.By = w.Manual, w.Attested, w.By
+	s.Manual, s.Attested, s.By, s.PowerLoss = w.Manual, w.Attested, w.By, w.PowerLoss
 	s.PowerOffAt, s.PowerOffs, s.PowerOnAt = fromNanos(w.PowerOffAt), w.PowerOffs, fromNanos(w.PowerOnAt)
 	s.TaintedAt, s.TaintOwned, s.FencedAt = fromNanos(w.TaintedAt), w.TaintOwned, fromNanos(w.FencedAt)
 	s.NextReadAt, s.ReadFailures, s.Warned = fromNanos(w.NextReadAt), w.ReadFailures, w.Warned

@@ -18,8 +18,9 @@
 //     than the start of the failure and later than our last power-off
 //     request, the last one just received, none with BootProgress claiming a
 //     running OS — or after a human's explicit confirm.
-//  2. PowerOff is emitted only when the storm guard (Admit) admits it, or for
-//     a human's explicit fence request.
+//  2. PowerOff is emitted only when the storm guard admits it (Admit for a
+//     machine that may run; AdmitPowerLoss for one whose BMC reads exactly
+//     Off), or for a human's explicit fence request.
 //  4. RemoveTaint is emitted only for a taint we applied, when the node is
 //     Ready with a heartbeat observed after the taint.
 //  6. A node in maintenance, excluded by label, or without a BMC is never

@@ -94,7 +94,7 @@ func (r Refusal) String() string {
 	case RefuseZoneUnhealthy:
 		return fmt.Sprintf("%d of %d nodes in zone %q are unhealthy (at least %.0f%%): a storm or a partition, not a node failure", r.Unhealthy, r.Nodes, r.Zone, r.Limit*100)
 	case RefuseInFlight:
-		return fmt.Sprintf("%d fences already in flight (limit %d)", r.InFlight, int(r.Limit))
+		return fmt.Sprintf("%d fences of this kind already in flight (limit %d)", r.InFlight, int(r.Limit))
 	case RefuseCooldown:
 		return fmt.Sprintf("another fence started recently; cooldown ends in %s", r.Wait)
 	}
@@ -119,17 +119,46 @@ func Admit(p Policy, f FleetView, now time.Time) Refusal {
 	return Refusal{}
 }
 
+// AdmitPowerLoss is the storm guard for a fence whose BMC reads exactly Off
+// (a power loss: a tripped PDU, a pulled cord): a fresh view of the API
+// server, and fewer than MaxConcurrentPowerLossFences such fences in flight.
+// No storm fraction, no cooldown, no MaxConcurrentFences: what a partition
+// can fake is a silent Lease over a machine that runs, and such a machine's
+// BMC reads On (or does not answer), never Off. The Off itself proves
+// nothing yet (a restart's off-dwell reads Off too): the fence still sends
+// our own ForceOff, needs it accepted and a settled Off run after it, and
+// the Lease silent throughout before any taint.
+func AdmitPowerLoss(p Policy, f FleetView, now time.Time) Refusal {
+	if r := Fresh(p, f, now); !r.Admitted() {
+		return r
+	}
+	if f.InFlightPowerLoss >= p.MaxConcurrentPowerLossFences {
+		return Refusal{Reason: RefuseInFlight, InFlight: f.InFlightPowerLoss, Limit: float64(p.MaxConcurrentPowerLossFences)}
+	}
+	return Refusal{}
+}
+
+// Fresh is the guard's first and absolute check: our view of the API
+// server was proven fresh within MaxAPIStaleness. A stale view makes live
+// nodes look dead, whatever their BMCs say.
+func Fresh(p Policy, f FleetView, now time.Time) Refusal {
+	if age := now.Sub(f.APIFreshAt); f.APIFreshAt.IsZero() || age > p.MaxAPIStaleness {
+		if f.APIFreshAt.IsZero() {
+			age = 0
+		}
+		return Refusal{Reason: RefuseAPIStale, Wait: age, Limit: float64(p.MaxAPIStaleness)}
+	}
+	return Refusal{}
+}
+
 // StillSafe is the part of the storm guard no fence may pass, a human's
 // included, and that every later power-off and taint of an admitted fence
 // checks again: a fresh view of the API server (a stale one makes live nodes
 // look dead, so it comes first: the counts themselves are not to be trusted)
 // and no storm or partition in the cluster or any zone.
 func StillSafe(p Policy, f FleetView, now time.Time) Refusal {
-	if age := now.Sub(f.APIFreshAt); f.APIFreshAt.IsZero() || age > p.MaxAPIStaleness {
-		if f.APIFreshAt.IsZero() {
-			age = 0
-		}
-		return Refusal{Reason: RefuseAPIStale, Wait: age, Limit: float64(p.MaxAPIStaleness)}
+	if r := Fresh(p, f, now); !r.Admitted() {
+		return r
 	}
 	if storm(p, f.Unhealthy, f.Nodes) {
 		return Refusal{Reason: RefuseClusterUnhealthy, Unhealthy: f.Unhealthy, Nodes: f.Nodes, Limit: p.MaxUnhealthyFraction}

@@ -190,8 +190,12 @@ func taintAllowed(p Policy, in Input, now time.Time, s State) error {
 		}
 		return nil
 	}
-	if !StillSafe(p, in.Fleet, now).Admitted() {
-		return fmt.Errorf("ApplyTaint refused by the storm guard (%v) but emitted", StillSafe(p, in.Fleet, now))
+	// A storm does not hold back the taint of an Off that settled after
+	// our own accepted ForceOff (the machine is physically off); every
+	// other taint needs the guard's absolute part.
+	ourOff := s.PowerOffAccepted && !s.PowerOffAt.IsZero() && !s.PowerOffAt.Before(s.FailureStart)
+	if r := StillSafe(p, in.Fleet, now); !r.Admitted() && !ourOff {
+		return fmt.Errorf("ApplyTaint refused by the storm guard (%v) but emitted", r)
 	}
 	if !n.HasBMC {
 		return fmt.Errorf("ApplyTaint without a BMC and without a human's attestation")
@@ -244,11 +248,24 @@ func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) e
 	case s.Phase != PoweringOff:
 		return fmt.Errorf("PowerOff from phase %v", s.Phase)
 	}
-	if r := StillSafe(p, in.Fleet, now); !r.Admitted() {
-		return fmt.Errorf("PowerOff refused by the storm guard's absolute part (%v) but emitted", r)
+	if r := Fresh(p, in.Fleet, now); !r.Admitted() {
+		return fmt.Errorf("PowerOff on a stale view (%v) but emitted", r)
 	}
-	if !before.Manual && (before.AdmittedAt.IsZero() || !before.Phase.InFlight()) && !Admit(p, in.Fleet, now).Admitted() {
-		return fmt.Errorf("first PowerOff of a fence (or of one back from Suspect) refused by the storm guard (%v) but emitted", Admit(p, in.Fleet, now))
+	// Invariant 6: a ForceOff to a machine that may run (any reading but
+	// exactly Off) passes the whole guard; one to a machine that reads Off
+	// (a power loss) the power-loss bound.
+	readsOff := in.Kind == InputReading && in.Reading.Power == PowerOff && in.Reading.Failure == "" && !in.Reading.OSRunning
+	first := before.AdmittedAt.IsZero() || !before.Phase.InFlight()
+	switch {
+	case before.Manual || !readsOff:
+		if r := StillSafe(p, in.Fleet, now); !r.Admitted() {
+			return fmt.Errorf("PowerOff refused by the storm guard's absolute part (%v) but emitted", r)
+		}
+		if !before.Manual && (first || before.PowerLoss) && !Admit(p, in.Fleet, now).Admitted() {
+			return fmt.Errorf("first PowerOff of a fence (or of one back from Suspect) refused by the storm guard (%v) but emitted", Admit(p, in.Fleet, now))
+		}
+	case first && !AdmitPowerLoss(p, in.Fleet, now).Admitted():
+		return fmt.Errorf("first PowerOff of a power-loss fence refused by the guard (%v) but emitted", AdmitPowerLoss(p, in.Fleet, now))
 	}
 	if !s.NotReadyFence && SilentFor(n, now) < p.SuspectAfter {
 		return fmt.Errorf("PowerOff of a node whose Lease renewed %s ago", SilentFor(n, now))

@@ -65,12 +65,25 @@ type Policy struct {
 	ForceDeletePods bool
 	// PowerOnAfterDetach powers the node back on once it is fenced.
 	PowerOnAfterDetach bool
-	// Storm guard (Admit).
+	// Storm guard (Admit). MaxConcurrentFences, the fraction, the
+	// minimum and the cooldown bound ForceOffs to machines that may run
+	// (the BMC read anything but exactly Off): the act a partition can
+	// fake.
 	MaxConcurrentFences  int
 	MaxUnhealthyFraction float64
 	StormMinUnhealthy    int
 	Cooldown             time.Duration
 	MaxAPIStaleness      time.Duration
+	// MaxConcurrentPowerLossFences bounds fences admitted on an exact-Off
+	// reading (AdmitPowerLoss): a machine that already reads Off (a rack's
+	// PDU tripped) gets our own ForceOff without waiting for fenceAfter,
+	// the cooldown, the other fences or the storm fraction, which a rack
+	// loss would trip at once. A partition cannot fake an Off reading; it
+	// can only hide the BMC (no reading: nothing admitted) or leave it
+	// reading On (the bounded path). The fresh-view check stays absolute,
+	// and the taint still needs our accepted ForceOff, a settled Off run
+	// and a silent Lease.
+	MaxConcurrentPowerLossFences int
 	// StuckReadInterval is the slow BMC read cadence of a Stuck node, so a
 	// node that a human powers off by hand is still fenced.
 	StuckReadInterval time.Duration
@@ -203,8 +216,14 @@ func DefaultPolicy() Policy {
 		Cooldown: 30 * time.Second,
 		// A view older than SuspectAfter could make a live node look dead;
 		// other kubelets' lease renewals refresh it every few seconds.
-		MaxAPIStaleness:   15 * time.Second,
-		StuckReadInterval: 60 * time.Second,
+		MaxAPIStaleness: 15 * time.Second,
+		// A ForceOff to a machine that reads Off costs one BMC request and
+		// the runner bounds BMC calls itself (bmc.concurrency); this bound
+		// only keeps one correlated failure from filling the work queue.
+		// Fifty covers a rack; raise it to the largest failure domain
+		// (rack, PDU) you want failed over at once.
+		MaxConcurrentPowerLossFences: 50,
+		StuckReadInterval:            60 * time.Second,
 		// A confirm is read against the BMC and applied within seconds;
 		// five minutes covers an API server that refuses writes for a
 		// while, and is short enough that "it is off" still holds.
@@ -257,6 +276,7 @@ func (p Policy) Validate() error {
 		{"settleReads", p.SettleReads, 2, 100},
 		{"powerOffAttempts", p.PowerOffAttempts, 1, 20},
 		{"maxConcurrentFences", p.MaxConcurrentFences, 1, 1000},
+		{"maxConcurrentPowerLossFences", p.MaxConcurrentPowerLossFences, 1, 100000},
 		{"stormMinUnhealthy", p.StormMinUnhealthy, 1, 100000},
 	}
 	for _, b := range ints {

@@ -241,25 +241,54 @@ func TestAttestationExpires(t *testing.T) {
 // Why 7: a retried or resumed taint skipped the stale-view and partition
 // checks.
 func TestRetriedTaintRechecksTheStaleViewAndPartition(t *testing.T) {
-	for name, fleet := range map[string]FleetView{
-		"stale view": {Nodes: 5, Unhealthy: 1, APIFreshAt: at(sec(-60))},
-		"partition":  {Nodes: 5, Unhealthy: 3},
-	} {
-		t.Run(name, func(t *testing.T) {
+	tests := []struct {
+		name  string
+		fleet FleetView
+		taint bool
+	}{
+		{"stale view", FleetView{Nodes: 5, Unhealthy: 1, APIFreshAt: at(sec(-60))}, false},
+		// Off settled after our own accepted ForceOff: the machine is
+		// physically off, and a rack that lost power trips the storm
+		// fraction at once. The storm does not hold its taint back.
+		{"storm, our accepted ForceOff", FleetView{Nodes: 5, Unhealthy: 3}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			d := newDriver(t)
 			n := view()
 			d.toTainting(n)
 			d.step(result(n, at(sec(28.3)), ActApplyTaint, "conflict"), at(sec(28.3)))
 			d.step(tick(n, at(sec(32))), at(sec(32)))
 			in := reading(n, at(sec(32.1)), PowerOff)
+			fleet := tt.fleet
 			if fleet.APIFreshAt.IsZero() {
 				fleet.APIFreshAt = at(sec(32.1))
 			}
 			in.Fleet = fleet
-			if out := d.step(in, at(sec(32.1))); has(out, ActApplyTaint) {
-				t.Fatalf("retried the taint on %s", name)
+			if out := d.step(in, at(sec(32.1))); has(out, ActApplyTaint) != tt.taint {
+				t.Fatalf("retried taint = %v on %s, want %v", has(out, ActApplyTaint), tt.name, tt.taint)
 			}
 		})
+	}
+}
+
+// A storm still holds back the taint of an Off we did not cause (the BMC
+// answered "already off"): only our own accepted ForceOff makes the Off
+// physical proof that a partition cannot fake.
+func TestStormHoldsBackAnUnassistedOff(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.1)))
+	d.step(alreadyOff(n, at(sec(20.2))), at(sec(20.2)))
+	storm := FleetView{Nodes: 5, Unhealthy: 3}
+	for s := 22.0; s <= 100; s += 3 {
+		in := reading(n, at(sec(s)), PowerOff)
+		in.Fleet = storm
+		in.Fleet.APIFreshAt = at(sec(s))
+		if out := d.step(in, at(sec(s))); has(out, ActApplyTaint) {
+			t.Fatalf("tainted at +%gs in a storm on an Off the BMC did not accept a ForceOff for", s)
+		}
 	}
 }
 

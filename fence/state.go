@@ -56,6 +56,10 @@ type State struct {
 	// AdmittedAt is when the storm guard admitted this fence (for the
 	// fleet's cooldown). Zero when not admitted.
 	AdmittedAt time.Time
+	// PowerLoss: the fence was admitted on an exact-Off reading
+	// (AdmitPowerLoss), and counts against MaxConcurrentPowerLossFences
+	// instead of MaxConcurrentFences.
+	PowerLoss bool
 	// Manual: a human asked for this fence. Attested: a human confirmed the
 	// node is off. By names that human.
 	Manual   bool

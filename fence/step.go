@@ -328,32 +328,62 @@ func (st *stepper) targetChanged(target string) bool {
 
 // ---- the storm guard ----------------------------------------------------------
 
-// admitPowerOff consults the storm guard before a ForceOff (invariant 6). The
-// first of a fence needs the whole guard; a human's, and every later one of
-// an admitted fence still in flight, its absolute part (a fresh view, no
-// storm or partition). A fence that left flight (back in Suspect: taken
-// over by another leader, or its power-off no longer due) gave up its
-// place among MaxConcurrentFences, and others may have taken it: it is
-// admitted again like a new one.
-func (st *stepper) admitPowerOff() bool {
+// admitPowerOff consults the storm guard before a ForceOff (invariant 6),
+// knowing what the BMC read last (rd). A machine that reads exactly Off is
+// a power loss, not what a partition can fake: AdmitPowerLoss. Any other
+// reading may be a running machine: the first ForceOff of a fence needs the
+// whole guard (Admit); a human's, and every later one of an admitted fence
+// still in flight, its absolute part (a fresh view, no storm or
+// partition). A fence that left flight (back in Suspect: taken over by
+// another leader, or its power-off no longer due) gave up its place among
+// MaxConcurrentFences, and others may have taken it: it is admitted again
+// like a new one; so is a power-loss fence whose machine now reads other
+// than Off.
+func (st *stepper) admitPowerOff(rd Reading) bool {
 	if !st.silentLongEnough() {
 		return false
 	}
-	if st.s.Manual || (!st.s.AdmittedAt.IsZero() && st.s.Phase.InFlight()) {
+	inFlight := !st.s.AdmittedAt.IsZero() && st.s.Phase.InFlight()
+	if st.s.Manual {
 		return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
 	}
+	if st.exactOff(rd) || !Enabled(CheckPowerLossOff) {
+		if inFlight && st.s.PowerLoss {
+			return st.guard(Fresh(st.p, st.in.Fleet, st.now))
+		}
+		if inFlight {
+			// Admitted on an On reading, in flight, now Off: it
+			// keeps the place it holds.
+			return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
+		}
+		st.s.PowerLoss = true
+		return st.guard(AdmitPowerLoss(st.p, st.in.Fleet, st.now))
+	}
+	if inFlight && !st.s.PowerLoss {
+		return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
+	}
+	if st.s.PowerLoss && st.s.Phase.InFlight() {
+		// Admitted as a power loss, now reading On (or nothing): a
+		// ForceOff that may stop a running machine, admitted anew.
+		st.s.AdmittedAt = time.Time{}
+	}
+	st.s.PowerLoss = false
 	return st.guard(Admit(st.p, st.in.Fleet, st.now))
 }
 
-// admitTaint: a taint re-checks the absolute part of the guard every time,
-// a retry or a resumed fence included. A human's attestation does not stand
-// in for the cluster's view: a stale view may hide the node's renewals.
+// admitTaint: a taint re-checks the fresh view every time, a retry or a
+// resumed fence included. The storm check applies too, unless the Off being
+// confirmed settled after a ForceOff of ours the BMC accepted: that machine
+// is physically off, and tainting it is not what a partition can fake (a
+// rack's power loss trips the storm fraction at once, and must still fail
+// over). A human's attestation does not stand in for the cluster's view: a
+// stale view may hide the node's renewals.
 func (st *stepper) admitTaint() bool {
 	if !st.forced() && !st.silentLongEnough() {
 		return false
 	}
 	r := StillSafe(st.p, st.in.Fleet, st.now)
-	if st.s.Attested && r.Reason != RefuseAPIStale {
+	if r.Reason != RefuseAPIStale && (st.s.Attested || (st.s.PowerOffAccepted && st.forceOffSent())) {
 		r = Refusal{}
 	}
 	return st.guard(r)
@@ -602,7 +632,7 @@ func (st *stepper) suspect() {
 	switch {
 	case st.exactOff(rd) && !Enabled(CheckOurOwnOff):
 		// The mutant: an Off we did not cause, taken as proof.
-		if !st.admitPowerOff() {
+		if !st.admitPowerOff(rd) {
 			st.scheduleRead(st.p.ReadInterval)
 			return
 		}
@@ -613,13 +643,13 @@ func (st *stepper) suspect() {
 		// Off, but not by our hand: a restart's off-dwell reads Off too.
 		// Our own ForceOff costs nothing on a machine that is off, and an
 		// accepted one makes the Off ours.
-		if !st.admitPowerOff() {
+		if !st.admitPowerOff(rd) {
 			st.scheduleRead(st.p.ReadInterval)
 			return
 		}
 		st.sendPowerOff("the BMC reads Off; sending our own ForceOff, since a restart's off-dwell reads Off too")
 	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.powerOffDue():
-		if !st.admitPowerOff() {
+		if !st.admitPowerOff(rd) {
 			st.scheduleRead(st.p.ReadInterval)
 			return
 		}
@@ -684,7 +714,7 @@ func (st *stepper) resendPowerOff(rd Reading, why string) {
 			st.s.PowerOffs, readingText(rd))
 		return
 	}
-	if !st.admitPowerOff() {
+	if !st.admitPowerOff(rd) {
 		st.scheduleRead(st.p.PowerPollInterval)
 		return
 	}

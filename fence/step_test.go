@@ -293,44 +293,87 @@ func TestOffAfterPowerOffRequestIsConfirmed(t *testing.T) {
 	d.wantPhase(ConfirmingOff)
 }
 
+// The storm guard bounds ForceOffs to machines that may run (the BMC reads
+// On, past fenceAfter): storm, zone, in-flight and cooldown refusals. A
+// machine that reads exactly Off is a power loss: only the fresh view and
+// the power-loss bound refuse it.
 func TestStormGuard(t *testing.T) {
 	tests := []struct {
 		name   string
+		power  Power
 		fleet  func(now time.Time) FleetView
-		reason string
+		reason string // "" admits
 	}{
-		{"60% of nodes unhealthy", func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 3, APIFreshAt: now} }, "ClusterUnhealthy"},
-		{"a zone mostly unhealthy", func(now time.Time) FleetView {
+		{"reads On, 60% of nodes unhealthy", PowerOn, func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 3, APIFreshAt: now} }, "ClusterUnhealthy"},
+		{"reads On, a zone mostly unhealthy", PowerOn, func(now time.Time) FleetView {
 			return FleetView{Nodes: 10, Unhealthy: 3, APIFreshAt: now, Zones: []ZoneHealth{{"a", 4, 3}, {"b", 6, 0}}}
 		}, "ZoneUnhealthy"},
-		{"another fence in flight", func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 2, InFlight: 1, APIFreshAt: now} }, "TooManyInFlight"},
-		{"cooldown", func(now time.Time) FleetView {
+		{"reads On, another fence in flight", PowerOn, func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 2, InFlight: 1, APIFreshAt: now} }, "TooManyInFlight"},
+		{"reads On, a power-loss fence in flight", PowerOn, func(now time.Time) FleetView {
+			return FleetView{Nodes: 5, Unhealthy: 2, InFlightPowerLoss: 1, APIFreshAt: now}
+		}, ""},
+		{"reads On, cooldown", PowerOn, func(now time.Time) FleetView {
 			return FleetView{Nodes: 5, Unhealthy: 2, LastFenceAt: now.Add(-10 * time.Second), APIFreshAt: now}
 		}, "cooldown ends in 20s"},
-		{"stale API view", func(now time.Time) FleetView {
+		{"reads On, stale API view", PowerOn, func(now time.Time) FleetView {
 			return FleetView{Nodes: 5, Unhealthy: 1, APIFreshAt: now.Add(-time.Minute)}
 		}, "view of the API server is 1m0s old"},
-		{"API view never fresh", func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 1} }, "view of the API server"},
+		{"reads Off, 60% of nodes unhealthy (a rack lost power)", PowerOff, func(now time.Time) FleetView {
+			return FleetView{Nodes: 5, Unhealthy: 3, APIFreshAt: now}
+		}, ""},
+		{"reads Off, a zone wholly unhealthy", PowerOff, func(now time.Time) FleetView {
+			return FleetView{Nodes: 10, Unhealthy: 4, APIFreshAt: now, Zones: []ZoneHealth{{"a", 4, 4}, {"b", 6, 0}}}
+		}, ""},
+		{"reads Off, another fence in flight and a cooldown", PowerOff, func(now time.Time) FleetView {
+			return FleetView{Nodes: 5, Unhealthy: 2, InFlight: 1, LastFenceAt: now.Add(-10 * time.Second), APIFreshAt: now}
+		}, ""},
+		{"reads Off, power-loss fences at their limit", PowerOff, func(now time.Time) FleetView {
+			return FleetView{Nodes: 100, Unhealthy: 51, InFlightPowerLoss: 50, APIFreshAt: now}
+		}, "TooManyInFlight"},
+		{"reads Off, stale API view", PowerOff, func(now time.Time) FleetView {
+			return FleetView{Nodes: 5, Unhealthy: 1, APIFreshAt: now.Add(-time.Minute)}
+		}, "view of the API server is 1m0s old"},
+		{"reads Off, API view never fresh", PowerOff, func(now time.Time) FleetView { return FleetView{Nodes: 5, Unhealthy: 1} }, "view of the API server"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDriver(t)
 			n := view()
 			d.suspect(n)
+			// On readings become due at fenceAfter (300 s of silence).
+			from := 20.0
+			if tt.power == PowerOn {
+				from = 300
+			}
 			var msgs []string
-			for s := 20.0; s < 60; s += 5 {
-				in := reading(n, at(sec(s)), PowerOff)
+			var powerOffs int
+			for s := from; s < from+40; s += 5 {
+				in := reading(n, at(sec(s)), tt.power)
 				in.Fleet = tt.fleet(at(sec(s)))
 				out := d.step(in, at(sec(s)))
 				for _, a := range out.Actions {
-					if a.Kind == ActEvent {
+					if a.Kind == ActEvent && a.Event.Reason == "FenceRefused" {
 						msgs = append(msgs, a.Event.Message)
 					}
 				}
+				if has(out, ActPowerOff) {
+					powerOffs++
+					break
+				}
+			}
+			if tt.reason == "" {
+				if powerOffs != 1 || len(msgs) != 0 {
+					t.Errorf("ForceOffs %d, refusals %q: want the ForceOff admitted", powerOffs, msgs)
+				}
+				d.wantPhase(PoweringOff)
+				if d.s.PowerLoss != (tt.power == PowerOff) {
+					t.Errorf("PowerLoss = %v after admitting on a reading of %v", d.s.PowerLoss, tt.power)
+				}
+				return
 			}
 			d.wantPhase(Suspect)
-			if len(msgs) != 1 || !strings.Contains(msgs[0], tt.reason) && !strings.Contains(d.s.Refusal.String(), tt.reason) {
-				t.Errorf("events %q: want exactly one refusal mentioning %q", msgs, tt.reason)
+			if powerOffs != 0 || len(msgs) != 1 || !strings.Contains(msgs[0], tt.reason) && !strings.Contains(d.s.Refusal.String(), tt.reason) {
+				t.Errorf("ForceOffs %d, refusals %q: want none and exactly one refusal mentioning %q", powerOffs, msgs, tt.reason)
 			}
 		})
 	}

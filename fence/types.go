@@ -108,8 +108,11 @@ type FleetView struct {
 	Nodes     int
 	Unhealthy int
 	Zones     []ZoneHealth
-	// InFlight counts *other* nodes in an in-flight phase.
-	InFlight int
+	// InFlight counts *other* nodes in an in-flight phase whose fence
+	// was admitted on a reading other than Off (State.PowerLoss false);
+	// InFlightPowerLoss those admitted on an exact-Off reading.
+	InFlight          int
+	InFlightPowerLoss int
 	// LastFenceAt is the latest admission of a fence on any other node.
 	LastFenceAt time.Time
 	// APIFreshAt is when our view of the API server was last proven fresh

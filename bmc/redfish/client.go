@@ -68,6 +68,10 @@ const maxBody = 1 << 20
 // it expires, commonly 30 minutes.
 const logoutTimeout = 2 * time.Second
 
+// idleConnTimeout is how long an idle keep-alive connection to a BMC is
+// kept: the probe interval (1 m by default) plus half a minute of slack.
+const idleConnTimeout = 90 * time.Second
+
 // readAttempts bounds how often an idempotent read is tried within one
 // operation's deadline. A second try absorbs one dropped connection or a
 // 5xx from a busy BMC; more would only hide a sick BMC from the engine,
@@ -107,9 +111,12 @@ func New(target bmc.Target) (*Client, error) {
 		// One connection is what a BMC expects from one client; several
 		// would compete for its small connection table.
 		MaxIdleConnsPerHost: 1,
-		// BMCs drop idle connections after tens of seconds; a shorter idle
-		// life than theirs avoids reusing one they already closed.
-		IdleConnTimeout:   20 * time.Second,
+		// Longer than the agent's default probe interval (1 m), so the
+		// probe reuses the connection instead of a new TCP and TLS
+		// handshake on the BMC every minute. A BMC that closed it first
+		// costs nothing: the transport retries an idempotent GET on a new
+		// connection when a reused one turns out closed.
+		IdleConnTimeout:   idleConnTimeout,
 		ForceAttemptHTTP2: false,
 	}
 	if target.Address.Scheme == "https" {

@@ -42,7 +42,11 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 				return nil, retryAfterError
 			}
 		case fence.ActEvent:
-			r.event(name, a.Event)
+			if a.Event.Reason == "FenceRefused" && (out.State.Refusal == fence.RefuseClusterUnhealthy || out.State.Refusal == fence.RefuseZoneUnhealthy) {
+				r.stormEvent(name, a.Event)
+			} else {
+				r.event(name, a.Event)
+			}
 		case fence.ActReadPower:
 			r.commit(rec, out.State)
 			rd := r.readPower(ctx, name, rec)
@@ -315,6 +319,25 @@ func (r *Runner) event(name string, ev fence.Event) {
 		level = r.log.Warn
 	}
 	level(ev.Message, zap.String("node", name), zap.String("reason", ev.Reason))
+}
+
+// stormEvent announces a storm refusal once per stormEventEvery, on the
+// first node refused, instead of once per node.
+func (r *Runner) stormEvent(name string, ev fence.Event) {
+	now := r.opts.Clock.Now()
+	r.stormMu.Lock()
+	say := r.stormSaid.IsZero() || now.Sub(r.stormSaid) >= stormEventEvery
+	if say {
+		r.stormSaid = now
+	}
+	r.stormMu.Unlock()
+	if !say {
+		r.log.Debug(ev.Message, zap.String("node", name), zap.String("reason", ev.Reason))
+		return
+	}
+	ev.Reason = "FenceStorm"
+	ev.Message += "; every power-off of a machine that may run is refused until it passes (each node's refusal is in its evidence; this Event repeats every " + stormEventEvery.String() + " while it lasts)"
+	r.event(name, ev)
 }
 
 // would announces, once per phase entry, a side effect dry-run skips.

@@ -230,7 +230,17 @@ type Runner struct {
 	// publication of what it admitted happen under it, so no two workers
 	// admit against the same count.
 	admitMu sync.Mutex
+
+	// stormSaid is when the last storm refusal was announced (stormEvent).
+	stormMu   sync.Mutex
+	stormSaid time.Time
 }
+
+// stormEventEvery is how often a storm that goes on is announced again: a
+// thousand nodes refused for the same reason make one Event, not a
+// thousand; each node's own refusal stays in its evidence annotation and
+// in bmcfence_storm_guard_refusals_total.
+const stormEventEvery = 10 * time.Minute
 
 // record is the runner's memory of one node.
 type record struct {
@@ -266,9 +276,10 @@ type record struct {
 	// pub is what other nodes' fleet views read: the last committed phase
 	// and admission, under its own lock so a node busy on a BMC call never
 	// stalls the others.
-	pubMu       sync.Mutex
-	pubPhase    fence.Phase
-	pubAdmitted time.Time
+	pubMu        sync.Mutex
+	pubPhase     fence.Phase
+	pubAdmitted  time.Time
+	pubPowerLoss bool
 }
 
 func (rec *record) publish() { rec.reserve(rec.state) }
@@ -278,7 +289,7 @@ func (rec *record) publish() { rec.reserve(rec.state) }
 // back the committed state if the decision does not stick.
 func (rec *record) reserve(s fence.State) {
 	rec.pubMu.Lock()
-	rec.pubPhase, rec.pubAdmitted = s.Phase, s.AdmittedAt
+	rec.pubPhase, rec.pubAdmitted, rec.pubPowerLoss = s.Phase, s.AdmittedAt, s.PowerLoss
 	rec.pubMu.Unlock()
 }
 
@@ -428,7 +439,7 @@ func (r *Runner) work(ctx context.Context, name string, rec *record) bool {
 			r.mu.Lock()
 			if r.nodes[name] == rec {
 				delete(r.nodes, name)
-				if _, admitted := rec.published(); admitted.After(r.retired) {
+				if _, admitted, _ := rec.published(); admitted.After(r.retired) {
 					r.retired = admitted
 				}
 			}
@@ -570,7 +581,6 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	}
 	now := r.opts.Clock.Now()
 	in.Node = r.view(info)
-	in.Fleet = r.fleet(name, now)
 	// A state another process wrote is taken over by writing it back as
 	// ours (invariant 4): that process may have stalled between a decision
 	// and its write, and the annotation it wrote is its fencing token.
@@ -581,6 +591,14 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	takeover := rec.raw != "" && !rec.ours
 	if rec.state.Writer != r.opts.ID && fence.Enabled(fence.CheckOneClock) {
 		rec.state = fence.Adopt(rec.state, r.opts.ID, in.Node.HeartbeatAt, now)
+	}
+	// The fleet view costs a pass over every node. A healthy node's tick
+	// (a Lease renewal, a timer: a hundred a second at 1000 nodes) never
+	// consults it: only a reading or a command leads to a ForceOff or a
+	// taint. Such a step gets the zero view, which admits nothing (its
+	// API view is never fresh), so a mistake here refuses, never admits.
+	if rec.state.Phase != fence.Healthy || in.Kind != fence.InputTick {
+		in.Fleet = r.fleet(name, now)
 	}
 	out := fence.Step(r.policy(name), rec.state, in, now)
 	if takeover {
@@ -640,8 +658,12 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 		if n.Name == self {
 			continue
 		}
-		if phase, _ := r.peek(n.Name); phase.InFlight() {
-			f.InFlight++
+		if phase, powerLoss := r.peek(n.Name); phase.InFlight() {
+			if powerLoss {
+				f.InFlightPowerLoss++
+			} else {
+				f.InFlight++
+			}
 		}
 	}
 	for _, z := range order {
@@ -666,28 +688,30 @@ func (r *Runner) lastAdmission(self string) time.Time {
 	}
 	r.mu.Unlock()
 	for _, rec := range recs {
-		if _, admitted := rec.published(); admitted.After(last) {
+		if _, admitted, _ := rec.published(); admitted.After(last) {
 			last = admitted
 		}
 	}
 	return last
 }
 
-// peek reads another node's last committed phase and admission time.
-func (r *Runner) peek(name string) (fence.Phase, time.Time) {
+// peek reads another node's last committed phase, and whether its fence
+// was admitted as a power loss.
+func (r *Runner) peek(name string) (fence.Phase, bool) {
 	r.mu.Lock()
 	rec := r.nodes[name]
 	r.mu.Unlock()
 	if rec == nil {
-		return fence.Healthy, time.Time{}
+		return fence.Healthy, false
 	}
-	return rec.published()
+	phase, _, powerLoss := rec.published()
+	return phase, powerLoss
 }
 
-// published is the record's last committed (or reserved) phase and
-// admission.
-func (rec *record) published() (fence.Phase, time.Time) {
+// published is the record's last committed (or reserved) phase, admission
+// and admission kind.
+func (rec *record) published() (fence.Phase, time.Time, bool) {
 	rec.pubMu.Lock()
 	defer rec.pubMu.Unlock()
-	return rec.pubPhase, rec.pubAdmitted
+	return rec.pubPhase, rec.pubAdmitted, rec.pubPowerLoss
 }

@@ -272,12 +272,14 @@ func TestAReplicaWithASkewedClockProvesOffAgain(t *testing.T) {
 // Why 7: two workers could both be admitted with maxConcurrentFences=1: the
 // admission was published only after the persist.
 func TestAdmissionIsAtomicAcrossWorkers(t *testing.T) {
-	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	w := fencesim.NewWorld(t0, partitionPolicy(), 1)
 	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
 		w.AddNode(n, "a", fencesimTiming)
 	}
+	// Running machines cut off from the API server: their BMCs read On,
+	// so each ForceOff is one the storm guard bounds.
 	for _, n := range []string{"n1", "n2"} {
-		_ = w.Node(n).BMC.Event(machineEventPowerLoss)
+		w.Node(n).Partitioned = true
 	}
 	for i := 0; i < 30; i++ {
 		w.Clock.Step(time.Second)
@@ -395,12 +397,12 @@ var (
 // running, partitioned machines powered off within seconds. The cooldown
 // counts from every admission, deleted nodes' included.
 func TestTheCooldownSurvivesADeletedNode(t *testing.T) {
-	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	w := fencesim.NewWorld(t0, partitionPolicy(), 1)
 	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
 		w.AddNode(n, "a", fencesimTiming)
 	}
 	for _, n := range []string{"n1", "n2"} {
-		_ = w.Node(n).BMC.Event(machineEventPowerLoss)
+		w.Node(n).Partitioned = true
 	}
 	for i := 0; i < 30; i++ {
 		w.Clock.Step(time.Second)
@@ -437,5 +439,48 @@ func TestTheCooldownSurvivesADeletedNode(t *testing.T) {
 	}
 	if offs("n2") == 0 {
 		t.Fatal("n2 never powered off after the cooldown")
+	}
+}
+
+// partitionPolicy is the default policy with fenceAfter at suspectAfter, so
+// that a partitioned node's running machine is powered off (under the whole
+// storm guard: its BMC reads On) as soon as it is suspected.
+func partitionPolicy() fence.Policy {
+	p := fence.DefaultPolicy()
+	p.FenceAfter = p.SuspectAfter
+	return p
+}
+
+// A storm makes one Event, not one per node refused: three of five nodes
+// partitioned (their machines run, their BMCs read On) are each refused,
+// and the cluster hears it once, as FenceStorm.
+func TestAStormIsAnnouncedOnce(t *testing.T) {
+	w := fencesim.NewWorld(t0, partitionPolicy(), 1)
+	names := []string{"n1", "n2", "n3", "n4", "n5"}
+	for _, n := range names {
+		w.AddNode(n, "a", fencesimTiming)
+	}
+	for _, n := range names[:3] {
+		w.Node(n).Partitioned = true
+	}
+	r := newRunner(t, w, fencesim.Cluster{W: w})
+	for i := 0; i < 60; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+		for _, n := range names {
+			r.Sync(context.Background(), n)
+		}
+	}
+	reasons := map[string]int{}
+	for _, rec := range w.Records {
+		if rec.Kind == "event" {
+			reasons[rec.Detail]++
+		}
+		if rec.Kind == "power-off" {
+			t.Errorf("%s powered off in a storm", rec.Node)
+		}
+	}
+	if reasons["FenceStorm"] != 1 || reasons["FenceRefused"] != 0 {
+		t.Errorf("events %v: want one FenceStorm and no per-node FenceRefused", reasons)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +75,12 @@ type Options struct {
 	// inventory cannot use (once per problem and process). The agent sets
 	// it; the CLI, which only reads, does not.
 	HostEvent func(host *corev1.ObjectReference, reason, message string)
+	// SecretMaxAge, when positive, keeps a credentials Secret read by a
+	// Refresh for between half of it and all of it (spread by the
+	// Secret's name) before reading it again: a thousand nodes with a
+	// Secret each then cost a steady trickle of GETs, not a thousand at
+	// every Refresh. Zero reads every Secret on every Refresh.
+	SecretMaxAge time.Duration
 }
 
 // Inventory resolves nodes to BMC controllers. Controller is a cache lookup
@@ -90,6 +98,57 @@ type Inventory struct {
 	metal3         *metal3Listing
 	metal3Reported map[string]string
 	metal3Insecure map[string]bool
+
+	// cached Secrets and when they were read (Options.SecretMaxAge); only
+	// Refresh touches them, under cacheMu.
+	cacheMu sync.Mutex
+	cached  map[string]cachedSecret
+}
+
+type cachedSecret struct {
+	obj  *corev1.Secret
+	read time.Time
+}
+
+// freshSecrets returns the cached Secrets still within their age.
+func (i *Inventory) freshSecrets(now time.Time) map[string]*corev1.Secret {
+	out := map[string]*corev1.Secret{}
+	if i.opts.SecretMaxAge <= 0 {
+		return out
+	}
+	i.cacheMu.Lock()
+	defer i.cacheMu.Unlock()
+	for name, c := range i.cached {
+		if now.Sub(c.read) < secretAge(name, i.opts.SecretMaxAge) {
+			out[name] = c.obj
+		}
+	}
+	return out
+}
+
+// secretAge spreads the Secrets' ages over [max/2, max) by name.
+func secretAge(name string, maxAge time.Duration) time.Duration {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	half := maxAge / 2
+	return half + time.Duration(uint64(h.Sum32())%uint64(half+1))
+}
+
+// remember caches the Secrets this Refresh read.
+func (i *Inventory) remember(secrets, fresh map[string]*corev1.Secret, now time.Time) {
+	if i.opts.SecretMaxAge <= 0 {
+		return
+	}
+	i.cacheMu.Lock()
+	defer i.cacheMu.Unlock()
+	if i.cached == nil {
+		i.cached = map[string]cachedSecret{}
+	}
+	for name, obj := range secrets {
+		if _, old := fresh[name]; !old {
+			i.cached[name] = cachedSecret{obj: obj, read: now}
+		}
+	}
 }
 
 var _ runner.Inventory = (*Inventory)(nil)
@@ -170,7 +229,10 @@ func (i *Inventory) Run(ctx context.Context, every time.Duration) {
 // it is reported unfenceable rather than fenced with a guess.
 func (i *Inventory) Refresh(ctx context.Context) {
 	entries, problems := i.entries(ctx)
-	secrets := map[string]*corev1.Secret{}
+	now := time.Now()
+	fresh := i.freshSecrets(now)
+	secrets := maps.Clone(fresh)
+	defer func() { i.remember(secrets, fresh, now) }()
 	cas := map[string][]byte{}
 	nodes := map[string]*Controller{}
 	resolved := map[string]bmc.Target{}

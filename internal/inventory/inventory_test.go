@@ -270,3 +270,32 @@ func TestAStaleExpectedUUIDIsRefused(t *testing.T) {
 		t.Errorf("Verify = %v, want a stale expectedUUID refused", err)
 	}
 }
+
+// With SecretMaxAge, a Secret read by one Refresh is not read again by the
+// next (a thousand per-node Secrets were re-read every 30 s), and its age
+// is spread within [max/2, max] by name.
+func TestSecretMaxAgeKeepsSecretsBetweenRefreshes(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1"}}}
+	inv, _, client := newInventory(t, cfg, secret("shared", "admin", "pw"))
+	inv.opts.SecretMaxAge = 5 * time.Minute
+	gets := func() int {
+		k := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "secrets" {
+				k++
+			}
+		}
+		return k
+	}
+	inv.Refresh(context.Background()) // reads it (newInventory's ran without SecretMaxAge)
+	before := gets()
+	inv.Refresh(context.Background())
+	if got := gets() - before; got != 0 {
+		t.Errorf("%d Secret reads by the next Refresh, want 0", got)
+	}
+	for _, name := range []string{"a", "shared", "bmc-n0001"} {
+		if d := secretAge(name, 5*time.Minute); d < 150*time.Second || d > 5*time.Minute {
+			t.Errorf("secretAge(%q) = %s, want within [2m30s, 5m]", name, d)
+		}
+	}
+}

@@ -137,18 +137,21 @@ func TestReturningNodeLosesOnlyOurTaint(t *testing.T) {
 	}
 }
 
-// Four of six nodes lose power at once: more than 55%, a storm or a
-// partition. The storm guard fences none of them and says why.
+// Four of six nodes' kubelets stop at once while their machines run (BMCs
+// read On): more than 55%, a storm or a partition. Past fenceAfter the storm
+// guard powers none of them off, and says why once (FenceStorm). Nodes
+// whose BMCs read Off instead (a power loss) would be fenced: a partition
+// cannot fake an Off (the scale harness shows both).
 func TestStormGuardFencesNoneAndSaysWhy(t *testing.T) {
 	e := newEnv(t)
-	a := e.agent("a1", "")
+	a := e.agent("a1", "policy:\n  fenceAfter: 25s\n")
 	failed := []string{"n1", "n2", "n3", "n4"}
 	for _, n := range failed {
-		if err := e.tb.PowerLoss(n); err != nil {
+		if err := e.tb.KubeletStop(n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.waitFor(60*time.Second, "a storm-guard refusal", func() (bool, error) {
+	e.waitFor(90*time.Second, "a storm-guard refusal", func() (bool, error) {
 		v, err := a.Metric("bmcfence_storm_guard_refusals_total", `reason="ClusterUnhealthy"`)
 		return v >= 1, err
 	})
@@ -156,9 +159,14 @@ func TestStormGuardFencesNoneAndSaysWhy(t *testing.T) {
 		e.neverTainted(n, 5*time.Second)
 	}
 	e.neverTainted("n1", 20*time.Second)
-	msg := e.eventMessage(failed, "FenceRefused")
+	for _, n := range failed {
+		if k := e.forceOffsSince(n); k != 0 {
+			t.Errorf("%s got %d ForceOffs in a storm", n, k)
+		}
+	}
+	msg := e.eventMessage(failed, "FenceStorm")
 	if !strings.Contains(msg, "of 6 nodes are unhealthy") {
-		t.Errorf("refusal message %q does not give the numbers", msg)
+		t.Errorf("storm message %q does not give the numbers", msg)
 	}
 }
 

@@ -59,7 +59,12 @@ type Options struct {
 	// and runs every agent as that ServiceAccount (the admin kubeconfig,
 	// impersonating it): the agent is proven with the grants it ships with.
 	AgentAsServiceAccount bool
-	Logf                  func(format string, args ...any)
+	// GroupSize, when positive, runs the nodes in kwok processes of this
+	// many nodes each (Testbed.Groups, in order) instead of one per node,
+	// and turns the bridge off: the test fails a group itself (the scale
+	// harness).
+	GroupSize int
+	Logf      func(format string, args ...any)
 }
 
 // Node is one testbed node and how its BMC is reached.
@@ -79,6 +84,8 @@ type Testbed struct {
 	Mock  *redfishmocktest.Server
 	IPMI  *ipmisim.Sim
 	Nodes []*Node
+	// Groups are the kwok processes of a testbed started with GroupSize.
+	Groups []*controlplane.KwokGroup
 
 	dir  string
 	logf func(string, ...any)
@@ -169,14 +176,31 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 			return nil, err
 		}
 	}
+	var group []controlplane.NodeSpec
 	for i, n := range b.Nodes {
 		labels := map[string]string{}
 		if len(opts.Zones) > 0 {
 			labels["topology.kubernetes.io/zone"] = opts.Zones[i%len(opts.Zones)]
 		}
-		if err := cp.AddNode(ctx, controlplane.NodeSpec{Name: n.Name, SystemUUID: n.UUID, Labels: labels}); err != nil {
+		spec := controlplane.NodeSpec{Name: n.Name, SystemUUID: n.UUID, Labels: labels}
+		if opts.GroupSize > 0 {
+			group = append(group, spec)
+			if len(group) == opts.GroupSize || i == len(b.Nodes)-1 {
+				g, err := cp.AddNodeGroup(ctx, fmt.Sprintf("g%d", len(b.Groups)), group)
+				if err != nil {
+					return nil, err
+				}
+				b.Groups = append(b.Groups, g)
+				group = nil
+			}
+			continue
+		}
+		if err := cp.AddNode(ctx, spec); err != nil {
 			return nil, err
 		}
+	}
+	if opts.GroupSize > 0 {
+		return b, nil
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	b.stopBridge, b.bridgeDone = cancel, make(chan struct{})

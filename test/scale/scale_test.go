@@ -1,0 +1,624 @@
+//go:build scale
+
+// Package scale is the scale harness (`make scale`, never `make test`): the
+// real control plane, N nodes run by N/GroupSize kwok processes, one Redfish
+// mock serving N systems (one per node, each with its own credentials, so
+// each looks like its own BMC), a StatefulSet pod with a volume on each node
+// of the power-loss group, and the fence-agent as in production: its own
+// process, leader election, the RBAC of deploy/base (the admin kubeconfig
+// impersonating its ServiceAccount).
+//
+// It runs the scenarios in order, each printed as one line starting with
+// "scale:", and fails when a target does not hold:
+//
+//	steady     N healthy nodes for -steady: agent RSS, CPU, API requests/s,
+//	           BMC requests per node per minute, the busiest second
+//	storm      6/10 of the nodes (6 groups) stop renewing, BMCs On: no
+//	           ForceOff, the refusal said
+//	partition  one group stops renewing, BMCs On: ForceOffs only as the
+//	           storm guard admits them (one in flight, one per cooldown)
+//	powerloss  one group loses power (BMCs Off, kwok killed): time to all
+//	           tainted and to all replacement pods Running
+//	bmccut     one group's BMCs hang and its kubelets die: no ForceOff
+//	           lands, the nodes are reported unfenceable
+package scale
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bmcfence/bmcfence/bmc/redfishmock"
+	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/test/controlplane"
+	"github.com/bmcfence/bmcfence/test/testbed"
+)
+
+var (
+	flagNodes  = flag.Int("nodes", 1000, "nodes in the cluster")
+	flagGroups = flag.Int("groups", 10, "kwok processes; the failure scenarios fail whole groups")
+	flagSteady = flag.Duration("steady", 10*time.Minute, "how long the steady state is measured")
+	flagOnly   = flag.String("scenarios", "steady,storm,partition,powerloss,bmccut", "which scenarios, in this order")
+	flagAgent  = flag.String("agent", "", "a fence-agent binary to run instead of building cmd/fence-agent (to compare builds)")
+)
+
+// The agent's policy: the defaults, with the two knobs the README
+// recommends for a cluster whose racks hold up to a group's nodes, and
+// fenceAfter shortened so that the partition and storm scenarios reach the
+// storm guard within a minute (the guard does not depend on fenceAfter).
+func agentPolicy(group int) string {
+	return fmt.Sprintf("policy:\n  fenceAfter: 60s\n  maxConcurrentPowerLossFences: %d\n", group)
+}
+
+const (
+	suspectAfter = 20 * time.Second
+	fenceAfter   = 60 * time.Second
+	cooldown     = 30 * time.Second
+)
+
+// Targets (issue 14).
+const (
+	maxRSS         = 100 << 20
+	maxIdleCPU     = 0.02 // of one core
+	maxBMCPerMin   = 1.0  // requests per node per minute at rest
+	powerLossSlack = 15 * time.Second
+)
+
+type harness struct {
+	t     *testing.T
+	tb    *testbed.Testbed
+	c     kubernetes.Interface
+	agent *testbed.Agent
+	group int // nodes per group
+	fails []string
+}
+
+func TestScale(t *testing.T) {
+	if err := controlplane.BinariesAvailable(""); err != nil {
+		t.Fatal(err) // only run on purpose (make scale): missing binaries are an error
+	}
+	n, groups := *flagNodes, *flagGroups
+	if n%groups != 0 || n/groups < 3 {
+		t.Fatalf("-nodes %d must be a multiple of -groups %d, with at least 3 nodes a group", n, groups)
+	}
+	ctx := context.Background()
+	setupStart := time.Now()
+	cp := controlplane.StartT(t, controlplane.Options{Logf: quiet(t)})
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%04d", i)
+	}
+	timing := redfishmock.DefaultTiming()
+	tb, err := testbed.Start(ctx, cp, testbed.Options{Nodes: names, GroupSize: n / groups, AgentAsServiceAccount: true, Timing: &timing, Logf: quiet(t)}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tb.Stop)
+	h := &harness{t: t, tb: tb, c: cp.Client(), group: n / groups}
+	fmt.Printf("scale: setup: %d nodes in %d kwok processes, 1 Redfish mock with %d systems, ready in %.0fs\n",
+		n, groups, n, time.Since(setupStart).Seconds())
+
+	// One StatefulSet pod with a volume on each node of the power-loss group.
+	h.statefulSets(ctx, tb.Groups[powerLossGroup(groups)])
+
+	bin := *flagAgent
+	if bin == "" {
+		if bin, err = testbed.BuildAgent(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := tb.AgentConfig(agentPolicy(h.group))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := tb.StartAgent(ctx, bin, "scale-agent", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.agent = a
+	t.Cleanup(func() {
+		a.Stop()
+		if t.Failed() {
+			t.Logf("agent log (tail):\n%s", tailLines(a.Logs(), 40))
+		}
+	})
+	h.waitFor(2*time.Minute, "the agent leads", func() (bool, error) { return a.Leading(), nil })
+	// Every node probed once (a whole probe interval) before measuring.
+	h.waitFor(3*time.Minute, "every node probed fenceable", func() (bool, error) {
+		k, err := h.fenceableCount()
+		return k == n, err
+	})
+
+	for _, s := range strings.Split(*flagOnly, ",") {
+		switch s {
+		case "steady":
+			h.steady(ctx)
+		case "storm":
+			h.storm(ctx)
+		case "partition":
+			h.partition(ctx)
+		case "powerloss":
+			h.powerLoss(ctx)
+		case "bmccut":
+			h.bmcCut(ctx)
+		default:
+			t.Fatalf("unknown scenario %q", s)
+		}
+	}
+	for _, f := range h.fails {
+		t.Error(f)
+	}
+}
+
+// Groups: g0 the partition, g1 the BMC cut, g2..g7 the storm (6 of 10),
+// the last the power loss.
+func powerLossGroup(groups int) int { return groups - 1 }
+
+const (
+	partitionGroup = 0
+	bmcCutGroup    = 1
+	stormFirst     = 2
+)
+
+func quiet(t *testing.T) func(string, ...any) {
+	if os.Getenv("SCALE_VERBOSE") != "" {
+		return t.Logf
+	}
+	return func(string, ...any) {}
+}
+
+func (h *harness) fail(format string, args ...any) {
+	h.fails = append(h.fails, fmt.Sprintf(format, args...))
+}
+
+func (h *harness) waitFor(d time.Duration, desc string, cond func() (bool, error)) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := controlplane.WaitFor(ctx, nil, desc, cond); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// fenceableCount is how many nodes the agent reports fenceable.
+func (h *harness) fenceableCount() (int, error) {
+	total, err := h.agent.Metric("bmcfence_node_fenceable")
+	return int(total), err
+}
+
+// ---- the steady state -------------------------------------------------------
+
+func (h *harness) steady(ctx context.Context) {
+	n := len(h.tb.Nodes)
+	cpu0, _ := h.agent.CPUTime()
+	api0 := h.apiRequests(ctx)
+	bmc0 := h.bmcRequests()
+	start := time.Now()
+	var peakSec, peakRSS int64
+	last := bmc0
+	tick := time.NewTicker(time.Second)
+	for time.Since(start) < *flagSteady {
+		<-tick.C
+		cur := h.bmcRequests()
+		peakSec = max(peakSec, cur-last)
+		last = cur
+		if rss, err := h.agent.RSS(); err == nil {
+			peakRSS = max(peakRSS, rss)
+		}
+	}
+	tick.Stop()
+	el := time.Since(start)
+	cpu1, _ := h.agent.CPUTime()
+	api1 := h.apiRequests(ctx)
+	bmc1 := h.bmcRequests()
+	rss, _ := h.agent.RSS()
+	gor, _ := h.agent.Metric("go_goroutines")
+	fds, _ := h.agent.Metric("process_open_fds")
+	heap, _ := h.agent.Metric("go_memstats_heap_inuse_bytes")
+	cpu := (cpu1 - cpu0).Seconds() / el.Seconds()
+	perNodeMin := float64(bmc1-bmc0) / float64(n) / el.Minutes()
+	mean := float64(bmc1-bmc0) / el.Seconds()
+	fmt.Printf("scale: steady: %d nodes, %s: agent RSS %.1f MiB (peak %.1f, heap in use %.1f), CPU %.2f%% of a core, API %.2f req/s, BMC %.2f req/node/min (mean %.1f/s, busiest second %d), goroutines %.0f, open fds %.0f\n",
+		n, el.Round(time.Second), mib(rss), mib(peakRSS), heap/(1<<20), cpu*100, float64(api1-api0)/el.Seconds(), perNodeMin, mean, peakSec, gor, fds)
+	if peakRSS > maxRSS {
+		h.fail("steady: peak RSS %.1f MiB > %d MiB", mib(peakRSS), maxRSS>>20)
+	}
+	if cpu > maxIdleCPU {
+		h.fail("steady: CPU %.2f%% of a core > %.0f%%", cpu*100, maxIdleCPU*100)
+	}
+	if perNodeMin > maxBMCPerMin*1.05 { // one interval's phase jitter
+		h.fail("steady: %.2f BMC requests per node per minute > %.0f", perNodeMin, maxBMCPerMin)
+	}
+	// Spread: the busiest second carries at most a few times the mean.
+	if float64(peakSec) > 4*mean+5 {
+		h.fail("steady: the busiest second carried %d BMC requests, mean %.1f/s: probes not spread", peakSec, mean)
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// bmcRequests is the mock's count of Redfish requests over all systems.
+func (h *harness) bmcRequests() int64 {
+	var k int64
+	for _, s := range h.tb.Mock.Mock.Statuses() {
+		k += s.Counters.Requests
+	}
+	return k
+}
+
+// apiRequests counts the requests the API server dispatched for service
+// accounts outside kube-system: the agent's (APF flow schema
+// "service-accounts"; the controllers and kwok fall under others).
+func (h *harness) apiRequests(ctx context.Context) int64 {
+	body, err := h.c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		h.t.Logf("apiserver metrics: %v", err)
+		return 0
+	}
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total{") && strings.Contains(line, `flow_schema="service-accounts"`) {
+			f := strings.Fields(line)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return int64(sum)
+}
+
+// ---- failures ---------------------------------------------------------------
+
+// forceOffs counts the ForceOffs each node of nodes received.
+func (h *harness) forceOffs(nodes []string) map[string]int {
+	out := map[string]int{}
+	for _, n := range nodes {
+		out[n] = h.tb.ForceOffs(n)
+	}
+	return out
+}
+
+// offTimes records when each node of nodes first got a ForceOff after
+// since, sampled every 200 ms until stop closes.
+func (h *harness) watchForceOffs(nodes []string, stop <-chan struct{}) func() map[string]time.Time {
+	base := h.forceOffs(nodes)
+	seen := map[string]time.Time{}
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			for _, n := range nodes {
+				mu.Lock()
+				_, ok := seen[n]
+				mu.Unlock()
+				if !ok && h.tb.ForceOffs(n) > base[n] {
+					mu.Lock()
+					seen[n] = time.Now()
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	return func() map[string]time.Time {
+		<-done
+		return seen
+	}
+}
+
+// events counts the Events with reason on nodes (by involved object name).
+func (h *harness) events(ctx context.Context, reason string, since time.Time) (int, string) {
+	list, err := h.c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
+	if err != nil {
+		return 0, ""
+	}
+	k, msg := 0, ""
+	for _, e := range list.Items {
+		if e.LastTimestamp.Time.Before(since.Truncate(time.Second)) && e.EventTime.Time.Before(since) {
+			continue
+		}
+		k++
+		msg = e.Message
+	}
+	return k, msg
+}
+
+// storm: 6 of 10 groups stop renewing at once, their machines running (BMCs
+// On). Past fenceAfter, every power-off is refused: zero ForceOffs.
+func (h *harness) storm(ctx context.Context) {
+	var groups []*controlplane.KwokGroup
+	var nodes []string
+	for i := stormFirst; i < stormFirst+6*len(h.tb.Groups)/10; i++ {
+		groups = append(groups, h.tb.Groups[i])
+		nodes = append(nodes, h.tb.Groups[i].Nodes...)
+	}
+	stop := make(chan struct{})
+	offs := h.watchForceOffs(nodes, stop)
+	start := time.Now()
+	for _, g := range groups {
+		if err := g.Kill(); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	watch := fenceAfter + 45*time.Second
+	time.Sleep(watch)
+	close(stop)
+	got := offs()
+	storms, msg := h.events(ctx, "FenceStorm", start)
+	refused, _ := h.events(ctx, "FenceRefused", start)
+	fmt.Printf("scale: storm: %d of %d nodes stop renewing at once (BMCs On), watched %s: %d ForceOffs, %d FenceStorm Event (%q), %d per-node FenceRefused\n",
+		len(nodes), len(h.tb.Nodes), watch, len(got), storms, msg, refused)
+	if len(got) != 0 {
+		h.fail("storm: %d ForceOffs, want 0", len(got))
+	}
+	if storms != 1 {
+		h.fail("storm: %d FenceStorm Events, want one", storms)
+	}
+	// Heal: the kubelets come back.
+	healStart := time.Now()
+	for _, g := range groups {
+		if err := g.Restart(ctx); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	h.waitFor(3*time.Minute, "every node Healthy again", func() (bool, error) {
+		return h.allNodesReady(ctx)
+	})
+	fmt.Printf("scale: storm: healed, %d nodes Ready again in %.0fs\n", len(nodes), time.Since(healStart).Seconds())
+}
+
+func (h *harness) allNodesReady(ctx context.Context) (bool, error) {
+	list, err := h.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, nil
+	}
+	for i := range list.Items {
+		if !cluster.NodeReady(&list.Items[i]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// partition: one group stops renewing, machines running. Not a storm, so
+// past fenceAfter they are powered off, but only as the guard admits: one in
+// flight, one per cooldown. Left partitioned (and fenced) for the rest.
+func (h *harness) partition(ctx context.Context) {
+	g := h.tb.Groups[partitionGroup]
+	stop := make(chan struct{})
+	offs := h.watchForceOffs(g.Nodes, stop)
+	start := time.Now()
+	if err := g.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	watch := fenceAfter + 2*cooldown + 30*time.Second
+	time.Sleep(watch)
+	close(stop)
+	got := offs()
+	var times []time.Time
+	for _, at := range got {
+		times = append(times, at)
+	}
+	// The closest two ForceOffs.
+	minGap := time.Duration(0)
+	for i := range times {
+		for j := range times {
+			if i != j {
+				if d := times[i].Sub(times[j]); d > 0 && (minGap == 0 || d < minGap) {
+					minGap = d
+				}
+			}
+		}
+	}
+	allowed := 1 + int((watch-fenceAfter)/cooldown)
+	refused, msg := h.events(ctx, "FenceRefused", start)
+	fmt.Printf("scale: partition: %d nodes stop renewing (BMCs On), watched %s: %d ForceOffs (the guard admits at most %d: one in flight, one per %s), closest two %s apart, %d FenceRefused Events (%q)\n",
+		len(g.Nodes), watch, len(got), allowed, cooldown, minGap.Round(100*time.Millisecond), refused, msg)
+	if len(got) > allowed {
+		h.fail("partition: %d ForceOffs > %d admitted", len(got), allowed)
+	}
+	if len(got) > 1 && minGap < cooldown/2 {
+		h.fail("partition: two ForceOffs %s apart, cooldown %s", minGap, cooldown)
+	}
+	if refused == 0 {
+		h.fail("partition: no FenceRefused Event")
+	}
+}
+
+// statefulSets puts one single-replica StatefulSet with a volume on each
+// node of g, and waits until all run. Each is created pinned to its node
+// (required node affinity) with the OnDelete update strategy, and unpinned
+// once Running: the running pod stays, and the replacement the StatefulSet
+// controller creates after the failover may go anywhere.
+func (h *harness) statefulSets(ctx context.Context, g *controlplane.KwokGroup) {
+	const ns = "scale"
+	if err := h.tb.CP.CreateNamespace(ctx, ns); err != nil {
+		h.t.Fatal(err)
+	}
+	for i, node := range g.Nodes {
+		ss := controlplane.StatefulSet(ns, fmt.Sprintf("db%d", i), 1)
+		ss.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
+		ss.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+				}},
+			}}},
+		}}
+		if _, err := h.c.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	h.waitFor(5*time.Minute, "every StatefulSet pod Running on its node", func() (bool, error) {
+		pods, err := h.c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		k := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				k++
+			}
+		}
+		return k == len(g.Nodes), nil
+	})
+	for i := range g.Nodes {
+		patch := []byte(`{"spec":{"template":{"spec":{"affinity":null}}}}`)
+		if _, err := h.c.AppsV1().StatefulSets(ns).Patch(ctx, fmt.Sprintf("db%d", i), types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	pods, _ := h.c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	on := map[string]bool{}
+	for _, n := range g.Nodes {
+		on[n] = true
+	}
+	k := 0
+	for _, p := range pods.Items {
+		if on[p.Spec.NodeName] {
+			k++
+		}
+	}
+	fmt.Printf("scale: setup: %d StatefulSet pods with volumes Running, %d on the power-loss group's nodes\n", len(pods.Items), k)
+}
+
+// powerLoss: a group loses power at once: BMCs read Off, kwok killed.
+func (h *harness) powerLoss(ctx context.Context) {
+	g := h.tb.Groups[powerLossGroup(len(h.tb.Groups))]
+	start := time.Now()
+	for _, n := range g.Nodes {
+		if err := h.tb.PowerLoss(n); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	if err := g.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	on := map[string]bool{}
+	for _, n := range g.Nodes {
+		on[n] = true
+	}
+	tainted := map[string]time.Duration{}
+	var allTainted, allRunning time.Duration
+	h.waitFor(5*time.Minute, "every node of the group tainted and every replacement pod Running elsewhere", func() (bool, error) {
+		el := time.Since(start)
+		if allTainted == 0 {
+			list, err := h.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: controlplane.GroupLabel + "=" + g.Name})
+			if err != nil {
+				return false, nil
+			}
+			for i := range list.Items {
+				n := &list.Items[i]
+				if _, ok := tainted[n.Name]; !ok && cluster.HasOutOfServiceTaint(n) {
+					tainted[n.Name] = el
+				}
+			}
+			if len(tainted) == len(g.Nodes) {
+				allTainted = el
+			}
+		}
+		pods, err := h.c.CoreV1().Pods("scale").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if !on[p.Spec.NodeName] && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		if running == len(g.Nodes) && allRunning == 0 {
+			allRunning = el
+		}
+		return allTainted != 0 && allRunning != 0, nil
+	})
+	var first time.Duration
+	for _, d := range tainted {
+		if first == 0 || d < first {
+			first = d
+		}
+	}
+	fmt.Printf("scale: powerloss: %d nodes lose power at once (BMCs Off): first tainted +%.1fs, all tainted +%.1fs (target %s), all %d replacement pods Running +%.1fs\n",
+		len(g.Nodes), first.Seconds(), allTainted.Seconds(), suspectAfter+powerLossSlack, len(g.Nodes), allRunning.Seconds())
+	if allTainted > suspectAfter+powerLossSlack {
+		h.fail("powerloss: all tainted after %s > suspectAfter + %s", allTainted, powerLossSlack)
+	}
+}
+
+// bmcCut: one group's BMC network is cut (every request hangs until the
+// agent's timeout) and its kubelets stop. No ForceOff lands, no taint; the
+// nodes are reported unfenceable within a probe interval.
+func (h *harness) bmcCut(ctx context.Context) {
+	g := h.tb.Groups[bmcCutGroup]
+	before, _ := h.fenceableCount()
+	stop := make(chan struct{})
+	offs := h.watchForceOffs(g.Nodes, stop)
+	start := time.Now()
+	for _, n := range g.Nodes {
+		if err := h.tb.SetFaults(n, redfishmock.Faults{Hang: true}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	if err := g.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	var reported time.Duration
+	unfenceable := 0.0
+	deadline := time.Now().Add(fenceAfter + 60*time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		unfenceable, _ = h.agent.Metric("bmcfence_unfenceable_nodes")
+		if reported == 0 && int(unfenceable) >= len(g.Nodes) {
+			reported = time.Since(start)
+		}
+	}
+	close(stop)
+	got := offs()
+	taints := 0
+	list, _ := h.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: controlplane.GroupLabel + "=" + g.Name})
+	for i := range list.Items {
+		if cluster.HasOutOfServiceTaint(&list.Items[i]) {
+			taints++
+		}
+	}
+	after, _ := h.fenceableCount()
+	fmt.Printf("scale: bmccut: %d nodes' BMCs unreachable and kubelets dead, watched %s: %d ForceOffs landed, %d taints, unfenceable %d (all reported +%.0fs), fenceable %d → %d\n",
+		len(g.Nodes), time.Since(start).Round(time.Second), len(got), taints, int(unfenceable), reported.Seconds(), before, after)
+	if len(got) != 0 || taints != 0 {
+		h.fail("bmccut: %d ForceOffs, %d taints; want none", len(got), taints)
+	}
+	if reported == 0 {
+		h.fail("bmccut: the %d nodes were never all reported unfenceable", len(g.Nodes))
+	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
