@@ -23,6 +23,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned/typed/fencing/v1alpha1"
+	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 )
@@ -118,21 +119,7 @@ func New(opts Options) (*Controller, error) {
 // a replica that stops leading must not leave a stale answer behind.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.opts.Nodes.SetRemediated(nil)
-	go c.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
-		return fmt.Errorf("remediation: CR cache not synced: %w", ctx.Err())
-	}
-	t := c.opts.Clock.NewTicker(c.opts.Resync)
-	defer t.Stop()
-	for {
-		c.ReconcileAll(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.kick:
-		case <-t.C():
-		}
-	}
+	return cluster.ReconcileLoop(ctx, "remediation", c.informer, c.opts.Clock, c.opts.Resync, c.kick, c.ReconcileAll)
 }
 
 // ReconcileAll brings every CR up to date and reports to Nodes which nodes

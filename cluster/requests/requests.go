@@ -27,6 +27,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned/typed/fencing/v1alpha1"
+	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 )
@@ -133,21 +134,7 @@ func (c *Controller) poke() {
 
 // Run serves until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	go c.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
-		return fmt.Errorf("requests: cache not synced: %w", ctx.Err())
-	}
-	t := c.opts.Clock.NewTicker(c.opts.Resync)
-	defer t.Stop()
-	for {
-		c.ReconcileAll(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.kick:
-		case <-t.C():
-		}
-	}
+	return cluster.ReconcileLoop(ctx, "requests", c.informer, c.opts.Clock, c.opts.Resync, c.kick, c.ReconcileAll)
 }
 
 // ReconcileAll handles every request, oldest first, so that the newest
