@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
@@ -119,32 +117,13 @@ func (b *Testbed) InstallBareMetalHostCRD(ctx context.Context) error {
 // in Metal3Namespace (the Role and RoleBinding the agent needs there): the
 // agent reads the hosts with exactly what the overlay grants.
 func (b *Testbed) ApplyMetal3RBAC(ctx context.Context) error {
-	root, err := controlplane.RepoRoot()
+	objs, err := b.render(ctx, "deploy/overlays/metal3")
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(b.CP.BinDir(), "kubectl"), "kustomize", filepath.Join(root, "deploy", "overlays", "metal3"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("kubectl kustomize deploy/overlays/metal3: %w\n%s", err, stderr.String())
-	}
 	c := b.CP.Client()
 	applied := 0
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading deploy/overlays/metal3: %w", err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return fmt.Errorf("decoding deploy/overlays/metal3: %w", err)
-		}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *rbacv1.Role:
 			if o.Namespace != Metal3Namespace {

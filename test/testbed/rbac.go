@@ -35,35 +35,13 @@ const AgentServiceAccount = "system:serviceaccount:" + Namespace + ":bmcfence-ag
 // manifest grants, nothing more. The rest (the DaemonSet above all) has no
 // place on a testbed, where the agent is a local process.
 func (b *Testbed) ApplyAgentRBAC(ctx context.Context) error {
-	root, err := controlplane.RepoRoot()
+	objs, err := b.render(ctx, "deploy/base")
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(b.CP.BinDir(), "kubectl"), "kustomize", filepath.Join(root, "deploy", "base"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("kubectl kustomize deploy/base: %w\n%s", err, stderr.String())
-	}
 	c := b.CP.Client()
 	applied := 0
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading deploy/base: %w", err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if runtime.IsNotRegisteredError(err) {
-			continue // a CRD: ApplyAPI's
-		}
-		if err != nil {
-			return fmt.Errorf("decoding deploy/base: %w", err)
-		}
+	for _, obj := range objs {
 		ok, err := createRBAC(ctx, c, obj)
 		if err != nil {
 			return fmt.Errorf("creating deploy/base's RBAC: %w", err)
@@ -80,6 +58,42 @@ func (b *Testbed) ApplyAgentRBAC(ctx context.Context) error {
 		return fmt.Errorf("deploy/base rendered %d ServiceAccount and RBAC objects, want 12", applied)
 	}
 	return nil
+}
+
+// render renders dir (relative to the repository) with kubectl kustomize,
+// as an install does, and decodes the built-in kinds it holds. The CRDs it
+// renders are skipped: ApplyAPI creates those.
+func (b *Testbed) render(ctx context.Context, dir string) ([]runtime.Object, error) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(b.CP.BinDir(), "kubectl"), "kustomize", filepath.Join(root, filepath.FromSlash(dir)))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubectl kustomize %s: %w\n%s", dir, err, stderr.String())
+	}
+	var objs []runtime.Object
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", dir, err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			continue // a CRD: ApplyAPI's
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", dir, err)
+		}
+		objs = append(objs, obj)
+	}
 }
 
 // crdGVR is apiextensions' CustomResourceDefinition (the main module has no
