@@ -61,6 +61,15 @@ const (
 
 var refusalNames = [numRefusalReasons]string{"Admitted", "APIViewStale", "ClusterUnhealthy", "ZoneUnhealthy", "TooManyInFlight", "Cooldown"}
 
+// sameSay: a refusal for reason o was already said for r. "Another fence
+// in flight" and "cooldown" both mean the guard paces fences; a node that
+// waits its turn flips between them as fences start and end, and a new
+// Event for every flip says nothing new.
+func (r RefusalReason) sameSay(o RefusalReason) bool {
+	paced := func(x RefusalReason) bool { return x == RefuseInFlight || x == RefuseCooldown }
+	return r == o || (paced(r) && paced(o))
+}
+
 func (r RefusalReason) String() string {
 	if r < numRefusalReasons {
 		return refusalNames[r]

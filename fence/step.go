@@ -414,7 +414,7 @@ func (st *stepper) guard(r Refusal) bool {
 		}
 		return true
 	}
-	if r.Reason != st.s.Refusal {
+	if !r.Reason.sameSay(st.s.Refusal) {
 		st.event(true, "FenceRefused", "not fencing: %s", r)
 		st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: r.Reason.String()})
 	}

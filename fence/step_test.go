@@ -788,3 +788,33 @@ func TestOffRunSettles(t *testing.T) {
 		t.Errorf("a reading after a long gap: run %+v, want a new run of one", got)
 	}
 }
+
+// In a partition the guard admits one fence at a time: a waiting node's
+// refusal alternates between "another fence in flight" and "cooldown" as
+// fences start and finish. Both say "the guard paces fences": one Event,
+// not one per flip (418 Events for 100 nodes in the scale harness).
+func TestPacedRefusalsAreSaidOnce(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	refused := 0
+	for i, s := 0, 300.0; s < 420; i, s = i+1, s+5 {
+		in := reading(n, at(sec(s)), PowerOn)
+		in.Fleet = FleetView{Nodes: 100, Unhealthy: 10, APIFreshAt: at(sec(s)), LastFenceAt: at(sec(s - 5))}
+		if i%2 == 0 {
+			in.Fleet.InFlight = 1
+		}
+		out := d.step(in, at(sec(s)))
+		if has(out, ActPowerOff) {
+			t.Fatalf("ForceOff at %s while the guard paces fences", fmtSec(s))
+		}
+		for _, a := range out.Actions {
+			if a.Kind == ActEvent && a.Event.Reason == "FenceRefused" {
+				refused++
+			}
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d FenceRefused Events while the refusal flipped between in-flight and cooldown, want 1", refused)
+	}
+}
