@@ -180,6 +180,20 @@ func (w *World) writeFails() error {
 }
 
 // token checks a fencing token against the node's state annotation.
+// guarded is what every token-guarded write does first, with w.mu held: the
+// write may fail (an API outage), the node must exist, and the fencing
+// token must be its current state.
+func (w *World) guarded(node, tok string) (*Node, error) {
+	if err := w.writeFails(); err != nil {
+		return nil, err
+	}
+	n := w.byName[node]
+	if n == nil {
+		return nil, errNotFound
+	}
+	return n, token(n, tok)
+}
+
 func token(n *Node, tok string) error {
 	if tok != runner.NoToken && tok != n.state {
 		return fmt.Errorf("%s: %w (fencing token)", n.Name, runner.ErrConflict)
@@ -256,14 +270,8 @@ func (c Cluster) ApplyTaint(_ context.Context, node, tok string) error {
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
 	w := c.W
-	if err := w.writeFails(); err != nil {
-		return err
-	}
-	n := w.byName[node]
-	if n == nil {
-		return errNotFound
-	}
-	if err := token(n, tok); err != nil {
+	n, err := w.guarded(node, tok)
+	if err != nil {
 		return err
 	}
 	w.checkTaint(n)
@@ -279,14 +287,8 @@ func (c Cluster) ApplyTaint(_ context.Context, node, tok string) error {
 func (c Cluster) ForgetTaint(_ context.Context, node, tok string) error {
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
-	if err := c.W.writeFails(); err != nil {
-		return err
-	}
-	n := c.W.byName[node]
-	if n == nil {
-		return errNotFound
-	}
-	return token(n, tok)
+	_, err := c.W.guarded(node, tok)
+	return err
 }
 
 // RemoveTaint checks the oracle (checkUntaint).
@@ -294,14 +296,8 @@ func (c Cluster) RemoveTaint(_ context.Context, node, tok string) error {
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
 	w := c.W
-	if err := w.writeFails(); err != nil {
-		return err
-	}
-	n := w.byName[node]
-	if n == nil {
-		return errNotFound
-	}
-	if err := token(n, tok); err != nil {
+	n, err := w.guarded(node, tok)
+	if err != nil {
 		return err
 	}
 	if n.taint == fence.TaintAbsent {
@@ -320,14 +316,8 @@ func (c Cluster) DeleteTerminatingPods(_ context.Context, node, tok string) (int
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
 	w := c.W
-	if err := w.writeFails(); err != nil {
-		return 0, err
-	}
-	n := w.byName[node]
-	if n == nil {
-		return 0, errNotFound
-	}
-	if err := token(n, tok); err != nil {
+	n, err := w.guarded(node, tok)
+	if err != nil {
 		return 0, err
 	}
 	if !n.terminating {
