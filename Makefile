@@ -89,7 +89,7 @@ scale:
 # P1: whole-process `kubectl-fence bmc status` against the Debian fence
 # agents' status on the same BMC, median of alternating runs.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./fence/ ./bmc/redfishmock/ ./bmc/bmclib/
+	$(GO) test -run '^$$' -bench . -benchmem ./fence/ ./bmc/redfishmock/ ./bmc/dial/
 	$(GO) run ./hack/benchcompare -bin $(BIN) -rounds 30
 
 demo: build

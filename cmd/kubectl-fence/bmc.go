@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bmcfence/bmcfence/bmc"
-	"github.com/bmcfence/bmcfence/bmc/bmclib"
+	"github.com/bmcfence/bmcfence/bmc/dial"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/internal/power"
 )
@@ -226,7 +226,7 @@ func controller(f *bmcFlags) (bmc.Controller, bmc.Target, error) {
 	if err != nil {
 		return nil, t, err
 	}
-	a, err := bmclib.New(t)
+	a, err := dial.New(t)
 	if err != nil {
 		return nil, t, err
 	}

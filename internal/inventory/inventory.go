@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bmcfence/bmcfence/bmc"
-	"github.com/bmcfence/bmcfence/bmc/bmclib"
+	"github.com/bmcfence/bmcfence/bmc/dial"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
@@ -66,7 +66,7 @@ type Options struct {
 	Observer  Observer
 	Log       *zap.Logger
 	// NewController builds a BMC controller for a target; default
-	// bmclib.New. Tests inject fakes.
+	// dial.New. Tests inject fakes.
 	NewController func(bmc.Target) (bmc.Controller, error)
 	// Dynamic reads BareMetalHosts, Metal3Machines and Machines and
 	// annotates BareMetalHosts; needed with inventory.source metal3 or both.
@@ -159,7 +159,7 @@ func New(opts Options) *Inventory {
 		opts.Log = zap.NewNop()
 	}
 	if opts.NewController == nil {
-		opts.NewController = func(t bmc.Target) (bmc.Controller, error) { return bmclib.New(t) }
+		opts.NewController = func(t bmc.Target) (bmc.Controller, error) { return dial.New(t) }
 	}
 	return &Inventory{opts: opts, nodes: map[string]*Controller{}, problems: map[string]error{}, metal3Reported: map[string]string{}}
 }

@@ -1,14 +1,8 @@
-// Package bmclib is bmcfence's BMC adapter: New builds the bmc.Controller
-// for a target, Redfish (package bmc/redfish) or IPMI (package bmc/ipmi).
-//
-// The name is historical: the adapter used to drive bmclib v2, whose
-// SetPowerState sends nothing when the BMC already reads the wanted state
-// (a restart's off-dwell reads Off, so the fence's ForceOff never went
-// out), selects Redfish systems by Name, and needs ipmitool on PATH. Both
-// protocols are now spoken directly; bmclib and gofish remain only as
-// independent clients in the mock's conformance tests. Callers keep
-// importing this package and calling New.
-package bmclib
+// Package dial opens a BMC: New builds the bmc.Controller for a target by
+// its address's scheme, Redfish (package bmc/redfish) or IPMI (package
+// bmc/ipmi). Both protocols are spoken natively; nothing here needs
+// ipmitool or a third-party BMC library.
+package dial
 
 import (
 	"fmt"

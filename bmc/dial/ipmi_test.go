@@ -1,4 +1,4 @@
-package bmclib
+package dial
 
 import (
 	"context"
