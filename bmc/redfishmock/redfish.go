@@ -54,7 +54,9 @@ const (
 type route struct {
 	res       resource
 	systemID  string // for a system, its chassis, its manager, its Reset
-	sessionID string // also the Id of an account, a role or a task
+	sessionID string // also the Id of an account, a role, a task, a subscription, a power supply
+	pduID     string // a rack PDU (routes_ext.go)
+	outletID  string // one of its outlets
 }
 
 // parseRoute maps a path without trailing slash to a route.
@@ -71,6 +73,9 @@ func parseRoute(path string) (route, bool) {
 		return route{}, false
 	}
 	seg = seg[1:]
+	if rt, ok := parseExtRoute(seg); ok {
+		return rt, true
+	}
 	switch len(seg) {
 	case 0:
 		return route{res: resServiceRoot}, true
@@ -135,6 +140,9 @@ func parseRoute(path string) (route, bool) {
 
 // methods lists the HTTP methods a resource answers (HEAD goes with GET).
 func (rt route) methods() []string {
+	if ms, ok := rt.extMethods(); ok {
+		return ms
+	}
 	switch rt.res {
 	case resSystemReset:
 		return []string{http.MethodPost}
@@ -233,6 +241,10 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 		}
 	}
 
+	if rt.res >= resExtBase {
+		m.serveExt(w, r, rt, who, target, path)
+		return
+	}
 	switch rt.res {
 	case resVersions:
 		writeJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
@@ -299,6 +311,7 @@ func (m *Mock) serveSystem(w http.ResponseWriter, s *system) {
 		return
 	}
 	doc := systemDocument(s, now)
+	doc.Links.PoweredBy = m.poweredBy(s)
 	// An ETag lets clients make conditional requests; gofish turns it into
 	// If-Match on every POST, which is how iDRAC10's 412 bites.
 	w.Header().Set("ETag", etagOf(doc))
@@ -326,10 +339,12 @@ func (m *Mock) attribute(target *system, who principal) *system {
 func (m *Mock) applyFaults(w http.ResponseWriter, r *http.Request, s *system, authenticated bool) (Faults, bool) {
 	s.mu.Lock()
 	f := s.faults
+	dead := s.dead
 	s.counters.Requests++
 	s.mu.Unlock()
 
-	if f.Hang {
+	if f.Hang || dead {
+		// A dead BMC (every power supply lost its input) answers nothing.
 		_ = m.block(r.Context()) // the client has given up; whatever we write is for the log
 		writeUnavailable(w, "The service did not respond (hang fault).")
 		return f, false
@@ -438,6 +453,7 @@ func (m *Mock) reset(w http.ResponseWriter, r *http.Request, s *system) {
 		duration = s.hw.Timing().PowerOff
 	}
 	s.mu.Unlock()
+	m.events.kick()
 
 	switch {
 	case refused != nil:
@@ -620,6 +636,8 @@ type serviceRootDoc struct {
 	SessionService *link  `json:"SessionService,omitempty"`
 	AccountService link   `json:"AccountService"`
 	TaskService    link   `json:"TaskService"`
+	EventService   link   `json:"EventService"`
+	PowerEquipment *link  `json:"PowerEquipment,omitempty"`
 	Links          struct {
 		Sessions *link `json:"Sessions,omitempty"`
 	} `json:"Links"`
@@ -641,6 +659,10 @@ func (m *Mock) serviceRoot() serviceRootDoc {
 		Managers:       link{"/redfish/v1/Managers"},
 		AccountService: link{"/redfish/v1/AccountService"},
 		TaskService:    link{"/redfish/v1/TaskService"},
+		EventService:   link{eventServiceURI},
+	}
+	if len(m.pdus.list) > 0 {
+		doc.PowerEquipment = &link{"/redfish/v1/PowerEquipment"}
 	}
 	if m.cfg.authMode != AuthBasicOnly {
 		doc.SessionService = &link{"/redfish/v1/SessionService"}
@@ -706,6 +728,8 @@ type systemDoc struct {
 	Links struct {
 		Chassis   []link `json:"Chassis"`
 		ManagedBy []link `json:"ManagedBy"`
+		// PoweredBy: the PDU outlets that feed the system (pdu.go).
+		PoweredBy []link `json:"PoweredBy,omitempty"`
 	} `json:"Links"`
 }
 
@@ -793,7 +817,10 @@ type chassisDoc struct {
 	SerialNumber string    `json:"SerialNumber"`
 	PowerState   string    `json:"PowerState"`
 	Status       statusDoc `json:"Status"`
-	Links        struct {
+	// Power and PowerSubsystem report the power supplies (pdu.go).
+	Power          link `json:"Power"`
+	PowerSubsystem link `json:"PowerSubsystem"`
+	Links          struct {
 		ComputerSystems []link `json:"ComputerSystems"`
 		ManagedBy       []link `json:"ManagedBy"`
 	} `json:"Links"`
@@ -821,6 +848,8 @@ func chassisDocument(s *system, now time.Time) chassisDoc {
 		PowerState:   string(snap.Power),
 		Status:       statusOK,
 	}
+	doc.Power = link{"/redfish/v1/Chassis/" + id + "/Power"}
+	doc.PowerSubsystem = link{"/redfish/v1/Chassis/" + id + "/PowerSubsystem"}
 	doc.Links.ComputerSystems = []link{{"/redfish/v1/Systems/" + id}}
 	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
 	return doc
