@@ -3,6 +3,7 @@ package redfish_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -327,5 +328,61 @@ func TestPowerSuppliesShowAnOutletsSupplyLosingInput(t *testing.T) {
 	}
 	if ps[0].Input != bmc.InputNormal || ps[1].Input != bmc.InputLost || ps[1].Raw != "LineInputStatus=NoInput" {
 		t.Errorf("after A2 off: %+v", ps)
+	}
+}
+
+func TestPushSubscriptionDeliversEventsAndHeartbeatsToTheReceiver(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	srv := redfishmocktest.Start(t, redfishmock.Config{Username: adminUser, Password: adminPass, Systems: redfishmock.Systems(1), Profile: redfishmock.ProfileILO6},
+		redfishmock.WithClock(clk))
+	events := make(chan redfish.PowerEvent, 10)
+	recv := redfish.NewPushReceiver(clk, func(e redfish.PowerEvent) { events <- e })
+	listener := httptest.NewTLSServer(recv)
+	defer listener.Close()
+	token := bmc.Secret("tok-3f9a1c2e77d0")
+	recv.Expect(token, srv.URL)
+
+	c, err := redfish.New(target(t, srv, adminUser, adminPass, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri, err := c.Subscribe(context.Background(), redfish.Subscription{Destination: listener.URL + "/events", Context: token, HeartbeatMinutes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() redfish.PowerEvent {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery")
+		}
+		return redfish.PowerEvent{}
+	}
+	_ = srv.Mock.Event("1", redfishmock.EventPowerLoss)
+	if e := next(); e.Kind != redfish.EventPoweredOff || e.Source != "push" || e.BMC != srv.URL || e.System != "/redfish/v1/Systems/1" {
+		t.Errorf("event %+v", e)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(time.Minute)
+	if e := next(); e.Kind != redfish.EventHeartbeat {
+		t.Errorf("after a minute: %+v", e)
+	}
+	// A delivery with another context is refused.
+	resp, err := listener.Client().Post(listener.URL, "application/json", strings.NewReader(`{"Context":"forged","Events":[{"MessageId":"ResourceEvent.1.3.ResourcePoweredOff"}]}`))
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("forged delivery: %v %v", err, resp)
+	}
+	if err := c.Unsubscribe(context.Background(), uri); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-events:
+		t.Errorf("unexpected %+v", e)
+	default:
 	}
 }

@@ -96,7 +96,10 @@ func (s *subscription) deliver(id uint64, rec eventRecord) {
 	if !s.wants(rec) {
 		return
 	}
-	body := envelope(id, s.context, rec)
+	s.h.mu.Lock()
+	context := s.context // PATCH may change it
+	s.h.mu.Unlock()
+	body := envelope(id, context, rec)
 	if s.sse != nil {
 		select {
 		case s.sse.frames <- sseFrame{id: id, data: body}:
