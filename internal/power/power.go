@@ -258,7 +258,7 @@ func offConfirmed(ctx context.Context, clk clock.Clock, ctrl bmc.Controller, o O
 		case lastErr != nil:
 			say("read failed: %v", lastErr)
 		case run.Count > 0:
-			say("reads Off: %d reads over %s; needs %d over %s", run.Count, run.Last.Sub(run.First).Round(time.Second), p.SettleReads, window)
+			say("reads Off: %s over %s; needs %d over %s", plural(run.Count, "read"), run.Last.Sub(run.First).Round(time.Second), p.SettleReads, window)
 		case last.State == bmc.PowerOff && last.OSRunning():
 			say("reads Off, but BootProgress says %s: a BMC contradicting itself proves nothing", last.BootProgress)
 		default:
@@ -461,4 +461,11 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
 	case <-t.C():
 		return nil
 	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
