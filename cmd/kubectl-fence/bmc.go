@@ -176,6 +176,7 @@ type statusView struct {
 
 func newBMCStatusCmd(s streams) *cobra.Command {
 	var f bmcFlags
+	var showUUID bool
 	out := outTable
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -196,9 +197,11 @@ func newBMCStatusCmd(s streams) *cobra.Command {
 				Trusted: st.Trusted, Provider: st.Provider, CipherSuite: st.CipherSuite, Attempts: st.Attempts,
 				LatencyMs: st.Latency.Milliseconds(), Error: errorInfo(err),
 			}
-			if err == nil {
+			if err == nil && (out != outTable || showUUID) {
 				// The identity, so an inventory's expectedUUID can be
-				// checked before there is a cluster.
+				// checked before there is a cluster. The table reads it
+				// only when asked (--uuid): it costs a second IPMI
+				// session, and a few Redfish requests.
 				id, ierr := ctrl.Identity(cmd.Context())
 				if ierr != nil {
 					err = ierr
@@ -210,8 +213,13 @@ func newBMCStatusCmd(s streams) *cobra.Command {
 				return err // the one line on stderr says it all
 			}
 			if perr := printObject(s.Out, out, v, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "ADDRESS\tSYSTEM\tUUID\tPOWER\tRAW\tBOOT PROGRESS\tLATENCY")
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), dash(v.UUID), v.PowerState, dash(rawView(v)), dash(v.BootProgress), v.LatencyMs)
+				if showUUID {
+					fmt.Fprintln(w, "ADDRESS\tSYSTEM\tUUID\tPOWER\tRAW\tBOOT PROGRESS\tLATENCY")
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), dash(v.UUID), v.PowerState, dash(rawView(v)), dash(v.BootProgress), v.LatencyMs)
+				} else {
+					fmt.Fprintln(w, "ADDRESS\tSYSTEM\tPOWER\tRAW\tBOOT PROGRESS\tLATENCY")
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), v.PowerState, dash(rawView(v)), dash(v.BootProgress), v.LatencyMs)
+				}
 				if v.Trusted.Resource != "" {
 					fmt.Fprintf(w, "Power trusted: %s\n", v.Trusted)
 				}
@@ -223,6 +231,7 @@ func newBMCStatusCmd(s streams) *cobra.Command {
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
+	cmd.Flags().BoolVar(&showUUID, "uuid", false, "also read and show the system's UUID in the table (JSON and YAML always carry it)")
 	return cmd
 }
 

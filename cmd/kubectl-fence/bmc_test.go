@@ -500,7 +500,7 @@ func TestBMCStatusJSONHasTheSystemUUID(t *testing.T) {
 	if v.UUID != st.UUID || v.Trusted.Resource == "" || v.Trusted.Why == "" {
 		t.Errorf("status %s; want uuid %s and the trusted resource", out, st.UUID)
 	}
-	out, _, _ = cli(t, append([]string{"bmc", "status"}, flags...)...)
+	out, _, _ = cli(t, append([]string{"bmc", "status", "--uuid"}, flags...)...)
 	if !strings.Contains(out, st.UUID) || !strings.Contains(out, "Power trusted: system") {
 		t.Errorf("table %q: want the UUID and the trusted resource", out)
 	}
