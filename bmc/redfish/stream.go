@@ -165,7 +165,7 @@ func NewStream(target bmc.Target, opts StreamOptions) (*Stream, error) {
 	s := &Stream{
 		client: c,
 		// No overall timeout: the stream is meant to last.
-		hc:    &http.Client{Transport: tr, CheckRedirect: noRedirect},
+		hc:    &http.Client{Transport: tr, CheckRedirect: sameOrigin(t.Address)},
 		opts:  opts,
 		clock: opts.Clock,
 		seen:  newIDRing(defaultSeenIDs),

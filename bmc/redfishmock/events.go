@@ -32,7 +32,9 @@ type eventSpec struct {
 	// ResourceEvent registry; prefixed: with the "IDRAC.2.9." registry
 	// prefix (newer firmware), else bare ("SYS1001", as iDRAC 5.00 sent).
 	dell, prefixed bool
-	source         string
+	// none: the service has no EventService at all.
+	none   bool
+	source string
 }
 
 const dmtfEventSource = "DSP0266 (Redfish 1.15) \"Eventing\" and \"Server-sent events\"; EventService v1.10, " +
@@ -64,6 +66,7 @@ var eventSpecs = map[Profile]eventSpec{
 		"subscription.cpp (RedfishServiceFunctional heartbeats for push subscriptions)"},
 	ProfileSupermicro: {source: "Supermicro Redfish Reference Guide: push subscriptions; no SSE modelled (none found documented)"},
 	ProfileAMIMulti:   {source: "AMI MegaRAC: push subscriptions; no SSE modelled (none found documented)"},
+	ProfileSushy:      {none: true, source: "sushy-tools' emulator has no EventService (its root.json template names none)"},
 }
 
 func (p Profile) eventSpec() eventSpec {

@@ -216,6 +216,9 @@ func (t *pduTable) feedersLocked(s *system) []link {
 
 // poweredBy is ComputerSystem.Links.PoweredBy: the outlets feeding s.
 func (m *Mock) poweredBy(s *system) []link {
+	if m.serviceProfile(principal{}) == ProfileSushy {
+		return nil // the emulator serves no PDUs
+	}
 	m.pdus.mu.Lock()
 	defer m.pdus.mu.Unlock()
 	return m.pdus.feedersLocked(s)

@@ -109,6 +109,13 @@ func (rt route) extMethods() ([]string, bool) {
 // URI names (chassis power), already checked to be visible.
 func (m *Mock) serveExt(w http.ResponseWriter, r *http.Request, rt route, who principal, target *system, path string) {
 	switch rt.res {
+	case resEventService, resSubscriptions, resSubscription, resSubmitTestEvent, resSSE:
+		if m.serviceProfile(who).eventSpec().none {
+			writeNotFound(w, path)
+			return
+		}
+	}
+	switch rt.res {
 	case resEventService:
 		writeDescribed(w, "EventService.v1_10_0", m.eventServiceDocument(who))
 	case resSubscriptions:
@@ -145,7 +152,7 @@ func (m *Mock) serveExt(w http.ResponseWriter, r *http.Request, rt route, who pr
 // only the administrator sees them, never a system-scoped user (who
 // stands for one BMC).
 func (m *Mock) servePDU(w http.ResponseWriter, r *http.Request, rt route, who principal, path string) {
-	if who.scope != nil || len(m.pdus.list) == 0 {
+	if who.scope != nil || len(m.pdus.list) == 0 || m.serviceProfile(who) == ProfileSushy {
 		writeNotFound(w, path)
 		return
 	}
