@@ -137,6 +137,7 @@
 //	                       +hhmm offset; bare ids on idrac9, IDRAC.2.9.-prefixed on idrac10;
 //	                       SSE at /redfish/v1/SSE, at most 2 streams, closed after an hour without data
 //	ilo5, ilo6, supermicro, ami-multi   push subscriptions only: no ServerSentEventUri
+//	sushy                  no EventService (and no PDUs): sushy-tools has none
 //
 // An SSE stream is an EventDestination (SubscriptionType SSE, a
 // service-generated Context) while it is open; Last-Event-ID replays the
