@@ -177,6 +177,7 @@ func TestIDRingForgetsTheOldest(t *testing.T) {
 // lost its input.
 func TestLegacyPowerSuppliesAsIDRACReportsThem(t *testing.T) {
 	docs := map[string]any{
+		"/redfish/v1/Systems": map[string]any{"Members": []any{map[string]any{"@odata.id": "/redfish/v1/Systems/System.Embedded.1"}}},
 		"/redfish/v1/Systems/System.Embedded.1": map[string]any{"Id": "System.Embedded.1", "PowerState": "On",
 			"Links": map[string]any{"Chassis": []any{map[string]any{"@odata.id": "/redfish/v1/Chassis/System.Embedded.1"}}}},
 		"/redfish/v1/Chassis/System.Embedded.1": map[string]any{"Power": map[string]any{"@odata.id": "/redfish/v1/Chassis/System.Embedded.1/Power"}},
