@@ -196,3 +196,18 @@ func TestVerifyOutletThatCutsTheMachineStopsAtOnce(t *testing.T) {
 		t.Error("the outlet was left off after the machine went dark")
 	}
 }
+
+// powerDevice is what a fencing level needs of any of its devices: a BMC
+// and a PDU outlet answer the same three calls with the same types, so a
+// level is a list of devices, not a new engine.
+type powerDevice interface {
+	PowerStatus(ctx context.Context) (bmc.PowerStatus, error)
+	PowerOff(ctx context.Context) (bmc.Result, error)
+	PowerOn(ctx context.Context) (bmc.Result, error)
+}
+
+var (
+	_ powerDevice = bmc.Controller(nil)
+	_ powerDevice = pdu.Outlet(nil)
+	_ pdu.Machine = (*redfish.Client)(nil)
+)
