@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
 	"sort"
@@ -347,11 +348,14 @@ func (a *Agent) serve() ([]*http.Server, error) {
 		fmt.Fprintln(w, "ok:", role)
 	})
 	var metricsHandler http.Handler = promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})
+	guard := func(h http.Handler) http.Handler { return h }
 	if a.cfg.Server.MetricsAuth {
-		metricsHandler = newKubeAuth(a.client, a.clock).wrap(metricsHandler)
+		guard = newKubeAuth(a.client, a.clock).wrap
 	}
+	metricsHandler = guard(metricsHandler)
 	if a.cfg.Server.MetricsAddress == a.cfg.Server.HealthAddress {
 		health.Handle("/metrics", metricsHandler)
+		a.servePprof(health, guard)
 		s, err := listen(a.cfg.Server.HealthAddress, health, a.log)
 		if err != nil {
 			return nil, err
@@ -360,6 +364,7 @@ func (a *Agent) serve() ([]*http.Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
+	a.servePprof(mux, guard)
 	ms, err := listen(a.cfg.Server.MetricsAddress, mux, a.log)
 	if err != nil {
 		return nil, err
@@ -370,6 +375,22 @@ func (a *Agent) serve() ([]*http.Server, error) {
 		return nil, err
 	}
 	return []*http.Server{ms, hs}, nil
+}
+
+// servePprof serves Go's profiles under /debug/pprof/ when server.pprof is
+// on, behind the same guard as /metrics (config.Validate allows it without
+// metricsAuth only on a loopback address).
+func (a *Agent) servePprof(mux *http.ServeMux, guard func(http.Handler) http.Handler) {
+	if !a.cfg.Server.Pprof {
+		return
+	}
+	a.log.Info("serving Go profiles under /debug/pprof/ (server.pprof)", zap.String("address", a.cfg.Server.MetricsAddress),
+		zap.Bool("metricsAuth", a.cfg.Server.MetricsAuth))
+	mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
+	mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
+	mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
 }
 
 func listen(addr string, h http.Handler, log *zap.Logger) (*http.Server, error) {
