@@ -1136,3 +1136,35 @@ func TestRedfishLongLivedAdapterReusesItsConnection(t *testing.T) {
 		t.Errorf("5 reads took %d connections and %d requests; want 1 connection, the collection, and one GET each", conns.Load(), requests.Load())
 	}
 }
+
+// The fenceability probe reads the identity once a minute: after the
+// first read (which finds the system and binds its identity to its BMC and
+// chassis), each read is one GET of the system, so a BMC sees one request
+// per node per minute. The binding is read again only when the identity
+// changes, or an hour later.
+func TestRedfishRepeatedIdentityIsOneRequestEach(t *testing.T) {
+	mock, err := redfishmock.New(mockConfig(redfishmock.Systems(2)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		mock.ServeHTTP(w, r)
+	}))
+	srv.StartTLS()
+	t.Cleanup(func() { mock.Close(); srv.Close() })
+	a := newAdapter(t, redfishTarget(t, srv.URL, nil, withSystem("2"), withInsecure()))
+	if _, err := a.Identity(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := requests.Load()
+	for range 5 {
+		if _, err := a.Identity(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := requests.Load() - first; got != 5 {
+		t.Errorf("5 identity reads after the first took %d requests, want 5 (one GET of the system each)", got)
+	}
+}

@@ -29,7 +29,20 @@ type resolved struct {
 	// with what it was read beside; a system that later answers 503 (AMI
 	// multi-system BMCs do while the host is off) is identified by it.
 	known *knownIdentity
+	// bound is the identity bind last read the fingerprint for, and when
+	// (whether or not a fingerprint could be read).
+	bound   bmc.Identity
+	boundAt time.Time
 }
+
+// rebindAfter is how long an identity read that finds the identity
+// unchanged skips reading its fingerprint again (the service root and the
+// chassis: two requests more). The probe reads the identity once a minute;
+// binding on every read tripled what each BMC sees at rest. A changed
+// identity is bound at once; an older binding only risks a refusal: a
+// system that answers 503 is identified by it only while the BMC and
+// chassis read as they did when it was taken.
+const rebindAfter = time.Hour
 
 // knownIdentity is a system's identity read from the system, bound to
 // what identifies its BMC and chassis at that time: the service root's
@@ -572,17 +585,33 @@ func (cn *conn) fingerprint(sysURI string) (string, error) {
 // fingerprint. A fingerprint that cannot be read leaves nothing bound: the
 // system itself answered, and that is what counts now.
 func (cn *conn) bind(sysURI string, id bmc.Identity) {
-	fp, err := cn.fingerprint(sysURI)
-	if err != nil || fp == "" {
+	id.Result = bmc.Result{}
+	now := time.Now()
+	cn.c.mu.Lock()
+	fresh := cn.c.cache.systemURI == sysURI && now.Sub(cn.c.cache.boundAt) < rebindAfter && sameIdentity(cn.c.cache.bound, id)
+	cn.c.mu.Unlock()
+	if fresh {
 		return
 	}
-	k := &knownIdentity{id: id, at: time.Now(), fingerprint: fp}
-	k.id.Result = bmc.Result{}
-	cn.c.mu.Lock()
-	if cn.c.cache.systemURI == sysURI {
-		cn.c.cache.known = k
+	fp, err := cn.fingerprint(sysURI)
+	if err != nil {
+		return
 	}
-	cn.c.mu.Unlock()
+	cn.c.mu.Lock()
+	defer cn.c.mu.Unlock()
+	if cn.c.cache.systemURI != sysURI {
+		return
+	}
+	cn.c.cache.bound, cn.c.cache.boundAt = id, now
+	if fp != "" {
+		cn.c.cache.known = &knownIdentity{id: id, at: now, fingerprint: fp}
+	}
+}
+
+// sameIdentity compares two identities read from a system (results aside).
+func sameIdentity(a, b bmc.Identity) bool {
+	return a.SystemID == b.SystemID && a.SystemName == b.SystemName && a.UUID == b.UUID && a.SerialNumber == b.SerialNumber &&
+		a.Manufacturer == b.Manufacturer && a.Model == b.Model && a.Source == b.Source && slices.Equal(a.AllowedResets, b.AllowedResets)
 }
 
 // identityWhileUnavailable identifies a system that answers 503 by the

@@ -299,12 +299,13 @@ func (h *harness) buildInfo() (version, commit string) {
 }
 
 func label(line, name string) string {
-	_, rest, ok := strings.Cut(line, name+`="`)
-	if !ok {
-		return ""
+	for _, sep := range []string{"{", ","} {
+		if _, rest, ok := strings.Cut(line, sep+name+`="`); ok {
+			v, _, _ := strings.Cut(rest, `"`)
+			return v
+		}
 	}
-	v, _, _ := strings.Cut(rest, `"`)
-	return v
+	return ""
 }
 
 // Groups: g0 the partition, g1 the BMC cut, g2..g7 the storm (6 of 10),
