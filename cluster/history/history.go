@@ -15,10 +15,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
@@ -58,9 +63,35 @@ type Options struct {
 }
 
 // Recorder writes the records; only the leader runs it.
+//
+// It reads the records from an informer, indexed by node, that keeps only
+// what finding a node's open record and retention need (no timelines: a
+// record's timeline holds up to 200 entries, and a thousand nodes keep up to
+// ten records each). A node's open record is read whole only to extend it:
+// from what this recorder last wrote, else with one GET. At rest it makes
+// no request at all (it used to LIST each node's records every resync: at
+// a thousand nodes, as many LISTs as the client's rate limit let through).
 type Recorder struct {
-	opts Options
+	opts     Options
+	informer cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// openRecs is each node's open record as this recorder last wrote or read
+	// it whole (the informer lags our writes and holds no timelines).
+	openRecs map[string]*v1alpha1.BMCFenceRecord
+	// synced is each node's state annotation as last synced without error,
+	// and the pass that saw it: an unchanged state needs nothing.
+	synced map[string]syncedState
+	pass   uint64
 }
+
+type syncedState struct {
+	state string
+	pass  uint64
+}
+
+// byNode indexes records by their node label.
+const byNode = "node"
 
 // New builds a Recorder.
 func New(opts Options) (*Recorder, error) {
@@ -82,25 +113,104 @@ func New(opts Options) (*Recorder, error) {
 	if opts.Resync <= 0 {
 		opts.Resync = 2 * time.Second
 	}
-	return &Recorder{opts: opts}, nil
+	records := opts.Client.BMCFenceRecords()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return records.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return records.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &v1alpha1.BMCFenceRecord{}, 0, cache.Indexers{byNode: func(obj any) ([]string, error) {
+		if r, ok := obj.(*v1alpha1.BMCFenceRecord); ok && r.Labels[v1alpha1.LabelRecordNode] != "" {
+			return []string{r.Labels[v1alpha1.LabelRecordNode]}, nil
+		}
+		return nil, nil
+	}})
+	if err := inf.SetTransform(slimRecord); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return &Recorder{opts: opts, informer: inf, openRecs: map[string]*v1alpha1.BMCFenceRecord{}, synced: map[string]syncedState{}}, nil
+}
+
+// slimRecord keeps what finding the open record and retention read: the
+// name, the node label, the creation time, the start and the end.
+func slimRecord(obj any) (any, error) {
+	r, ok := obj.(*v1alpha1.BMCFenceRecord)
+	if !ok {
+		return obj, nil
+	}
+	out := &v1alpha1.BMCFenceRecord{
+		ObjectMeta: metav1.ObjectMeta{Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion, CreationTimestamp: r.CreationTimestamp},
+		Spec:       v1alpha1.BMCFenceRecordSpec{NodeName: r.Spec.NodeName},
+		Status:     v1alpha1.BMCFenceRecordStatus{StartedAt: r.Status.StartedAt, FinishedAt: r.Status.FinishedAt, Phase: r.Status.Phase, Outcome: r.Status.Outcome},
+	}
+	if n := r.Labels[v1alpha1.LabelRecordNode]; n != "" {
+		out.Labels = map[string]string{v1alpha1.LabelRecordNode: n}
+	}
+	return out, nil
+}
+
+// Start runs the informer until ctx ends and waits until it has listed
+// the records.
+func (r *Recorder) Start(ctx context.Context) error {
+	go r.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
+		return fmt.Errorf("history: records not listed: %w", ctx.Err())
+	}
+	return nil
 }
 
 // Run records until ctx ends.
 func (r *Recorder) Run(ctx context.Context) error {
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
 	t := r.opts.Clock.NewTicker(r.opts.Resync)
 	defer t.Stop()
 	for {
-		for _, n := range r.opts.Nodes.Nodes() {
-			if err := r.Sync(ctx, n); err != nil {
-				r.opts.Log.Warn("fence record", zap.String("node", n.Name), zap.Error(err))
-			}
-		}
+		r.SyncAll(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
 		}
 	}
+}
+
+// SyncAll syncs every node whose state changed since it last synced.
+func (r *Recorder) SyncAll(ctx context.Context) {
+	r.mu.Lock()
+	r.pass++
+	pass := r.pass
+	r.mu.Unlock()
+	for _, n := range r.opts.Nodes.Nodes() {
+		r.mu.Lock()
+		last, seen := r.synced[n.Name]
+		if seen && last.state == n.State {
+			r.synced[n.Name] = syncedState{state: n.State, pass: pass}
+			r.mu.Unlock()
+			continue
+		}
+		r.mu.Unlock()
+		if err := r.Sync(ctx, n); err != nil {
+			r.opts.Log.Warn("fence record", zap.String("node", n.Name), zap.Error(err))
+			continue
+		}
+		r.mu.Lock()
+		r.synced[n.Name] = syncedState{state: n.State, pass: pass}
+		r.mu.Unlock()
+	}
+	// Forget nodes that are gone.
+	r.mu.Lock()
+	for name, s := range r.synced {
+		if s.pass != pass {
+			delete(r.synced, name)
+			delete(r.openRecs, name)
+		}
+	}
+	r.mu.Unlock()
 }
 
 // recorded: a fence worth a record. Suspicion alone (a BMC read that found
@@ -117,9 +227,66 @@ func recorded(st fence.State) bool {
 	return false
 }
 
+// openRecord returns node's open record, whole, or nil: the one this
+// recorder last wrote, else the cache's (read whole with a GET; the cache
+// may still show a record open that was closed since).
+func (r *Recorder) openRecord(ctx context.Context, node string) (*v1alpha1.BMCFenceRecord, error) {
+	r.mu.Lock()
+	mine := r.openRecs[node]
+	r.mu.Unlock()
+	if mine != nil {
+		return mine, nil
+	}
+	name, found := "", false
+	for _, rec := range r.cached(node) {
+		if rec.Status.FinishedAt == nil {
+			name, found = rec.Name, true
+		}
+	}
+	if !found {
+		return nil, nil
+	}
+	rec, err := r.opts.Client.BMCFenceRecords().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading record %s: %w", name, err)
+	case rec.Status.FinishedAt != nil:
+		return nil, nil
+	}
+	r.keep(node, rec)
+	return rec, nil
+}
+
+// cached lists node's records as the informer holds them (slim).
+func (r *Recorder) cached(node string) []v1alpha1.BMCFenceRecord {
+	objs, _ := r.informer.GetIndexer().ByIndex(byNode, node)
+	out := make([]v1alpha1.BMCFenceRecord, 0, len(objs))
+	for _, o := range objs {
+		if rec, ok := o.(*v1alpha1.BMCFenceRecord); ok {
+			out = append(out, *rec)
+		}
+	}
+	SortNewestFirst(out)
+	slices.Reverse(out) // oldest first: the last open one wins, as a LIST in creation order had it
+	return out
+}
+
+// keep remembers rec as node's open record (nil or a finished one: none).
+func (r *Recorder) keep(node string, rec *v1alpha1.BMCFenceRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec == nil || rec.Status.FinishedAt != nil {
+		delete(r.openRecs, node)
+		return
+	}
+	r.openRecs[node] = rec
+}
+
 // Sync brings node's open record up to date: it opens one when a fence
 // begins, appends the evidence the state gained, closes it when the node
-// is back to Healthy.
+// is back to Healthy. Start must have returned.
 func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 	var st fence.State
 	if n.State != "" {
@@ -128,16 +295,9 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 			return fmt.Errorf("decoding the fence state: %w", err)
 		}
 	}
-	records := r.opts.Client.BMCFenceRecords()
-	list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + n.Name})
+	open, err := r.openRecord(ctx, n.Name)
 	if err != nil {
-		return fmt.Errorf("listing records: %w", err)
-	}
-	var open *v1alpha1.BMCFenceRecord
-	for i := range list.Items {
-		if list.Items[i].Status.FinishedAt == nil {
-			open = &list.Items[i]
-		}
+		return err
 	}
 	now := r.opts.Clock.Now()
 	switch {
@@ -148,6 +308,7 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 		if err != nil {
 			return err
 		}
+		r.keep(n.Name, rec)
 		open = rec
 		defer r.retain(ctx, n.Name, now)
 	}
@@ -165,9 +326,13 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 	if equalStatus(open.Status, next.Status) {
 		return nil
 	}
-	if _, err := records.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+	updated, err := r.opts.Client.BMCFenceRecords().UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	if err != nil {
+		// Read it whole again next time: someone else may have written it.
+		r.keep(n.Name, nil)
 		return fmt.Errorf("updating record %s: %w", open.Name, err)
 	}
+	r.keep(n.Name, updated)
 	return nil
 }
 
@@ -204,13 +369,8 @@ func (r *Recorder) open(ctx context.Context, n runner.NodeInfo, st fence.State, 
 // and those finished more than MaxAge ago.
 func (r *Recorder) retain(ctx context.Context, node string, now time.Time) {
 	records := r.opts.Client.BMCFenceRecords()
-	list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + node})
-	if err != nil {
-		r.opts.Log.Warn("retention: listing records", zap.String("node", node), zap.Error(err))
-		return
-	}
-	for _, name := range Expired(list.Items, r.opts.MaxPerNode, r.opts.MaxAge, now) {
-		if err := records.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	for _, name := range Expired(r.cached(node), r.opts.MaxPerNode, r.opts.MaxAge, now) {
+		if err := records.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			r.opts.Log.Warn("retention: deleting a record", zap.String("record", name), zap.Error(err))
 		}
 	}
