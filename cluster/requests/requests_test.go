@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
@@ -182,5 +184,63 @@ func TestRequestCreatedLongAgo(t *testing.T) {
 func TestCommandKind(t *testing.T) {
 	if _, err := commandKind("reboot"); !errors.Is(err, ErrUnknownAction) {
 		t.Errorf("commandKind(reboot) = %v, want ErrUnknownAction", err)
+	}
+}
+
+// drain handles every node queued now (not those waiting out a backoff).
+func drain(ctx context.Context, c *Controller) {
+	for c.queue.Len() > 0 {
+		c.ProcessNext(ctx)
+	}
+}
+
+// At rest (every request answered) a resync asks the API server nothing,
+// not even for the admission policy. It used to read the policy's binding
+// every 2 s.
+func TestResyncAtRestAsksNothing(t *testing.T) {
+	reads := 0
+	policy := func(context.Context) error { reads++; return nil }
+	done := request("old", v1alpha1.ActionFence)
+	done.Status.Outcome = v1alpha1.OutcomeTaken
+	w := newWorld(t, policy, done)
+	t.Cleanup(w.c.queue.ShutDown)
+	if err := w.c.informer.GetStore().Add(done); err != nil {
+		t.Fatal(err)
+	}
+	w.client.ClearActions()
+	ctx := context.Background()
+	for range 10 {
+		w.c.Resync()
+		drain(ctx, w.c)
+	}
+	if reads != 0 || len(w.client.Actions()) != 0 {
+		t.Errorf("10 resyncs at rest read the admission policy %d times and made %d requests, want none", reads, len(w.client.Actions()))
+	}
+}
+
+// A node whose request's status cannot be written is retried with a
+// backoff of its own; the resyncs leave it alone meanwhile.
+func TestFailedStatusWriteBacksOff(t *testing.T) {
+	w := newWorld(t, nil, request("r1", v1alpha1.ActionFence))
+	t.Cleanup(w.c.queue.ShutDown)
+	writes := 0
+	w.client.PrependReactor("update", "bmcfencerequests", func(clienttesting.Action) (bool, runtime.Object, error) {
+		writes++
+		return true, nil, errors.New("the API server refuses")
+	})
+	r, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(context.Background(), "r1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.informer.GetStore().Add(r); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 10 {
+		w.c.Resync()
+		drain(ctx, w.c)
+	}
+	if writes != 1 {
+		t.Errorf("the status write was tried %d times in 10 resyncs, want once (then backoff)", writes)
 	}
 }
