@@ -92,8 +92,10 @@ type Cluster struct {
 	// in (SetRequest); requestTaken is told when a state write takes one.
 	requests     map[string]pendingRequest
 	requestTaken func(node, id string)
-	freshAt      time.Time
-	watchErrs    map[string]error
+	// nodeGone is told the name of every deleted node (OnNodeDeleted).
+	nodeGone  []func(node string)
+	freshAt   time.Time
+	watchErrs map[string]error
 }
 
 // entry is one node: our observations, the node as last delivered to our
@@ -459,8 +461,30 @@ func (c *Cluster) nodeDeleted(obj any) {
 	}
 	c.mu.Lock()
 	delete(c.entries, n.Name)
+	gone := slices.Clone(c.nodeGone)
 	c.mu.Unlock()
+	for _, f := range gone {
+		f(n.Name)
+	}
 	c.notify(n.Name)
+}
+
+// OnNodeDeleted calls f (outside the cluster's lock, from the informer's
+// handler: f must not block) with the name of every node deleted from now
+// on, after HasNode stopped reporting it.
+func (c *Cluster) OnNodeDeleted(f func(node string)) {
+	c.mu.Lock()
+	c.nodeGone = append(c.nodeGone, f)
+	c.mu.Unlock()
+}
+
+// HasNode reports whether our handlers know the node (Node would find it),
+// without building its view.
+func (c *Cluster) HasNode(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[name]
+	return e != nil && e.node != nil
 }
 
 func (c *Cluster) leaseAdded(obj any) { c.observeLease(obj, true) }

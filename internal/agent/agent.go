@@ -109,6 +109,9 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ..
 		return nil, err
 	}
 	m := metrics.New()
+	// A deleted node's series go with it.
+	m.SetNodes(cl.HasNode)
+	cl.OnNodeDeleted(m.Forget)
 	inv := inventory.New(inventory.Options{
 		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout,
 		Client: client, Dynamic: o.dynamic, Nodes: cl, Observer: m, Log: log.Named("inventory"),
