@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -96,8 +97,9 @@ func (h *harness) workload(ctx context.Context, pods int) workloadPlan {
 			h.t.Fatal(err)
 		}
 	}
-	// Created from 16 goroutines: thousands of creates, one at a time,
-	// would take minutes on their own.
+	// Created from 8 goroutines: thousands of creates, one at a time,
+	// would take minutes on their own; more would only queue in etcd,
+	// which is busy enough with the pods the controllers create meanwhile.
 	type item struct {
 		ns, name string
 		sts      bool
@@ -106,35 +108,38 @@ func (h *harness) workload(ctx context.Context, pods int) workloadPlan {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
-	for range 16 {
+	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for it := range items {
-				var err error
-				if it.sts {
-					ss := &appsv1.StatefulSet{
-						ObjectMeta: metav1.ObjectMeta{Namespace: it.ns, Name: it.name, Labels: map[string]string{"app": it.name}},
-						Spec: appsv1.StatefulSetSpec{
-							Replicas:            ptr.To(int32(statefulSetReplicas)),
-							ServiceName:         it.name,
-							PodManagementPolicy: appsv1.ParallelPodManagement,
-							Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": it.name}},
-							Template:            podTemplate(it.name),
-						},
+				err := retryBusy(ctx, func() error {
+					var err error
+					if it.sts {
+						ss := &appsv1.StatefulSet{
+							ObjectMeta: metav1.ObjectMeta{Namespace: it.ns, Name: it.name, Labels: map[string]string{"app": it.name}},
+							Spec: appsv1.StatefulSetSpec{
+								Replicas:            ptr.To(int32(statefulSetReplicas)),
+								ServiceName:         it.name,
+								PodManagementPolicy: appsv1.ParallelPodManagement,
+								Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": it.name}},
+								Template:            podTemplate(it.name),
+							},
+						}
+						_, err = c.AppsV1().StatefulSets(it.ns).Create(ctx, ss, metav1.CreateOptions{})
+					} else {
+						d := &appsv1.Deployment{
+							ObjectMeta: metav1.ObjectMeta{Namespace: it.ns, Name: it.name, Labels: map[string]string{"app": it.name}},
+							Spec: appsv1.DeploymentSpec{
+								Replicas: ptr.To(int32(deploymentReplicas)),
+								Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": it.name}},
+								Template: podTemplate(it.name),
+							},
+						}
+						_, err = c.AppsV1().Deployments(it.ns).Create(ctx, d, metav1.CreateOptions{})
 					}
-					_, err = c.AppsV1().StatefulSets(it.ns).Create(ctx, ss, metav1.CreateOptions{})
-				} else {
-					d := &appsv1.Deployment{
-						ObjectMeta: metav1.ObjectMeta{Namespace: it.ns, Name: it.name, Labels: map[string]string{"app": it.name}},
-						Spec: appsv1.DeploymentSpec{
-							Replicas: ptr.To(int32(deploymentReplicas)),
-							Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": it.name}},
-							Template: podTemplate(it.name),
-						},
-					}
-					_, err = c.AppsV1().Deployments(it.ns).Create(ctx, d, metav1.CreateOptions{})
-				}
+					return err
+				})
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -197,4 +202,29 @@ func (h *harness) workloadReady(ctx context.Context) int {
 		}
 	}
 	return k
+}
+
+// retryBusy retries f while the API server is too busy to answer (a
+// timeout, 429, 5xx): on a loaded machine etcd stalls for seconds while the
+// controllers create thousands of pods. A create that timed out may have
+// happened: AlreadyExists on a retry is success.
+func retryBusy(ctx context.Context, f func() error) error {
+	var err error
+	for attempt := range 10 {
+		err = f()
+		switch {
+		case err == nil, attempt > 0 && apierrors.IsAlreadyExists(err):
+			return nil
+		case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err),
+			apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err):
+		default:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 2 * time.Second):
+		}
+	}
+	return err
 }
