@@ -278,7 +278,7 @@ func (c *Cluster) Node(name string) (runner.NodeInfo, bool) {
 func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 	if e.stale {
 		name := e.node.Name
-		e.info = buildInfo(e.node, e.obs, byIndex[*corev1.Pod](c.podIndexer, name), byIndex[*storagev1.VolumeAttachment](c.vaIndexer, name))
+		e.info = buildInfo(e.node, e.obs, byIndex[*podSummary](c.podIndexer, name), byIndex[*storagev1.VolumeAttachment](c.vaIndexer, name))
 		e.stale = false
 	}
 	info := e.info
@@ -560,28 +560,28 @@ func (c *Cluster) nodesChanged(names ...string) {
 }
 
 func (c *Cluster) podAdded(obj any) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		c.nodesChanged(p.Spec.NodeName)
+	if p, ok := obj.(*podSummary); ok {
+		c.nodesChanged(p.nodeName)
 	}
 }
 
 func (c *Cluster) podUpdated(oldObj, newObj any) {
-	o, ok1 := oldObj.(*corev1.Pod)
-	n, ok2 := newObj.(*corev1.Pod)
+	o, ok1 := oldObj.(*podSummary)
+	n, ok2 := newObj.(*podSummary)
 	if !ok1 || !ok2 {
 		return
 	}
 	// Only what the view reads; a pod's status churns.
-	if o.Spec.NodeName == n.Spec.NodeName && o.Status.Phase == n.Status.Phase &&
-		(o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+	if o.nodeName == n.nodeName && o.phase == n.phase && o.deleting == n.deleting &&
+		o.ownedByNode == n.ownedByNode && o.toleratesOutOfService == n.toleratesOutOfService {
 		return
 	}
-	c.nodesChanged(o.Spec.NodeName, n.Spec.NodeName)
+	c.nodesChanged(o.nodeName, n.nodeName)
 }
 
 func (c *Cluster) podDeleted(obj any) {
-	if p, ok := tombstone(obj).(*corev1.Pod); ok {
-		c.nodesChanged(p.Spec.NodeName)
+	if p, ok := tombstone(obj).(*podSummary); ok {
+		c.nodesChanged(p.nodeName)
 	}
 }
 
