@@ -120,32 +120,32 @@ func (s *podSummary) DeepCopyObject() runtime.Object   { c := *s; return &c }
 
 // metav1.Object: what the summary keeps; the rest reads as empty.
 
-func (s *podSummary) GetNamespace() string                 { return s.namespace }
-func (s *podSummary) SetNamespace(ns string)               { s.namespace = ns }
-func (s *podSummary) GetName() string                      { return s.name }
-func (s *podSummary) SetName(name string)                  { s.name = name }
-func (s *podSummary) GetResourceVersion() string           { return s.resourceVersion }
-func (s *podSummary) SetResourceVersion(rv string)         { s.resourceVersion = rv }
-func (s *podSummary) GetGenerateName() string              { return "" }
-func (s *podSummary) SetGenerateName(string)               {}
-func (s *podSummary) GetUID() types.UID                    { return "" }
-func (s *podSummary) SetUID(types.UID)                     {}
-func (s *podSummary) GetGeneration() int64                 { return 0 }
-func (s *podSummary) SetGeneration(int64)                  {}
-func (s *podSummary) GetSelfLink() string                  { return "" }
-func (s *podSummary) SetSelfLink(string)                   {}
-func (s *podSummary) GetCreationTimestamp() metav1.Time    { return metav1.Time{} }
-func (s *podSummary) SetCreationTimestamp(metav1.Time)     {}
-func (s *podSummary) GetDeletionTimestamp() *metav1.Time   { return nil }
-func (s *podSummary) SetDeletionTimestamp(*metav1.Time)    {}
+func (s *podSummary) GetNamespace() string                  { return s.namespace }
+func (s *podSummary) SetNamespace(ns string)                { s.namespace = ns }
+func (s *podSummary) GetName() string                       { return s.name }
+func (s *podSummary) SetName(name string)                   { s.name = name }
+func (s *podSummary) GetResourceVersion() string            { return s.resourceVersion }
+func (s *podSummary) SetResourceVersion(rv string)          { s.resourceVersion = rv }
+func (s *podSummary) GetGenerateName() string               { return "" }
+func (s *podSummary) SetGenerateName(string)                {}
+func (s *podSummary) GetUID() types.UID                     { return "" }
+func (s *podSummary) SetUID(types.UID)                      {}
+func (s *podSummary) GetGeneration() int64                  { return 0 }
+func (s *podSummary) SetGeneration(int64)                   {}
+func (s *podSummary) GetSelfLink() string                   { return "" }
+func (s *podSummary) SetSelfLink(string)                    {}
+func (s *podSummary) GetCreationTimestamp() metav1.Time     { return metav1.Time{} }
+func (s *podSummary) SetCreationTimestamp(metav1.Time)      {}
+func (s *podSummary) GetDeletionTimestamp() *metav1.Time    { return nil }
+func (s *podSummary) SetDeletionTimestamp(*metav1.Time)     {}
 func (s *podSummary) GetDeletionGracePeriodSeconds() *int64 { return nil }
-func (s *podSummary) SetDeletionGracePeriodSeconds(*int64) {}
-func (s *podSummary) GetLabels() map[string]string         { return nil }
-func (s *podSummary) SetLabels(map[string]string)          {}
-func (s *podSummary) GetAnnotations() map[string]string    { return nil }
-func (s *podSummary) SetAnnotations(map[string]string)     {}
-func (s *podSummary) GetFinalizers() []string              { return nil }
-func (s *podSummary) SetFinalizers([]string)               {}
+func (s *podSummary) SetDeletionGracePeriodSeconds(*int64)  {}
+func (s *podSummary) GetLabels() map[string]string          { return nil }
+func (s *podSummary) SetLabels(map[string]string)           {}
+func (s *podSummary) GetAnnotations() map[string]string     { return nil }
+func (s *podSummary) SetAnnotations(map[string]string)      {}
+func (s *podSummary) GetFinalizers() []string               { return nil }
+func (s *podSummary) SetFinalizers([]string)                {}
 func (s *podSummary) GetOwnerReferences() []metav1.OwnerReference {
 	return nil
 }
