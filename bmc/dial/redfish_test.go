@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -1166,5 +1167,38 @@ func TestRedfishRepeatedIdentityIsOneRequestEach(t *testing.T) {
 	}
 	if got := requests.Load() - first; got != 5 {
 		t.Errorf("5 identity reads after the first took %d requests, want 5 (one GET of the system each)", got)
+	}
+}
+
+// The agent's probe reads each BMC once a minute and lets the connection
+// close in between (an idle connection per BMC costs both sides): the next
+// handshake resumes the TLS session instead of a full one (no certificate
+// to send, verify or sign for).
+func TestRedfishResumesTheTLSSession(t *testing.T) {
+	mock, err := redfishmock.New(mockConfig(redfishmock.Systems(1)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var resumed []bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		resumed = append(resumed, r.TLS.DidResume)
+		mu.Unlock()
+		mock.ServeHTTP(w, r)
+	}))
+	srv.StartTLS()
+	t.Cleanup(func() { mock.Close(); srv.Close() })
+	a := newAdapter(t, redfishTarget(t, srv.URL, nil, withSystem("1"), withInsecure()))
+	for range 3 {
+		if st := mustPowerStatus(t, a); st.State != bmc.PowerOn {
+			t.Fatalf("PowerStatus = %v", st.State)
+		}
+		a.Controller.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(resumed) < 3 || resumed[0] || !resumed[len(resumed)-1] || !resumed[len(resumed)-2] {
+		t.Errorf("resumed per request: %v; want the first handshake full, the later ones resumed", resumed)
 	}
 }
