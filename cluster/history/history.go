@@ -286,12 +286,19 @@ func orOK(s string) string {
 // Merge appends to have the entries of more it does not hold yet (the
 // state's evidence ring repeats what it still holds, and a collapsed
 // reading's count grows in place), keeping at most maxTimeline entries:
-// the oldest readings go first, decisions and actions stay.
+// the oldest readings go first, decisions and actions stay. Times are
+// kept to the second, as the API server stores them (metav1.Time): have
+// is what it gave back, and more must match it.
 func Merge(have, more []v1alpha1.TimelineEntry) []v1alpha1.TimelineEntry {
 	out := slices.Clone(have)
+	for i := range out {
+		out[i].Time = out[i].Time.Rfc3339Copy()
+	}
 	for _, e := range more {
+		e.Time = e.Time.Rfc3339Copy()
 		i := slices.IndexFunc(out, func(h v1alpha1.TimelineEntry) bool {
-			return h.Time.Equal(&e.Time) && h.Kind == e.Kind && (h.Message == e.Message || (h.Kind == v1alpha1.EntryReading && sameReading(h.Message, e.Message)))
+			return h.Time.Equal(&e.Time) && h.Kind == e.Kind && h.Phase == e.Phase &&
+				(h.Message == e.Message || (h.Kind == v1alpha1.EntryReading && sameReading(h.Message, e.Message)))
 		})
 		switch {
 		case i < 0:
