@@ -252,13 +252,7 @@ func Timeline(st fence.State, who string) []v1alpha1.TimelineEntry {
 		e := v1alpha1.TimelineEntry{Time: metav1.NewTime(rec.At), Phase: rec.Phase.String(), Who: who}
 		switch rec.Kind {
 		case fence.RecReading:
-			e.Kind, e.Message = v1alpha1.EntryReading, "BMC reads "+rec.Power.String()
-			if rec.Note != "" {
-				e.Message += ": " + rec.Note
-			}
-			if rec.Count > 1 {
-				e.Message += fmt.Sprintf(" (x%d until %s)", rec.Count, rec.Until.UTC().Format(time.RFC3339))
-			}
+			e.Kind, e.Message = v1alpha1.EntryReading, ReadingText{Power: rec.Power.String(), Note: rec.Note, Count: rec.Count, Until: rec.Until}.String()
 		case fence.RecTransition:
 			e.Kind, e.Message = v1alpha1.EntryDecision, fmt.Sprintf("%s → %s: %s", rec.From, rec.Phase, rec.Note)
 		case fence.RecAction:
@@ -274,6 +268,56 @@ func Timeline(st fence.State, who string) []v1alpha1.TimelineEntry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// ReadingText is a Reading entry's message: the power the BMC read, the
+// failure or remark beside it, and how many identical readings it stands
+// for, until when.
+type ReadingText struct {
+	Power string
+	Note  string
+	// Count > 1: the same reading Count times, the last at Until.
+	Count int
+	Until time.Time
+}
+
+const readingPrefix = "BMC reads "
+
+// String is the message: "BMC reads Off", "BMC reads Unknown: timeout",
+// "BMC reads Off (x3 until 2026-11-25T20:43:33Z)".
+func (r ReadingText) String() string {
+	s := readingPrefix + r.Power
+	if r.Note != "" {
+		s += ": " + r.Note
+	}
+	if r.Count > 1 {
+		s += fmt.Sprintf(" (x%d until %s)", r.Count, r.Until.UTC().Format(time.RFC3339))
+	}
+	return s
+}
+
+// ParseReading reads a Reading entry's message back; false when it is not
+// one String wrote.
+func ParseReading(msg string) (ReadingText, bool) {
+	rest, ok := strings.CutPrefix(msg, readingPrefix)
+	if !ok {
+		return ReadingText{}, false
+	}
+	r := ReadingText{Count: 1}
+	if i := strings.LastIndex(rest, " (x"); i >= 0 && strings.HasSuffix(rest, ")") {
+		var n int
+		var until string
+		if _, err := fmt.Sscanf(rest[i:], " (x%d until %s", &n, &until); err == nil {
+			if t, err := time.Parse(time.RFC3339, strings.TrimSuffix(until, ")")); err == nil && n > 1 {
+				r.Count, r.Until, rest = n, t, rest[:i]
+			}
+		}
+	}
+	r.Power, r.Note, _ = strings.Cut(rest, ": ")
+	if r.Power == "" {
+		return ReadingText{}, false
+	}
+	return r, true
 }
 
 func orOK(s string) string {

@@ -184,3 +184,28 @@ func TestSyncAcrossLeaders(t *testing.T) {
 		t.Errorf("after recovery: status %+v", r.Status)
 	}
 }
+
+func TestReadingTextRoundTrips(t *testing.T) {
+	until := time.Date(2026, 11, 25, 20, 43, 33, 0, time.UTC)
+	for _, r := range []ReadingText{
+		{Power: "Off", Count: 1},
+		{Power: "On", Note: "OSRunning", Count: 1},
+		{Power: "Unknown", Note: "Get https://10.0.0.5: dial tcp: i/o timeout (x3 is not a count)", Count: 1},
+		{Power: "Off", Count: 3, Until: until},
+		{Power: "Unknown", Note: "HTTP 503: busy", Count: 12, Until: until},
+	} {
+		got, ok := ParseReading(r.String())
+		if !ok {
+			t.Errorf("%q: not parsed", r.String())
+			continue
+		}
+		if diff := cmp.Diff(r, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", r.String(), diff)
+		}
+	}
+	for _, msg := range []string{"PowerOff: ok", "BMC reads ", ""} {
+		if _, ok := ParseReading(msg); ok {
+			t.Errorf("%q parsed as a reading", msg)
+		}
+	}
+}
