@@ -220,7 +220,11 @@ func showRecord(ctx context.Context, cp *controlplane.ControlPlane, bin, cfg, no
 		return err
 	}
 	for _, line := range strings.SplitAfter(string(out), "\n") {
-		if line != "" {
+		switch line {
+		case "":
+		case "\n":
+			fmt.Println()
+		default:
 			fmt.Print("   " + line)
 		}
 	}
