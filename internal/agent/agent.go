@@ -440,7 +440,8 @@ func (a *Agent) serveRequests(ctx context.Context) {
 	}
 	c, err := requests.New(requests.Options{
 		Client: a.fencing.FencingV1alpha1(), Cluster: a.cluster, Policy: a.requestPolicyBound,
-		MaxRequestAge: a.cfg.Policy.MaxRequestAge, Clock: a.clock, Log: a.log.Named("requests"),
+		MaxRequestAge: a.cfg.Policy.MaxRequestAge, TTL: a.cfg.Requests.TTL, Clock: a.clock, Log: a.log.Named("requests"),
+		Collected: func(o fencingv1alpha1.RequestOutcome) { a.metrics.RequestCollected(string(o)) },
 	})
 	if err != nil {
 		a.log.Error("request controller", zap.Error(err))
