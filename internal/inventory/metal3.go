@@ -159,7 +159,11 @@ func metal3Entry(node string, m metal3.Match, d config.BMCSettings) (entry, erro
 	if _, err := e.Target(d); err != nil {
 		return entry{}, fmt.Errorf("BareMetalHost %s: %w", h.Key(), err)
 	}
-	return entry{NodeBMC: e, secretNamespace: h.Namespace, host: &h, via: m.Via}, nil
+	via := m.Via
+	if addr.Via != "" {
+		via += "; " + addr.Via
+	}
+	return entry{NodeBMC: e, secretNamespace: h.Namespace, host: &h, via: via}, nil
 }
 
 // reportHostProblems logs each host's problem once per change: an
