@@ -213,6 +213,32 @@ func TestMetal3OverlayIsTheChart(t *testing.T) {
 	}
 }
 
+// The identity for a management cluster's BareMetalHosts
+// (deploy/metal3-management) has exactly the grants the agent has for
+// hosts in its own cluster (deploy/overlays/metal3), and a token.
+func TestMetal3ManagementRBACIsTheOverlays(t *testing.T) {
+	_, root := helmBin(t)
+	kubectl := kubectlBin(t)
+	mgmt := byKey(parse(t, run(t, kubectl, "kustomize", filepath.Join(root, "deploy", "metal3-management"))))
+	overlay := byKey(parse(t, run(t, kubectl, "kustomize", filepath.Join(root, "deploy", "overlays", "metal3"))))
+	want := get(overlay["Role metal3/bmcfence-agent-metal3"], "rules")
+	got := get(mgmt["Role metal3/bmcfence-metal3-reader"], "rules")
+	if want == nil || got == nil {
+		t.Fatalf("Roles: overlay %v, management %v", keys(overlay), keys(mgmt))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("deploy/overlays/metal3's Role (-) vs deploy/metal3-management's (+):\n%s", diff)
+	}
+	b := mgmt["RoleBinding metal3/bmcfence-metal3-reader"]
+	if s := fmt.Sprint(get(b, "subjects")); !strings.Contains(s, "name:bmcfence-metal3-reader") || !strings.Contains(s, "kind:ServiceAccount") {
+		t.Errorf("RoleBinding subjects %s: want the ServiceAccount bmcfence-metal3-reader", s)
+	}
+	tok := mgmt["Secret metal3/bmcfence-metal3-reader-token"]
+	if tok["type"] != "kubernetes.io/service-account-token" || get(tok, "metadata", "annotations", "kubernetes.io/service-account.name") != "bmcfence-metal3-reader" {
+		t.Errorf("token Secret %v: want a service-account-token for bmcfence-metal3-reader", tok)
+	}
+}
+
 func TestChartValues(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -344,9 +370,9 @@ func TestChartValues(t *testing.T) {
 					got[fmt.Sprint(r["apiGroups"], r["resources"])] = r["verbs"]
 				}
 				want := map[string]any{
-					"[metal3.io] [baremetalhosts]":                       []any{"get", "list", "patch"},
-					"[infrastructure.cluster.x-k8s.io] [metal3machines]": []any{"list"},
-					"[cluster.x-k8s.io] [machines]":                      []any{"list"},
+					"[metal3.io] [baremetalhosts]":                       []any{"get", "list", "watch", "patch"},
+					"[infrastructure.cluster.x-k8s.io] [metal3machines]": []any{"list", "watch"},
+					"[cluster.x-k8s.io] [machines]":                      []any{"list", "watch"},
 					"[] [secrets]":                                       []any{"get"},
 				}
 				if diff := cmp.Diff(want, got); diff != "" {
@@ -355,6 +381,25 @@ func TestChartValues(t *testing.T) {
 			}
 		}},
 		{name: "Metal3 without namespaces is refused", sets: []string{"inventory.source=both"}, wantErr: "inventory.metal3.namespaces"},
+		{name: "Metal3 hosts in a management cluster: no grants here but the kubeconfig Secret", sets: []string{
+			"inventory.source=metal3", "inventory.metal3.namespaces[0]=metal3", "inventory.metal3.kubeconfigSecret=mgmt-kubeconfig",
+		}, check: func(t *testing.T, objs map[string]object) {
+			for k := range objs {
+				if strings.Contains(k, "bmcfence-agent-metal3") {
+					t.Errorf("%s rendered: the hosts' grants belong in the management cluster", k)
+				}
+			}
+			for _, r := range get(objs["Role bmcfence-system/bmcfence-agent"], "rules").([]any) {
+				r := r.(object)
+				if fmt.Sprint(r["resources"]) == "[secrets]" {
+					if names := fmt.Sprint(r["resourceNames"]); names != "[mgmt-kubeconfig]" {
+						t.Errorf("the agent may get Secrets %s, want exactly the kubeconfig's [mgmt-kubeconfig]", names)
+					}
+					return
+				}
+			}
+			t.Error("no grant to read the kubeconfig Secret")
+		}},
 		{name: "monitoring", sets: []string{"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true", "networkPolicy.enabled=true",
 			"metrics.readers[0].kind=ServiceAccount", "metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring"},
 			check: func(t *testing.T, objs map[string]object) {

@@ -65,10 +65,13 @@ it). The BMCs are reached from where you run this.`,
 	return cmd
 }
 
-// metal3Namespaces are the BareMetalHosts' namespaces the agent reads, if
-// it reads any.
+// metal3Namespaces are the BareMetalHosts' namespaces the agent reads in
+// this cluster, if it reads any here: with inventory.metal3.kubeconfigSecret
+// the hosts are in a management cluster, read as that kubeconfig's user,
+// whose grants are there (each node's inventory check says what it could
+// not read).
 func metal3Namespaces(inv config.Inventory) []string {
-	if !inv.UsesMetal3() {
+	if !inv.UsesMetal3() || inv.Metal3.KubeconfigSecret != "" {
 		return nil
 	}
 	return inv.Metal3.Namespaces
