@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +235,149 @@ func TestValuesSchemaAcceptsTheDocumentedValues(t *testing.T) {
 		"resources.requests.cpu=0.1", "metrics.prometheusRule.bmcErrorRate=0.2",
 	); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sizingRow is one row of the sizing table: values.yaml's "# sizing:" lines
+// and the README's table under "Sizing".
+type sizingRow struct {
+	Nodes                               int
+	RSS, CPU                            string
+	RequestsCPU, RequestsMem, LimitsMem string
+	Default                             bool
+}
+
+func cells(line string) []string {
+	var out []string
+	for _, c := range strings.Split(strings.Trim(line, "| "), "|") {
+		out = append(out, strings.TrimSpace(c))
+	}
+	return out
+}
+
+func parseSizing(t *testing.T, c []string) sizingRow {
+	t.Helper()
+	var r sizingRow
+	if _, err := fmt.Sscan(c[0], &r.Nodes); err != nil {
+		t.Fatalf("sizing row %q: %v", c, err)
+	}
+	r.RSS, r.CPU, r.RequestsCPU, r.RequestsMem, r.LimitsMem = c[1], c[2], c[3], c[4], c[5]
+	r.Default = len(c) > 6 && c[6] == "default"
+	return r
+}
+
+// mebibytes reads "101.0 MiB" or "256Mi".
+func mebibytes(t *testing.T, s string) float64 {
+	t.Helper()
+	var v float64
+	s = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "MiB"), "Mi")
+	if _, err := fmt.Sscan(s, &v); err != nil {
+		t.Fatalf("%q is not a size in MiB: %v", s, err)
+	}
+	return v
+}
+
+// The memory figures are true: each row of the sizing table (values.yaml
+// and the README alike) has the RSS the README's scale table measured for
+// that many nodes, a memory limit above it and a request at least it; the
+// chart's default resources are the row it calls the default (and
+// deploy/base's, by TestChartDefaultsAreTheKustomizeBase).
+func TestSizingTableIsMeasured(t *testing.T) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := os.ReadFile(filepath.Join(root, "charts", "bmcfence", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromValues []sizingRow
+	for _, l := range strings.Split(string(values), "\n") {
+		if rest, ok := strings.CutPrefix(l, "# sizing:"); ok && !strings.Contains(rest, "nodes") {
+			fromValues = append(fromValues, parseSizing(t, cells(rest)))
+		}
+	}
+	// The README's two tables: the sizing one (its header names
+	// limits.memory) and the scale one (its header starts "| nodes | agent
+	// RSS"), each up to the first line that is not a row.
+	table := func(header string) [][]string {
+		_, after, ok := strings.Cut(string(readme), header)
+		if !ok {
+			t.Fatalf("README has no table headed %q", header)
+		}
+		var rows [][]string
+		for _, l := range strings.Split(after, "\n")[2:] {
+			if !strings.HasPrefix(l, "|") {
+				break
+			}
+			rows = append(rows, cells(l))
+		}
+		return rows
+	}
+	var fromReadme []sizingRow
+	for _, c := range table("| nodes | measured RSS | idle CPU | requests.cpu | requests.memory | limits.memory |") {
+		fromReadme = append(fromReadme, parseSizing(t, c))
+	}
+	measured := map[int]float64{}
+	for _, c := range table("| nodes | agent RSS |") {
+		var n int
+		fmt.Sscan(c[0], &n)
+		measured[n] = mebibytes(t, c[1])
+	}
+	// The 1000-node steady line gives the peak too; the table the mean.
+	if m := regexp.MustCompile(`scale: steady: 1000 nodes, [^:]*: agent RSS [0-9.]+ MiB \(peak ([0-9.]+)`).FindStringSubmatch(string(readme)); m != nil {
+		measured[1000] = mebibytes(t, m[1]+" MiB")
+	}
+	if len(fromValues) == 0 {
+		t.Fatal("values.yaml has no \"# sizing:\" rows")
+	}
+	readmeRows := map[int]sizingRow{}
+	for _, r := range fromReadme {
+		r.Default = false
+		readmeRows[r.Nodes] = r
+	}
+	defaults := 0
+	for _, r := range fromValues {
+		rss, ok := measured[r.Nodes]
+		if !ok {
+			t.Errorf("sizing for %d nodes: the README's scale table has no measurement for %d nodes", r.Nodes, r.Nodes)
+			continue
+		}
+		if got := mebibytes(t, r.RSS); got != rss {
+			t.Errorf("sizing for %d nodes says RSS %s; the README measured %.1f MiB", r.Nodes, r.RSS, rss)
+		}
+		if lim := mebibytes(t, r.LimitsMem); lim < rss {
+			t.Errorf("sizing for %d nodes: limits.memory %s is below the measured RSS %.1f MiB: the agent would be OOM-killed", r.Nodes, r.LimitsMem, rss)
+		}
+		if req := mebibytes(t, r.RequestsMem); req < rss {
+			t.Errorf("sizing for %d nodes: requests.memory %s is below the measured RSS %.1f MiB", r.Nodes, r.RequestsMem, rss)
+		}
+		want := r
+		want.Default = false
+		if diff := cmp.Diff(want, readmeRows[r.Nodes]); diff != "" {
+			t.Errorf("the README's sizing row for %d nodes is not values.yaml's (-values +README):\n%s", r.Nodes, diff)
+		}
+		if r.Default {
+			defaults++
+			objs, err := render(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := get(byKey(objs)["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "containers").([]any)[0].(object)
+			wantRes := object{"requests": object{"cpu": r.RequestsCPU, "memory": r.RequestsMem}, "limits": object{"memory": r.LimitsMem}}
+			if diff := cmp.Diff(wantRes, c["resources"]); diff != "" {
+				t.Errorf("the chart's default resources are not the default row's (%d nodes) (-row +chart):\n%s", r.Nodes, diff)
+			}
+		}
+	}
+	if defaults != 1 {
+		t.Errorf("%d sizing rows marked default, want one", defaults)
+	}
+	if len(fromReadme) != len(fromValues) {
+		t.Errorf("README has %d sizing rows, values.yaml %d", len(fromReadme), len(fromValues))
 	}
 }
