@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -148,5 +149,50 @@ func TestManagementClients(t *testing.T) {
 				t.Fatalf("ManagementClients = %v, %v, %q, %v; want clients of %q", dyn, core, where, err, tt.want)
 			}
 		})
+	}
+}
+
+// What `fence-agent validate` says about the hosts: each problem once, by
+// host or node; a host tied to no node and one being provisioned are
+// warnings.
+func TestCheckMetal3(t *testing.T) {
+	client := fake.NewClientset(m3Secret("bmh-1-bmc"), m3Secret("bmh-4-bmc"))
+	dyn := newDynamic(
+		bmh("bmh-1", "redfish://10.0.0.5/redfish/v1/Systems/1"),
+		bmh("bmh-2", "ilo5://10.0.0.6"),
+		bmh("bmh-3", "ipmi://10.0.0.7"),
+		bmh("bmh-4", "ipmi://10.0.0.8", withState("provisioning")),
+	)
+	nodes := []corev1.Node{
+		*nodeWithProviderID("w1", "metal3://metal3/bmh-1/m3m-1"),
+		*nodeWithProviderID("w4", "metal3://metal3/bmh-4/m3m-4"),
+		*nodeWithProviderID("w9", "metal3://metal3/bmh-9/m3m-9"),
+	}
+	summary, findings, err := CheckMetal3(context.Background(), Options{Config: metal3Config(config.SourceMetal3), Namespace: ns, Client: client, Dynamic: dyn}, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range findings {
+		kind := "warning"
+		if f.Problem {
+			kind = "problem"
+		}
+		got = append(got, kind+" "+f.String())
+	}
+	want := []string{
+		`problem BareMetalHost metal3/bmh-2: spec.bmc.address "ilo5://10.0.0.6": BMC address scheme not supported by bmcfence: scheme "ilo5" is iLO 5 through HPE's proliantutils, not Redfish directly (Ironic's ilo5 hardware type; dropped by the baremetal-operator in v0.12.0), which bmcfence does not speak (it speaks Redfish and IPMI); iLO 5 serves standard Redfish on the same address: set spec.bmc.address to ilo5-redfish://10.0.0.6`,
+		`problem BareMetalHost metal3/bmh-2: credentials Secret metal3/bmh-2-bmc not found (in this cluster; keys: username, password)`,
+		`warning BareMetalHost metal3/bmh-2: no Node is tied to it (no Node's spec.providerID is metal3://metal3/bmh-2/… or metal3://uid-bmh-2, and no spec.consumerRef → Metal3Machine → Machine with status.nodeRef): it fences nothing until one is`,
+		`problem BareMetalHost metal3/bmh-3: credentials Secret metal3/bmh-3-bmc not found (in this cluster; keys: username, password)`,
+		`warning BareMetalHost metal3/bmh-3: no Node is tied to it (no Node's spec.providerID is metal3://metal3/bmh-3/… or metal3://uid-bmh-3, and no spec.consumerRef → Metal3Machine → Machine with status.nodeRef): it fences nothing until one is`,
+		`warning BareMetalHost metal3/bmh-4: tied to node w4 (providerID metal3://metal3/bmh-4/m3m-4), but the baremetal-operator is operating this host's power: BareMetalHost metal3/bmh-4 is in provisioning state "provisioning" (bmcfence fences provisioned or externally provisioned hosts only)`,
+		`problem node w9: no single BareMetalHost for this node: providerID "metal3://metal3/bmh-9/m3m-9" names no BareMetalHost in inventory.metal3.namespaces`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+	if want := "4 BareMetalHosts in metal3 (this cluster), 2 tied to nodes"; summary != want {
+		t.Errorf("summary %q, want %q", summary, want)
 	}
 }
