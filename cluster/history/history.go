@@ -90,6 +90,12 @@ type Recorder struct {
 	budget     float64
 	budgetAt   time.Time
 	overBudget map[string]time.Time
+	// listed holds the nodes whose records this recorder has listed since
+	// it started, and whether one was open then (kept as it opens and
+	// closes them): a node with nothing to record and no open record costs
+	// no API request. Listing every node's records on every pass cost 100
+	// requests a second at 300 nodes (make scale).
+	listed map[string]bool
 }
 
 // New builds a Recorder.
@@ -112,20 +118,35 @@ func New(opts Options) (*Recorder, error) {
 	if opts.Resync <= 0 {
 		opts.Resync = 2 * time.Second
 	}
-	return &Recorder{opts: opts, budget: suspicionBurst, budgetAt: opts.Clock.Now(), overBudget: map[string]time.Time{}}, nil
+	return &Recorder{opts: opts, budget: suspicionBurst, budgetAt: opts.Clock.Now(), overBudget: map[string]time.Time{}, listed: map[string]bool{}}, nil
 }
 
-// takeSuspicionToken spends one of the suspicion budget, if there is one.
-func (r *Recorder) takeSuspicionToken(now time.Time) bool {
+// suspicionTokens refills the suspicion budget up to now and says whether
+// one token is there.
+func (r *Recorder) suspicionTokens(now time.Time) bool {
 	if d := now.Sub(r.budgetAt); d > 0 {
 		r.budget = min(suspicionBurst, r.budget+d.Hours()*suspicionsPerHour)
 		r.budgetAt = now
 	}
-	if r.budget < 1 {
+	return r.budget >= 1
+}
+
+// takeSuspicionToken spends one of the suspicion budget, if there is one.
+func (r *Recorder) takeSuspicionToken(now time.Time) bool {
+	if !r.suspicionTokens(now) {
 		return false
 	}
 	r.budget--
 	return true
+}
+
+// overBudgetOnce logs, once per suspicion, that it is not recorded.
+func (r *Recorder) overBudgetOnce(node string, st fence.State) {
+	if r.overBudget[node] != st.FailureStart {
+		r.overBudget[node] = st.FailureStart
+		r.opts.Log.Info("suspicion not recorded (BMCFenceRecord): more than the budget of suspicion records opened recently; its Events and a fence, if one follows, are recorded",
+			zap.String("node", node), zap.Int("burst", suspicionBurst), zap.Int("perHour", suspicionsPerHour))
+	}
 }
 
 // Run records until ctx ends.
@@ -133,9 +154,18 @@ func (r *Recorder) Run(ctx context.Context) error {
 	t := r.opts.Clock.NewTicker(r.opts.Resync)
 	defer t.Stop()
 	for {
-		for _, n := range r.opts.Nodes.Nodes() {
+		nodes := r.opts.Nodes.Nodes()
+		seen := make(map[string]bool, len(nodes))
+		for _, n := range nodes {
+			seen[n.Name] = true
 			if err := r.Sync(ctx, n); err != nil {
 				r.opts.Log.Warn("fence record", zap.String("node", n.Name), zap.Error(err))
+			}
+		}
+		for name := range r.listed {
+			if !seen[name] {
+				delete(r.listed, name)
+				delete(r.overBudget, name)
 			}
 		}
 		select {
@@ -174,6 +204,19 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 			return fmt.Errorf("decoding the fence state: %w", err)
 		}
 	}
+	now := r.opts.Clock.Now()
+	if open, known := r.listed[n.Name]; known && !open {
+		// Nothing open, as of our own writes: no request unless there is
+		// something to record.
+		switch {
+		case !recorded(st):
+			delete(r.overBudget, n.Name)
+			return nil
+		case suspicionOnly(st) && !r.suspicionTokens(now):
+			r.overBudgetOnce(n.Name, st)
+			return nil
+		}
+	}
 	records := r.opts.Client.BMCFenceRecords()
 	list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + n.Name})
 	if err != nil {
@@ -185,17 +228,13 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 			open = &list.Items[i]
 		}
 	}
-	now := r.opts.Clock.Now()
+	r.listed[n.Name] = open != nil
 	switch {
 	case open == nil && !recorded(st):
 		delete(r.overBudget, n.Name)
 		return nil
 	case open == nil && suspicionOnly(st) && !r.takeSuspicionToken(now):
-		if r.overBudget[n.Name] != st.FailureStart {
-			r.overBudget[n.Name] = st.FailureStart
-			r.opts.Log.Info("suspicion not recorded (BMCFenceRecord): more than the budget of suspicion records opened recently; its Events and a fence, if one follows, are recorded",
-				zap.String("node", n.Name), zap.Int("burst", suspicionBurst), zap.Int("perHour", suspicionsPerHour))
-		}
+		r.overBudgetOnce(n.Name, st)
 		return nil
 	case open == nil:
 		rec, err := r.open(ctx, n, st, now)
@@ -203,6 +242,7 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 			return err
 		}
 		open = rec
+		r.listed[n.Name] = true
 		defer r.retain(ctx, n.Name, now)
 	}
 	next := open.DeepCopy()
@@ -222,6 +262,9 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 	}
 	if _, err := records.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating record %s: %w", open.Name, err)
+	}
+	if next.Status.FinishedAt != nil {
+		r.listed[n.Name] = false
 	}
 	return nil
 }

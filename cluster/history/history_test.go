@@ -248,3 +248,56 @@ func TestSuspicionRecordsAreBudgeted(t *testing.T) {
 		t.Errorf("%d records after n49's power-off, want %d: a fence is recorded whatever the budget", got, suspicionBurst+2)
 	}
 }
+
+// A node with nothing to record and no open record costs one LIST when the
+// recorder starts, none after (every node's records every 2 s cost 100
+// requests a second at 300 nodes); a suspicion over budget costs none.
+func TestQuietNodesCostNoRequests(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	r := newRecorder(t, client, clk)
+	ctx := context.Background()
+	lists := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "list" {
+				n++
+			}
+		}
+		return n
+	}
+	sync := func(node string, st fence.State) {
+		t.Helper()
+		if err := r.Sync(ctx, nodeState(t, node, st)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		sync("w1", fence.State{Phase: fence.Healthy})
+	}
+	if got := lists(); got != 1 {
+		t.Errorf("%d LISTs for a healthy node synced 3 times, want 1", got)
+	}
+	// It fails, is fenced, recovers: its record opens and closes, then it
+	// is quiet again.
+	sync("w1", fence.State{Phase: fence.PoweringOff, FailureStart: t0})
+	sync("w1", fence.State{Phase: fence.Fenced, FailureStart: t0})
+	sync("w1", fence.State{Phase: fence.Healthy})
+	before := lists()
+	for range 3 {
+		sync("w1", fence.State{Phase: fence.Healthy})
+	}
+	if got := lists() - before; got != 0 {
+		t.Errorf("%d LISTs after the record closed, want 0", got)
+	}
+	// Spend the budget, then a suspicion over it costs nothing.
+	r.budget = 0
+	sync("w2", fence.State{Phase: fence.Healthy})
+	before = lists()
+	for range 3 {
+		sync("w2", fence.State{Phase: fence.Suspect, FailureStart: t0})
+	}
+	if got := lists() - before; got != 0 {
+		t.Errorf("%d LISTs for a suspicion over budget, want 0", got)
+	}
+}
