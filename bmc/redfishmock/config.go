@@ -123,6 +123,7 @@ func (c Config) resolve() (resolvedConfig, error) {
 		sessionTimeout: c.SessionTimeout,
 		seed:           c.Seed,
 		authMode:       c.AuthMode,
+		profile:        c.Profile,
 	}
 	if rc.maxSessions == 0 {
 		rc.maxSessions = DefaultMaxSessions
@@ -259,7 +260,10 @@ func (c Config) resolve() (resolvedConfig, error) {
 }
 
 type resolvedConfig struct {
-	authMode           AuthMode
+	authMode AuthMode
+	// profile is the service's own (Config.Profile): it decides what the
+	// service root says (sushy-tools' is a fixed template).
+	profile            Profile
 	username, password string
 	maxSessions        int
 	sessionTimeout     time.Duration

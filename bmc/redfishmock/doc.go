@@ -3,8 +3,9 @@
 // a realistic power state machine and injectable faults. It is what the
 // BMC adapter's unit tests, the end-to-end harness (one process, one system
 // per Kubernetes node) and `make demo` talk to, and it is checked against
-// independent clients: gofish v0.20.0, bmclib v2.3.5, fence_redfish,
-// redfishtool and sushy.
+// independent clients: fence_redfish, redfishtool and sushy here, gofish
+// v0.23.0 and bmclib v2.3.5 in test/redfishclients, and DMTF's published
+// schemas (schema_test.go).
 //
 // # Redfish surface
 //
@@ -17,14 +18,15 @@
 //	GET  /redfish/v1/Chassis[/{id}]  /redfish/v1/Managers[/{id}]   one each per system, same id
 //	GET  /redfish/v1/SessionService
 //	GET  /redfish/v1/SessionService/Sessions
-//	POST /redfish/v1/SessionService/Sessions          {"UserName","Password"} → 201, X-Auth-Token, Location (no auth)
+//	POST /redfish/v1/SessionService/Sessions[/Members]  {"UserName","Password"} → 201, X-Auth-Token, Location (no auth)
 //	GET|DELETE /redfish/v1/SessionService/Sessions/{id}
 //	GET  /redfish/v1/AccountService[/Accounts[/{n}]|/Roles[/{role}]]   predefined roles Administrator, Operator, ReadOnly
 //	GET  /redfish/v1/TaskService[/Tasks[/{n}]]        tasks of 202 answers
 //	GET|DELETE /redfish/v1/TaskService/TaskMonitors/{n}   202 while the task runs, then 204
 //
 // Every answer carries OData-Version: 4.0; a GET of a resource a Link
-// rel=describedby naming its DMTF schema and an Allow header; a request
+// rel=describedby naming its DMTF schema, an ETag and an Allow header; the
+// service root links the TaskService as Tasks (DSP0268); a request
 // asking for another OData-Version is refused with 412 (DSP0266).
 //
 // Everything else needs HTTP Basic credentials or an X-Auth-Token; without
@@ -58,6 +60,10 @@
 //	supermicro  ForceOn offered; 200 with a Base.Success message; no BootProgress
 //	ami-multi   GET of the system answers 503 while it reads Off; Reset answers 202 with
 //	            a task monitor; no BootProgress
+//	sushy       OpenStack sushy-tools (its public source): the service root is its
+//	            template (Id RedvirtService, Name "Redvirt Service"); the chassis always
+//	            reads On; a system addressed by Name is answered 307 to its Id; Reset 204;
+//	            no BootProgress
 //
 // SystemConfig.ResetTypes replaces a profile's AllowableValues (a BMC
 // without ForceOff, say). Config.AuthMode makes the service basic-only (no

@@ -112,6 +112,11 @@ func parseRoute(path string) (route, bool) {
 		}
 	case 3:
 		switch {
+		case seg[0] == "SessionService" && seg[1] == "Sessions" && seg[2] == "Members":
+			// OData's alternate URI of a collection's members: DSP0266 lets
+			// a client create a session by POST to it (the DMTF Protocol
+			// Validator does).
+			return route{res: resSessions}, true
 		case seg[0] == "SessionService" && seg[1] == "Sessions":
 			return route{res: resSession, sessionID: seg[2]}, true
 		case seg[0] == "Systems" && seg[2] == "ResetActionInfo":
@@ -208,6 +213,13 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 	var target *system
 	if rt.systemID != "" {
 		s, ok := m.byID[rt.systemID]
+		if !ok {
+			if named := m.byName(rt.systemID, who); named != nil && named.profileSpec().nameRedirect {
+				// sushy-tools: the Name is an alias, redirected to the Id.
+				m.redirectToID(w, r, path, rt.systemID, named.spec.id)
+				return
+			}
+		}
 		if !ok || !who.sees(s) {
 			writeNotFound(w, path)
 			return
@@ -283,6 +295,38 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 	case resTaskMonitor:
 		m.serveTaskMonitor(w, r, rt.sessionID)
 	}
+}
+
+// byName finds the only system named name that who sees, or nil.
+func (m *Mock) byName(name string, who principal) *system {
+	var found *system
+	for _, s := range m.systems {
+		if s.spec.name == name && who.sees(s) {
+			if found != nil {
+				return nil
+			}
+			found = s
+		}
+	}
+	return found
+}
+
+func (s *system) profileSpec() *profileSpec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.profile.spec()
+}
+
+// redirectToID answers 307 to path with the system's Name replaced by its
+// Id, as sushy-tools does (flask.redirect(url_for(...), code=307)): a
+// relative Location, the same origin.
+func (m *Mock) redirectToID(w http.ResponseWriter, r *http.Request, path, name, id string) {
+	const prefix = "/redfish/v1/Systems/"
+	to := prefix + id + strings.TrimPrefix(strings.TrimPrefix(path, prefix), name)
+	w.Header().Set("Location", to)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusTemporaryRedirect)
+	_, _ = fmt.Fprintf(w, "<p>You should be redirected automatically to the target URL: <a href=%q>%s</a>.</p>\n", to, to)
 }
 
 // serveSystem answers GET of a ComputerSystem: 503 while the machine reads
@@ -557,7 +601,7 @@ func (m *Mock) serveSession(w http.ResponseWriter, r *http.Request, who principa
 		writeNotFound(w, "/redfish/v1/SessionService/Sessions/"+id)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionDocument(&s))
+	writeDescribed(w, "Session.v1_7_0", sessionDocument(&s))
 }
 
 // readJSON decodes a bounded request body into v. Redfish services ignore
@@ -612,15 +656,17 @@ type serviceRootDoc struct {
 	Name           string `json:"Name"`
 	RedfishVersion string `json:"RedfishVersion"`
 	UUID           string `json:"UUID"`
-	Product        string `json:"Product"`
-	Vendor         string `json:"Vendor"`
+	Product        string `json:"Product,omitempty"`
+	Vendor         string `json:"Vendor,omitempty"`
 	Systems        link   `json:"Systems"`
 	Chassis        link   `json:"Chassis"`
 	Managers       link   `json:"Managers"`
 	SessionService *link  `json:"SessionService,omitempty"`
-	AccountService link   `json:"AccountService"`
-	TaskService    link   `json:"TaskService"`
-	Links          struct {
+	AccountService *link  `json:"AccountService,omitempty"`
+	// Tasks is the TaskService (DSP0268 ServiceRoot names the property
+	// Tasks, not TaskService).
+	Tasks *link `json:"Tasks,omitempty"`
+	Links struct {
 		Sessions *link `json:"Sessions,omitempty"`
 	} `json:"Links"`
 }
@@ -639,8 +685,15 @@ func (m *Mock) serviceRoot() serviceRootDoc {
 		Systems:        link{"/redfish/v1/Systems"},
 		Chassis:        link{"/redfish/v1/Chassis"},
 		Managers:       link{"/redfish/v1/Managers"},
-		AccountService: link{"/redfish/v1/AccountService"},
-		TaskService:    link{"/redfish/v1/TaskService"},
+		AccountService: &link{"/redfish/v1/AccountService"},
+		Tasks:          &link{"/redfish/v1/TaskService"},
+	}
+	if m.cfg.profile == ProfileSushy {
+		// sushy-tools' root.json, which clients identify it by.
+		doc.ID, doc.Name, doc.UUID, doc.RedfishVersion = sushyRoot.id, sushyRoot.name, sushyRoot.uuid, sushyRoot.version
+		doc.ODataType = "#ServiceRoot.v1_5_0.ServiceRoot"
+		doc.Product, doc.Vendor = "", ""
+		doc.AccountService, doc.Tasks = nil, nil
 	}
 	if m.cfg.authMode != AuthBasicOnly {
 		doc.SessionService = &link{"/redfish/v1/SessionService"}
@@ -791,6 +844,7 @@ type chassisDoc struct {
 	Manufacturer string    `json:"Manufacturer"`
 	Model        string    `json:"Model"`
 	SerialNumber string    `json:"SerialNumber"`
+	UUID         string    `json:"UUID,omitempty"`
 	PowerState   string    `json:"PowerState"`
 	Status       statusDoc `json:"Status"`
 	Links        struct {
@@ -818,8 +872,12 @@ func chassisDocument(s *system, now time.Time) chassisDoc {
 		Manufacturer: spec.manufacturer,
 		Model:        spec.model,
 		SerialNumber: s.spec.serial,
+		UUID:         nameUUID("chassis/" + s.spec.uuid),
 		PowerState:   string(snap.Power),
 		Status:       statusOK,
+	}
+	if spec.staticChassis {
+		doc.PowerState = string(PowerOn) // sushy-tools' chassis.json
 	}
 	doc.Links.ComputerSystems = []link{{"/redfish/v1/Systems/" + id}}
 	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
@@ -903,7 +961,7 @@ func (m *Mock) writeSessions(w http.ResponseWriter, who principal) {
 		doc.Members = append(doc.Members, link{base + "/" + s.id})
 	}
 	doc.Count = len(doc.Members)
-	writeJSON(w, http.StatusOK, doc)
+	writeDescribed(w, "SessionCollection", doc)
 }
 
 type sessionDoc struct {
