@@ -94,12 +94,14 @@ func roundTrip(t *testing.T, v any) any {
 // enums are the settings with a fixed set of values, by dotted path (the
 // agent's validation says the same).
 var enums = map[string][]string{
-	"detection":               {"builtin", "external", "both"},
-	"log.format":              {"json", "console", "auto"},
-	"log.level":               {"debug", "info", "warn", "error"},
-	"inventory.source":        {"configmap", "metal3", "both"},
-	"inventory.defaults.auth": {"basic", "session"},
-	"inventory.nodes[].auth":  {"basic", "session"},
+	"detection":                       {"builtin", "external", "both"},
+	"log.format":                      {"json", "console", "auto"},
+	"log.level":                       {"debug", "info", "warn", "error"},
+	"inventory.source":                {"configmap", "metal3", "both"},
+	"inventory.defaults.auth":         {"basic", "session"},
+	"inventory.nodes[].auth":          {"basic", "session"},
+	"inventory.defaults.chassisPower": {"auto", "check", "ignore"},
+	"inventory.nodes[].chassisPower":  {"auto", "check", "ignore"},
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
