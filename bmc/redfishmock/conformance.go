@@ -47,6 +47,9 @@ var metadataSchemas = []string{
 	"ManagerCollection", "Manager", "SessionService", "SessionCollection", "Session",
 	"AccountService", "ManagerAccountCollection", "ManagerAccount", "RoleCollection", "Role",
 	"TaskService", "TaskCollection", "Task", "ActionInfo", "Message",
+	"EventService", "EventDestinationCollection", "EventDestination", "Event",
+	"Power", "PowerSubsystem", "PowerSupplyCollection", "PowerSupply",
+	"PowerEquipment", "PowerDistributionCollection", "PowerDistribution", "OutletCollection", "Outlet",
 }
 
 // writeMetadata serves /redfish/v1/$metadata: the CSDL document that names

@@ -54,7 +54,9 @@ const (
 type route struct {
 	res       resource
 	systemID  string // for a system, its chassis, its manager, its Reset
-	sessionID string // also the Id of an account, a role or a task
+	sessionID string // also the Id of an account, a role, a task, a subscription, a power supply
+	pduID     string // a rack PDU (routes_ext.go)
+	outletID  string // one of its outlets
 }
 
 // parseRoute maps a path without trailing slash to a route.
@@ -71,6 +73,9 @@ func parseRoute(path string) (route, bool) {
 		return route{}, false
 	}
 	seg = seg[1:]
+	if rt, ok := parseExtRoute(seg); ok {
+		return rt, true
+	}
 	switch len(seg) {
 	case 0:
 		return route{res: resServiceRoot}, true
@@ -140,6 +145,9 @@ func parseRoute(path string) (route, bool) {
 
 // methods lists the HTTP methods a resource answers (HEAD goes with GET).
 func (rt route) methods() []string {
+	if ms, ok := rt.extMethods(); ok {
+		return ms
+	}
 	switch rt.res {
 	case resSystemReset:
 		return []string{http.MethodPost}
@@ -245,6 +253,10 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 		}
 	}
 
+	if rt.res >= resExtBase {
+		m.serveExt(w, r, rt, who, target, path)
+		return
+	}
 	switch rt.res {
 	case resVersions:
 		writeJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
@@ -343,6 +355,7 @@ func (m *Mock) serveSystem(w http.ResponseWriter, s *system) {
 		return
 	}
 	doc := systemDocument(s, now)
+	doc.Links.PoweredBy = m.poweredBy(s)
 	// An ETag lets clients make conditional requests; gofish turns it into
 	// If-Match on every POST, which is how iDRAC10's 412 bites.
 	w.Header().Set("ETag", etagOf(doc))
@@ -370,10 +383,12 @@ func (m *Mock) attribute(target *system, who principal) *system {
 func (m *Mock) applyFaults(w http.ResponseWriter, r *http.Request, s *system, authenticated bool) (Faults, bool) {
 	s.mu.Lock()
 	f := s.faults
+	dead := s.dead
 	s.counters.Requests++
 	s.mu.Unlock()
 
-	if f.Hang {
+	if f.Hang || dead {
+		// A dead BMC (every power supply lost its input) answers nothing.
 		_ = m.block(r.Context()) // the client has given up; whatever we write is for the log
 		writeUnavailable(w, "The service did not respond (hang fault).")
 		return f, false
@@ -482,6 +497,7 @@ func (m *Mock) reset(w http.ResponseWriter, r *http.Request, s *system) {
 		duration = s.hw.Timing().PowerOff
 	}
 	s.mu.Unlock()
+	m.events.kick()
 
 	switch {
 	case refused != nil:
@@ -665,8 +681,10 @@ type serviceRootDoc struct {
 	AccountService *link  `json:"AccountService,omitempty"`
 	// Tasks is the TaskService (DSP0268 ServiceRoot names the property
 	// Tasks, not TaskService).
-	Tasks *link `json:"Tasks,omitempty"`
-	Links struct {
+	Tasks          *link `json:"Tasks,omitempty"`
+	EventService   *link `json:"EventService,omitempty"`
+	PowerEquipment *link `json:"PowerEquipment,omitempty"`
+	Links          struct {
 		Sessions *link `json:"Sessions,omitempty"`
 	} `json:"Links"`
 }
@@ -687,13 +705,18 @@ func (m *Mock) serviceRoot() serviceRootDoc {
 		Managers:       link{"/redfish/v1/Managers"},
 		AccountService: &link{"/redfish/v1/AccountService"},
 		Tasks:          &link{"/redfish/v1/TaskService"},
+		EventService:   &link{eventServiceURI},
+	}
+	if len(m.pdus.list) > 0 {
+		doc.PowerEquipment = &link{"/redfish/v1/PowerEquipment"}
 	}
 	if m.cfg.profile == ProfileSushy {
-		// sushy-tools' root.json, which clients identify it by.
+		// sushy-tools' root.json, which clients identify it by. The
+		// emulator has no EventService.
 		doc.ID, doc.Name, doc.UUID, doc.RedfishVersion = sushyRoot.id, sushyRoot.name, sushyRoot.uuid, sushyRoot.version
 		doc.ODataType = "#ServiceRoot.v1_5_0.ServiceRoot"
 		doc.Product, doc.Vendor = "", ""
-		doc.AccountService, doc.Tasks = nil, nil
+		doc.AccountService, doc.Tasks, doc.EventService, doc.PowerEquipment = nil, nil, nil, nil
 	}
 	if m.cfg.authMode != AuthBasicOnly {
 		doc.SessionService = &link{"/redfish/v1/SessionService"}
@@ -759,6 +782,8 @@ type systemDoc struct {
 	Links struct {
 		Chassis   []link `json:"Chassis"`
 		ManagedBy []link `json:"ManagedBy"`
+		// PoweredBy: the PDU outlets that feed the system (pdu.go).
+		PoweredBy []link `json:"PoweredBy,omitempty"`
 	} `json:"Links"`
 }
 
@@ -847,7 +872,10 @@ type chassisDoc struct {
 	UUID         string    `json:"UUID,omitempty"`
 	PowerState   string    `json:"PowerState"`
 	Status       statusDoc `json:"Status"`
-	Links        struct {
+	// Power and PowerSubsystem report the power supplies (pdu.go).
+	Power          link `json:"Power"`
+	PowerSubsystem link `json:"PowerSubsystem"`
+	Links          struct {
 		ComputerSystems []link `json:"ComputerSystems"`
 		ManagedBy       []link `json:"ManagedBy"`
 	} `json:"Links"`
@@ -879,6 +907,8 @@ func chassisDocument(s *system, now time.Time) chassisDoc {
 	if spec.staticChassis {
 		doc.PowerState = string(PowerOn) // sushy-tools' chassis.json
 	}
+	doc.Power = link{"/redfish/v1/Chassis/" + id + "/Power"}
+	doc.PowerSubsystem = link{"/redfish/v1/Chassis/" + id + "/PowerSubsystem"}
 	doc.Links.ComputerSystems = []link{{"/redfish/v1/Systems/" + id}}
 	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
 	return doc

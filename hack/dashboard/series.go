@@ -35,6 +35,7 @@ func Exported() (Series, error) {
 	m.Fenceable("w1", false)
 	m.Risky("dryRun")
 	m.Build("v0", "abc", "go1.26")
+	m.RequestCollected("Taken")
 	mfs, err := m.Registry.Gather()
 	if err != nil {
 		return nil, err
