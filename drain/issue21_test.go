@@ -1,0 +1,297 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/bmcfence/bmcfence/cluster"
+)
+
+// TestMakePlanTreatsInlineHostPathAsLocalData: a single-replica Deployment
+// keeping its data in an inline hostPath would be restarted onto another
+// node, which starts with an empty directory: refused like emptyDir and
+// local PersistentVolumes, unless DeleteLocalData.
+func TestMakePlanTreatsInlineHostPathAsLocalData(t *testing.T) {
+	web, webRS := deployment("web", 1, 1)
+	objects := objs(web, webRS, pod("web-a", "n1", inDeployment("web"), hostPath("data", "/var/lib/web")))
+	tests := []struct {
+		name string
+		opts Options
+		want []PodPlan
+	}{{
+		name: "refused",
+		want: []PodPlan{{Pod: "shop/web-a", Owner: "Deployment/web", Action: ActionRefuse, Would: ActionRolloutRestart,
+			Target: "n2", LocalStorage: []string{"hostPath data (/var/lib/web)"}}},
+	}, {
+		name: "DeleteLocalData moves it",
+		opts: Options{DeleteLocalData: true},
+		want: []PodPlan{{Pod: "shop/web-a", Owner: "Deployment/web", Action: ActionRolloutRestart,
+			Target: "n2", LocalStorage: []string{"hostPath data (/var/lib/web)"}}},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := planFor(t, objects, tc.opts)
+			if diff := cmp.Diff(tc.want, plan.Pods, decisionOnly); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMakePlanRefusesAPodUnderTwoBudgets: the Eviction API answers 500 for
+// a pod that two PodDisruptionBudgets select, every time; the plan refuses
+// it up front, naming both budgets, instead of retrying until the timeout.
+func TestMakePlanRefusesAPodUnderTwoBudgets(t *testing.T) {
+	web, webRS := deployment("web", 3, 3, unavailable(2))
+	plan := planFor(t, objs(web, webRS, budget("web-pdb", "web", 1, 3, 2), budget("all-pdb", "web", 1, 3, 2),
+		pod("web-a", "n1", inDeployment("web")), pod("web-b", "n2", inDeployment("web")), pod("web-c", "n2", inDeployment("web"))), Options{Force: true})
+	want := []PodPlan{{Pod: "shop/web-a", Owner: "Deployment/web", Action: ActionRefuse, Would: ActionEvict, Target: "n2"}}
+	if diff := cmp.Diff(want, plan.Pods, decisionOnly); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	if r := plan.Pods[0].Reason; !strings.Contains(r, "shop/all-pdb") || !strings.Contains(r, "shop/web-pdb") {
+		t.Errorf("reason %q does not name both budgets", r)
+	}
+}
+
+// TestUndrainUndoesOnlyWhatTheDrainDid: the drain records whether it
+// cordoned the node; undrain removes our mark and only our cordon, and does
+// nothing at all on a node without our mark.
+func TestUndrainUndoesOnlyWhatTheDrainDid(t *testing.T) {
+	tests := []struct {
+		name         string
+		node         nodeOpt
+		drain        bool
+		wantCordoned bool
+		wantWrites   []string
+		wantEvents   []string
+	}{{
+		name:         "a node the drain cordoned is uncordoned",
+		node:         func(*corev1.Node) {},
+		drain:        true,
+		wantCordoned: false,
+		wantWrites:   []string{"patch nodes", "create events"},
+		wantEvents:   []string{ReasonUndrained},
+	}, {
+		name:         "an admin's cordon from before the drain stays",
+		node:         cordoned(),
+		drain:        true,
+		wantCordoned: true,
+		wantWrites:   []string{"patch nodes", "create events"},
+		wantEvents:   []string{ReasonUndrained},
+	}, {
+		name:         "a cordoned node never in maintenance is left alone",
+		node:         cordoned(),
+		wantCordoned: true,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(node("n1", tc.node), node("n2"))
+			opts, fc := fakeOptions()
+			if tc.drain {
+				if rep, err := planAndExecute(t, c, opts, fc, 1<<30); err != nil || !rep.Complete {
+					t.Fatalf("drain: %+v, %v", rep, err)
+				}
+			}
+			c.ClearActions()
+			if _, err := Undrain(context.Background(), c, "n1", opts); err != nil {
+				t.Fatalf("Undrain: %v", err)
+			}
+			n, _ := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+			if n.Spec.Unschedulable != tc.wantCordoned || cluster.InMaintenance(n) {
+				t.Errorf("after Undrain: cordoned=%v (want %v), maintenance=%q", n.Spec.Unschedulable, tc.wantCordoned, n.Annotations[cluster.AnnotationMaintenance])
+			}
+			if diff := cmp.Diff(tc.wantWrites, writes(c)); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEvents, eventReasons(c)); diff != "" {
+				t.Errorf("Events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestExecuteGivesANodeThatGoesDownBackToFencing: the eviction is accepted,
+// then the node goes NotReady and its pod stays Terminating. The drain
+// stops as soon as it sees the node down (not at its timeout), removes its
+// maintenance mark so that the agent may fence the node, keeps the cordon,
+// and says so.
+func TestExecuteGivesANodeThatGoesDownBackToFencing(t *testing.T) {
+	c := fake.NewClientset(node("n1"), node("n2"), pod("batch-x", "n1", controlledBy("Job", "batch")))
+	opts, fc := fakeOptions()
+	opts.Timeout = 10 * time.Minute
+	var ev evictions
+	ev.react(c, fc, func(_ int, name string) error {
+		obj, err := c.Tracker().Get(podsResource, ns, name)
+		if err != nil {
+			return err
+		}
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.DeletionTimestamp = &metav1.Time{Time: fc.Now()}
+		p.Finalizers = []string{"test/keep"}
+		if err := c.Tracker().Update(podsResource, p, ns); err != nil {
+			return err
+		}
+		// The node dies: the node lifecycle controller marks it Unknown.
+		nobj, err := c.Tracker().Get(nodesResource, "", "n1")
+		if err != nil {
+			return err
+		}
+		n := nobj.(*corev1.Node).DeepCopy()
+		n.Status.Conditions[0].Status = corev1.ConditionUnknown
+		n.ResourceVersion = "100"
+		return c.Tracker().Update(nodesResource, n, "")
+	})
+	// The clock never moves: only seeing the node go down can end the
+	// drain (a hang fails after 20 s of real time).
+	rep, err := planAndExecute(t, c, opts, fc, 1<<30)
+	t.Logf("Execute: %v", err)
+	if !errors.Is(err, ErrIncomplete) || !errors.Is(err, ErrNodeDown) {
+		t.Fatalf("Execute error = %v, want ErrIncomplete and ErrNodeDown", err)
+	}
+	if !rep.NodeDown || !rep.Released || rep.MaintenanceFor != "" {
+		t.Errorf("report: nodeDown=%v released=%v maintenanceFor=%q; want the node down and released", rep.NodeDown, rep.Released, rep.MaintenanceFor)
+	}
+	if diff := cmp.Diff([]string{ReasonDrainStarted, ReasonDrainIncomplete}, eventReasons(c)); diff != "" {
+		t.Errorf("Events (-want +got):\n%s", diff)
+	}
+	n, _ := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if cluster.InMaintenance(n) || !n.Spec.Unschedulable {
+		t.Errorf("n1 after the drain: maintenance=%q cordoned=%v; want the mark gone (fenceable again) and the cordon kept",
+			n.Annotations[cluster.AnnotationMaintenance], n.Spec.Unschedulable)
+	}
+	if rep.TimedOut || fc.Since(t0) > 0 {
+		t.Errorf("the drain ran %s (timed out: %v); it should stop once it sees the node down", fc.Since(t0), rep.TimedOut)
+	}
+}
+
+// TestMakePlanKeepsADeploymentWithinItsStrategy: evicting every pod a
+// Deployment has on the node at once must not take it below what its own
+// strategy allows (replicas − maxUnavailable). With maxUnavailable 0 no
+// eviction is allowed at all: the surge of a rollout restart is the way;
+// with room for one, the pods go one at a time, each replacement available
+// before the next; with room for all, they go at once.
+func TestMakePlanKeepsADeploymentWithinItsStrategy(t *testing.T) {
+	threeOnN1 := func(dep ...deployOpt) []runtime.Object {
+		d, rs := deployment("web", 4, 4, dep...)
+		return objs(d, rs, pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web")),
+			pod("web-c", "n1", inDeployment("web")), pod("web-d", "n2", inDeployment("web")))
+	}
+	tests := []struct {
+		name    string
+		objects []runtime.Object
+		want    Action
+	}{
+		{"maxUnavailable 0 (the issue's case): rollout restart", threeOnN1(), ActionRolloutRestart},
+		{"maxUnavailable 1: one at a time", threeOnN1(unavailable(1)), ActionEvictOneAtATime},
+		{"maxUnavailable 3: all at once", threeOnN1(unavailable(3)), ActionEvict},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := planFor(t, tc.objects, Options{})
+			for _, p := range plan.Pods {
+				if p.Action != tc.want {
+					t.Errorf("%s: %s (%s), want %s", p.Pod, p.Action, p.Reason, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestExecuteDeploymentOneAtATimeWaitsForReplacements: replicas 4,
+// maxUnavailable 1, three pods on n1. Each eviction waits until the
+// previous pod's replacement is available (5 s after the eviction), so the
+// Deployment never has fewer than 3 available.
+func TestExecuteDeploymentOneAtATimeWaitsForReplacements(t *testing.T) {
+	dep, rs := deployment("web", 4, 4, unavailable(1))
+	c := fake.NewClientset(node("n1"), node("n2"), dep, rs,
+		pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web")),
+		pod("web-c", "n1", inDeployment("web")), pod("web-d", "n2", inDeployment("web")))
+	opts, fc := fakeOptions()
+	// The ReplicaSet controller and kwok, instantly: an evicted pod is
+	// gone and its replacement scheduled on n2, Ready 5 s later; the
+	// Deployment's status follows.
+	var mu sync.Mutex
+	readyAt := map[string]time.Time{}
+	minAvailable := int32(4)
+	ready := func() int32 {
+		list, err := c.Tracker().List(podsResource, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, ns)
+		if err != nil {
+			panic(err)
+		}
+		var n int32
+		for _, p := range list.(*corev1.PodList).Items {
+			if podReady(&p) && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
+		return n
+	}
+	settle := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for name, at := range readyAt {
+			if fc.Now().Before(at) {
+				continue
+			}
+			obj, err := c.Tracker().Get(podsResource, ns, name)
+			if err != nil {
+				panic(err)
+			}
+			p := obj.(*corev1.Pod).DeepCopy()
+			p.Status.Conditions[0].Status = corev1.ConditionTrue
+			if err := c.Tracker().Update(podsResource, p, ns); err != nil {
+				panic(err)
+			}
+			delete(readyAt, name)
+		}
+		obj, err := c.Tracker().Get(deploymentsResource, ns, "web")
+		if err != nil {
+			panic(err)
+		}
+		d := obj.(*appsv1.Deployment).DeepCopy()
+		d.Status.AvailableReplicas = ready()
+		minAvailable = min(minAvailable, d.Status.AvailableReplicas)
+		if err := c.Tracker().Update(deploymentsResource, d, ns); err != nil {
+			panic(err)
+		}
+	}
+	for _, verb := range []string{"get", "list"} {
+		c.PrependReactor(verb, "*", func(k8stesting.Action) (bool, runtime.Object, error) { settle(); return false, nil, nil })
+	}
+	var ev evictions
+	ev.react(c, fc, func(_ int, name string) error {
+		deletePod(c, name)
+		replacement := pod(name+"-new", "n2", inDeployment("web"), notReadyPod())
+		if err := c.Tracker().Create(podsResource, replacement, ns); err != nil {
+			return err
+		}
+		mu.Lock()
+		readyAt[replacement.Name] = fc.Now().Add(5 * time.Second)
+		mu.Unlock()
+		return nil
+	})
+	rep, err := planAndExecute(t, c, opts, fc, 2)
+	if err != nil || !rep.Complete {
+		t.Fatalf("Execute = %+v, %v; want complete", rep, err)
+	}
+	if diff := cmp.Diff([]time.Duration{0, 5 * time.Second, 10 * time.Second}, ev.at); diff != "" {
+		t.Errorf("evictions at (-want +got): each must wait for the previous replacement\n%s", diff)
+	}
+	if minAvailable < 3 {
+		t.Errorf("the Deployment fell to %d available; its strategy keeps 3", minAvailable)
+	}
+}
