@@ -280,6 +280,9 @@ func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 		e.stale = false
 	}
 	info := e.info
+	// Judged at every read: a mark expires with time, not with an event.
+	// The runner re-reads every node at least every 30 s (fence's resync).
+	info.View.Maintenance, info.View.MaintenanceExpired = e.obs.maintenance.at(c.clock.Now())
 	info.View.Remediation = c.remediated[info.Name] != ""
 	if p, ok := c.requests[info.Name]; ok {
 		cmd := p.cmd

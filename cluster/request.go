@@ -142,8 +142,10 @@ type Maintenance struct {
 	// someone else's.
 	Cordoned bool `json:"cordoned,omitempty"`
 	// For bounds the maintenance: the agent honours the mark until it has
-	// seen it, unchanged, for this long on its own clock (MaintenanceTracker),
-	// then fences the node again like any other. Unset: until undrain.
+	// seen it, unchanged, for this long on its own clock (from its first
+	// sight of this value; never from Since), then may fence the node again
+	// like any other, and says so (FenceMaintenanceExpired). Unset: until
+	// undrain.
 	For *metav1.Duration `json:"for,omitempty"`
 }
 

@@ -166,7 +166,7 @@ func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, err
 	c.mu.Unlock()
 	return runner.Recheck{
 		LeaseRenewed: leaseSeen.newerThanObserved(renew) || beatSeen.newerThanObserved(beat),
-		Maintenance:  InMaintenance(n),
+		Maintenance:  c.maintenanceInForce(n),
 		Excluded:     n.Labels[LabelExclude] == LabelExcludeValue,
 		State:        n.Annotations[AnnotationState],
 	}, nil
@@ -184,6 +184,25 @@ func checkToken(n *corev1.Node, token string) error {
 		return fmt.Errorf("node %s: %w: the fence state is not the one this agent wrote (another agent took over)", n.Name, runner.ErrConflict)
 	}
 	return nil
+}
+
+// maintenanceInForce judges the mark on n, as read from the server, the
+// way the view does: the value we observed, by when we first saw it; a
+// value we have not observed yet is in force from now (it counts from our
+// first sight, which is now or later).
+func (c *Cluster) maintenanceInForce(n *corev1.Node) bool {
+	raw := n.Annotations[AnnotationMaintenance]
+	if raw == "" {
+		return false
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[n.Name]; e != nil && e.obs.maintenance.raw == raw {
+		inForce, _ := e.obs.maintenance.at(now)
+		return inForce
+	}
+	return true
 }
 
 // ErrMaintenance is returned by ApplyTaint when the node it read is in
@@ -229,7 +248,7 @@ func (c *Cluster) ApplyTaint(ctx context.Context, node, token string) error {
 		if HasOutOfServiceTaint(n) {
 			return nil, nil
 		}
-		if InMaintenance(n) {
+		if c.maintenanceInForce(n) {
 			return nil, ErrMaintenance
 		}
 		t := OutOfServiceTaint()
