@@ -410,6 +410,11 @@ func TestPlanJSON(t *testing.T) {
 		t.Errorf("keys of %s (-want +got):\n%s", b, diff)
 	}
 	second := pods[1].(map[string]any)
+	// The bound the drain keeps of the workload, per pod: replicas −
+	// maxUnavailable for a Deployment.
+	if diff := cmp.Diff(map[string]any{"replicas": 1.0, "minAvailable": 1.0, "rule": "RollingUpdate: 1 replicas − maxUnavailable 0"}, second["bound"]); diff != "" {
+		t.Errorf("bound of %s (-want +got):\n%s", second["pod"], diff)
+	}
 	nowhere := second["nowhere"].([]any)[0].(map[string]any)
 	if nowhere["cause"] != string(UnfitCordoned) || second["owner"] != "Deployment/web" || got["node"] != "n1" {
 		t.Errorf("unexpected JSON: %s", b)
