@@ -48,7 +48,8 @@ func (c *Cluster) OnRequestTaken(f func(node, id string)) {
 }
 
 // takeRequest forgets the pending request id of node after the state write
-// that acknowledged it, and reports it to the hook.
+// that acknowledged it (ours, or another engine's: the node names it in
+// AnnotationRequestTaken), and reports it to the hook.
 func (c *Cluster) takeRequest(node, id string) {
 	if id == "" {
 		return

@@ -86,6 +86,7 @@ func (c *Cluster) getNode(ctx context.Context, name string) (*corev1.Node, error
 // from the same state.
 func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID string) error {
 	attempts := 0
+	takenElsewhere := false
 	err := retry.RetryOnConflict(c.writeBackoff, func() error {
 		attempts++
 		if err := ctx.Err(); err != nil {
@@ -95,19 +96,29 @@ func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID s
 		if err != nil {
 			return err
 		}
+		if ackCommandID != "" && n.Annotations[AnnotationRequestTaken] == ackCommandID {
+			// Another engine took it in (kubectl-fence while no agent
+			// ran, or the agent that came back): its state write won.
+			takenElsewhere = true
+			return fmt.Errorf("node %s: %w: request %s was already taken in by another engine", node, runner.ErrConflict, ackCommandID)
+		}
 		if cur := n.Annotations[AnnotationState]; cur != old {
 			return fmt.Errorf("node %s: %w: the state annotation is not what we last read", node, runner.ErrConflict)
 		}
 		annotations := map[string]*string{AnnotationState: nilIfEmpty(next)}
 		if ackCommandID != "" {
+			annotations[AnnotationRequestTaken] = &ackCommandID
 			if r, err := DecodeRequest(n.Annotations[AnnotationRequest]); err == nil && r.ID == ackCommandID {
 				annotations[AnnotationRequest] = nil
 			}
 		}
 		return c.patchNode(ctx, node, nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: annotations}})
 	})
-	if err == nil {
+	if err == nil || takenElsewhere {
+		// Taken, by us or by the other engine: no longer ours to offer.
 		c.takeRequest(node, ackCommandID)
+	}
+	if err == nil {
 		return nil
 	}
 	if errors.Is(err, runner.ErrConflict) {
