@@ -295,3 +295,80 @@ func TestExecuteDeploymentOneAtATimeWaitsForReplacements(t *testing.T) {
 		t.Errorf("the Deployment fell to %d available; its strategy keeps 3", minAvailable)
 	}
 }
+
+// TestExecuteMarkHoldsOnlyWhileItIsNeeded: the mark a running drain writes
+// lapses its timeout + 2 m after the agent sees it (a drain that dies does
+// not hold the node); an incomplete drain on a Ready node leaves it so and
+// says when; a complete drain makes it last until undrain, or for
+// MaintenanceFor. A drain run again renews a lapsing mark and keeps a
+// lasting one.
+func TestExecuteMarkHoldsOnlyWhileItIsNeeded(t *testing.T) {
+	markOf := func(t *testing.T, c *fake.Clientset) cluster.Maintenance {
+		t.Helper()
+		n, _ := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		m, err := cluster.DecodeMaintenance(n.Annotations[cluster.AnnotationMaintenance])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	t.Run("incomplete: the running mark stays, and lapses", func(t *testing.T) {
+		c := budgetCase()
+		opts, fc := fakeOptions()
+		opts.Timeout = 30 * time.Second
+		var ev evictions
+		ev.react(c, fc, func(int, string) error { return tooManyRequests("web-pdb") })
+		rep, err := planAndExecute(t, c, opts, fc, 2)
+		if !errors.Is(err, ErrIncomplete) || rep.MaintenanceFor != "2m30s" {
+			t.Fatalf("Execute = %v, maintenanceFor %q; want incomplete, 2m30s", err, rep.MaintenanceFor)
+		}
+		if got := markOf(t, c).Expiry(); got != 150*time.Second {
+			t.Errorf("mark expires after %s, want 2m30s", got)
+		}
+	})
+	t.Run("complete: until undrain, or for MaintenanceFor", func(t *testing.T) {
+		for _, d := range []time.Duration{0, time.Hour} {
+			c := fake.NewClientset(node("n1"), node("n2"))
+			opts, fc := fakeOptions()
+			opts.MaintenanceFor = d
+			if rep, err := planAndExecute(t, c, opts, fc, 2); err != nil || rep.MaintenanceFor != markFor(mustEncode(t, d)) {
+				t.Fatalf("Execute = %v, maintenanceFor %q", err, rep.MaintenanceFor)
+			}
+			if got := markOf(t, c).Expiry(); got != d {
+				t.Errorf("MaintenanceFor %s: the mark expires after %s", d, got)
+			}
+		}
+	})
+	t.Run("run again: a lapsing mark is renewed, a lasting one kept", func(t *testing.T) {
+		lapsing := `{"by":"bob","reason":"kernel","since":"2025-03-01T09:00:00Z","cordoned":true,"for":"12m0s"}`
+		lasting := `{"by":"bob","reason":"kernel","since":"2025-03-01T09:00:00Z","cordoned":true}`
+		for _, tc := range []struct {
+			mark       string
+			wantSince  time.Time
+			wantReason string
+		}{{lapsing, t0, "firmware"}, {lasting, t0.Add(-time.Hour), "kernel"}} {
+			c := fake.NewClientset(node("n1", cordoned(), maintenance(tc.mark)), node("n2"))
+			opts, _ := fakeOptions()
+			if _, _, err := markMaintenance(context.Background(), c, "n1", opts.withDefaults()); err != nil {
+				t.Fatal(err)
+			}
+			m := markOf(t, c)
+			if !m.Since.Equal(tc.wantSince) || !m.Cordoned || m.Reason != tc.wantReason {
+				t.Errorf("mark %s after a second drain: %+v; want since %s, reason %s, cordoned kept", tc.mark, m, tc.wantSince, tc.wantReason)
+			}
+		}
+	})
+}
+
+func mustEncode(t *testing.T, d time.Duration) string {
+	t.Helper()
+	m := cluster.Maintenance{}
+	if d > 0 {
+		m.For = &metav1.Duration{Duration: d}
+	}
+	v, err := cluster.EncodeMaintenance(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
