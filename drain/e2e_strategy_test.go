@@ -3,14 +3,18 @@ package drain_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/drain"
 )
 
@@ -78,5 +82,117 @@ func TestDeploymentNeverBelowItsStrategy(t *testing.T) {
 					watched.minPods, watched.minAvailable, bound)
 			}
 		})
+	}
+}
+
+// TestNodeGoingDownMidDrainIsGivenBackToFencing: the eviction is accepted,
+// the pod stays Terminating (a finalizer holds it, as a dead kubelet
+// would), and the node goes NotReady (written here, as the node lifecycle
+// controller would after its grace period). The drain stops at once, not
+// at its timeout, removes its maintenance mark so that the agent may fence
+// the node, keeps the cordon, and says so.
+func TestNodeGoingDownMidDrainIsGivenBackToFencing(t *testing.T) {
+	e := newEnv(t, "drain-down")
+	ctx := context.Background()
+	owner, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "custom"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "held-0", Labels: map[string]string{"app": "held"}, Finalizers: []string{"e2e.bmcfence.dev/hold"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	e.onlyOn([]string{drained}, func() {
+		if _, err := e.c.CoreV1().Pods(e.ns).Create(ctx, held, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}, "held-0 Ready on n1", func() (bool, error) { return len(e.readyPods("held")[drained]) == 1, nil })
+	t.Cleanup(func() {
+		_, _ = e.c.CoreV1().Pods(e.ns).Patch(ctx, "held-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+
+	opts := e.options(5 * time.Minute)
+	plan := e.plan(opts)
+	type result struct {
+		rep drain.Report
+		err error
+	}
+	done := make(chan result, 1)
+	began := time.Now()
+	go func() {
+		rep, err := drain.Execute(ctx, e.c, plan, opts)
+		done <- result{rep, err}
+	}()
+	e.waitFor(30*time.Second, "held-0 evicted (Terminating)", func() (bool, error) {
+		p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, "held-0", metav1.GetOptions{})
+		return err == nil && p.DeletionTimestamp != nil, nil
+	})
+	e.setReady(drained, corev1.ConditionUnknown)
+	t.Cleanup(func() {
+		// Back to Ready for the next scenario, without the taints the node
+		// lifecycle controller may have added meanwhile.
+		e.setReady(drained, corev1.ConditionTrue)
+		e.waitFor(time.Minute, drained+" Ready, without not-ready/unreachable taints", func() (bool, error) {
+			n, err := e.c.CoreV1().Nodes().Get(ctx, drained, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, t := range n.Spec.Taints {
+				if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+					return false, nil
+				}
+			}
+			return cluster.NodeReady(n), nil
+		})
+	})
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the drain did not stop within a minute of its node going NotReady")
+	}
+	t.Logf("drain stopped after %s: %v", time.Since(began).Round(time.Millisecond), r.err)
+	if !errors.Is(r.err, drain.ErrIncomplete) || !errors.Is(r.err, drain.ErrNodeDown) || !r.rep.Released || r.rep.TimedOut {
+		t.Errorf("Execute = %v (released %v, timed out %v); want incomplete, node down, released", r.err, r.rep.Released, r.rep.TimedOut)
+	}
+	n, err := e.c.CoreV1().Nodes().Get(ctx, drained, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cluster.InMaintenance(n) || !n.Spec.Unschedulable {
+		t.Errorf("n1 after the drain: maintenance=%q cordoned=%v; want no mark (fenceable) and the cordon kept",
+			n.Annotations[cluster.AnnotationMaintenance], n.Spec.Unschedulable)
+	}
+	if got := e.events(drained); !contains(got, drain.ReasonDrainIncomplete) {
+		t.Errorf("Events on n1 = %v, want DrainIncomplete", got)
+	}
+}
+
+// setReady writes the node's Ready condition, as the node lifecycle
+// controller does (kwok writes it back at its next heartbeat).
+func (e *env) setReady(name string, status corev1.ConditionStatus) {
+	e.t.Helper()
+	ctx := context.Background()
+	for attempt := 0; ; attempt++ {
+		n, err := e.c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == corev1.NodeReady {
+				n.Status.Conditions[i].Status = status
+				n.Status.Conditions[i].Reason = "NodeStatusUnknown"
+				if status == corev1.ConditionTrue {
+					n.Status.Conditions[i].Reason = "KubeletReady"
+				}
+			}
+		}
+		if _, err = e.c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) || attempt > 10 {
+			e.t.Fatalf("update node %s status: %v", name, err)
+		}
 	}
 }

@@ -372,3 +372,26 @@ func mustEncode(t *testing.T, d time.Duration) string {
 	}
 	return v
 }
+
+// TestReleaseGivesADownNodeBackToFencing: `undrain --release` on a node in
+// maintenance that is not Ready removes the mark at once, keeps the cordon
+// and says so; on a node without the mark it does nothing.
+func TestReleaseGivesADownNodeBackToFencing(t *testing.T) {
+	c := fake.NewClientset(node("n1", notReady(), cordoned(), maintenance(`{"by":"bob","since":"2025-03-01T09:00:00Z","cordoned":true,"for":"12m0s"}`)), node("n2", cordoned()))
+	opts, _ := fakeOptions()
+	released, err := Release(context.Background(), c, "n1", opts)
+	if err != nil || !released {
+		t.Fatalf("Release = %v, %v; want released", released, err)
+	}
+	n, _ := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if cluster.InMaintenance(n) || !n.Spec.Unschedulable {
+		t.Errorf("after Release: maintenance=%q cordoned=%v; want no mark, cordon kept", n.Annotations[cluster.AnnotationMaintenance], n.Spec.Unschedulable)
+	}
+	if diff := cmp.Diff([]string{ReasonMaintenanceReleased}, eventReasons(c)); diff != "" {
+		t.Errorf("Events (-want +got):\n%s", diff)
+	}
+	c.ClearActions()
+	if released, err := Release(context.Background(), c, "n2", opts); err != nil || released || len(writes(c)) > 0 {
+		t.Errorf("Release of a node without the mark = %v, %v, wrote %v; want nothing", released, err, writes(c))
+	}
+}
