@@ -422,7 +422,7 @@ func (c *Cluster) observeNode(obj any) {
 // takenElsewhereLocked returns the pending request for n that n names as
 // taken in (by another engine: our own take forgets it at once), or "".
 func (c *Cluster) takenElsewhereLocked(n *corev1.Node) string {
-	if p, ok := c.requests[n.Name]; ok && n.Annotations[AnnotationRequestTaken] == p.id {
+	if p, ok := c.requests[n.Name]; ok && !p.taking && n.Annotations[AnnotationRequestTaken] == p.id {
 		return p.id
 	}
 	return ""

@@ -87,6 +87,8 @@ func (c *Cluster) getNode(ctx context.Context, name string) (*corev1.Node, error
 func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID string) error {
 	attempts := 0
 	takenElsewhere := false
+	c.takingRequest(node, ackCommandID, true)
+	defer c.takingRequest(node, ackCommandID, false) // still pending: the write failed
 	err := retry.RetryOnConflict(c.writeBackoff, func() error {
 		attempts++
 		if err := ctx.Err(); err != nil {
