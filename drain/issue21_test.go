@@ -270,7 +270,9 @@ func TestExecuteDeploymentOneAtATimeWaitsForReplacements(t *testing.T) {
 		}
 	}
 	for _, verb := range []string{"get", "list"} {
-		c.PrependReactor(verb, "*", func(k8stesting.Action) (bool, runtime.Object, error) { settle(); return false, nil, nil })
+		for _, resource := range []string{"pods", "deployments"} {
+			c.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) { settle(); return false, nil, nil })
+		}
 	}
 	var ev evictions
 	ev.react(c, fc, func(_ int, name string) error {
