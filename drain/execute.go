@@ -250,6 +250,28 @@ type executor struct {
 	tasks  []*task
 
 	progressMu sync.Mutex // Options.Progress is called one call at a time
+
+	// ownerLocks serialise, per workload, the check that an eviction keeps
+	// it within its bound and the eviction itself: two of its pods evicted
+	// at once (separate tasks) must not both pass the check.
+	ownerLocksMu sync.Mutex
+	ownerLocks   map[string]*sync.Mutex
+}
+
+// lockOwner locks the workload key and returns its unlock.
+func (x *executor) lockOwner(key string) func() {
+	x.ownerLocksMu.Lock()
+	if x.ownerLocks == nil {
+		x.ownerLocks = map[string]*sync.Mutex{}
+	}
+	mu := x.ownerLocks[key]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		x.ownerLocks[key] = mu
+	}
+	x.ownerLocksMu.Unlock()
+	mu.Lock()
+	return mu.Unlock
 }
 
 // task moves one workload (a Deployment's rollout, a StatefulSet's pods in

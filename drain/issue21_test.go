@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/cluster"
 )
@@ -211,6 +212,82 @@ func TestMakePlanKeepsADeploymentWithinItsStrategy(t *testing.T) {
 	}
 }
 
+// replicaSetController is the ReplicaSet controller and kwok, instantly,
+// for Deployment web on a fake clientset: an evicted pod is gone and its
+// replacement scheduled on n2, Ready 5 s later; the Deployment's status
+// follows. It records when each eviction came and the fewest available
+// replicas the Deployment ever had.
+type replicaSetController struct {
+	c  *fake.Clientset
+	fc interface{ Now() time.Time }
+
+	mu           sync.Mutex
+	readyAt      map[string]time.Time
+	minAvailable int32
+	ev           evictions
+}
+
+func newReplicaSetController(c *fake.Clientset, fc *clocktesting.FakeClock) *replicaSetController {
+	r := &replicaSetController{c: c, fc: fc, readyAt: map[string]time.Time{}, minAvailable: 1 << 30}
+	for _, verb := range []string{"get", "list"} {
+		for _, resource := range []string{"pods", "deployments"} {
+			c.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) { r.settle(); return false, nil, nil })
+		}
+	}
+	r.ev.react(c, fc, func(_ int, name string) error {
+		deletePod(c, name)
+		replacement := pod(name+"-new", "n2", inDeployment("web"), notReadyPod())
+		if err := c.Tracker().Create(podsResource, replacement, ns); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.readyAt[replacement.Name] = fc.Now().Add(5 * time.Second)
+		r.mu.Unlock()
+		return nil
+	})
+	return r
+}
+
+func (r *replicaSetController) settle() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, at := range r.readyAt {
+		if r.fc.Now().Before(at) {
+			continue
+		}
+		obj, err := r.c.Tracker().Get(podsResource, ns, name)
+		if err != nil {
+			panic(err)
+		}
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.Status.Conditions[0].Status = corev1.ConditionTrue
+		if err := r.c.Tracker().Update(podsResource, p, ns); err != nil {
+			panic(err)
+		}
+		delete(r.readyAt, name)
+	}
+	list, err := r.c.Tracker().List(podsResource, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, ns)
+	if err != nil {
+		panic(err)
+	}
+	var ready int32
+	for _, p := range list.(*corev1.PodList).Items {
+		if p.Labels["app"] == "web" && podReady(&p) && p.DeletionTimestamp == nil {
+			ready++
+		}
+	}
+	obj, err := r.c.Tracker().Get(deploymentsResource, ns, "web")
+	if err != nil {
+		panic(err)
+	}
+	d := obj.(*appsv1.Deployment).DeepCopy()
+	d.Status.AvailableReplicas = ready
+	r.minAvailable = min(r.minAvailable, ready)
+	if err := r.c.Tracker().Update(deploymentsResource, d, ns); err != nil {
+		panic(err)
+	}
+}
+
 // TestExecuteDeploymentOneAtATimeWaitsForReplacements: replicas 4,
 // maxUnavailable 1, three pods on n1. Each eviction waits until the
 // previous pod's replacement is available (5 s after the eviction), so the
@@ -221,80 +298,54 @@ func TestExecuteDeploymentOneAtATimeWaitsForReplacements(t *testing.T) {
 		pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web")),
 		pod("web-c", "n1", inDeployment("web")), pod("web-d", "n2", inDeployment("web")))
 	opts, fc := fakeOptions()
-	// The ReplicaSet controller and kwok, instantly: an evicted pod is
-	// gone and its replacement scheduled on n2, Ready 5 s later; the
-	// Deployment's status follows.
-	var mu sync.Mutex
-	readyAt := map[string]time.Time{}
-	minAvailable := int32(4)
-	ready := func() int32 {
-		list, err := c.Tracker().List(podsResource, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, ns)
-		if err != nil {
-			panic(err)
-		}
-		var n int32
-		for _, p := range list.(*corev1.PodList).Items {
-			if podReady(&p) && p.DeletionTimestamp == nil {
-				n++
-			}
-		}
-		return n
-	}
-	settle := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for name, at := range readyAt {
-			if fc.Now().Before(at) {
-				continue
-			}
-			obj, err := c.Tracker().Get(podsResource, ns, name)
-			if err != nil {
-				panic(err)
-			}
-			p := obj.(*corev1.Pod).DeepCopy()
-			p.Status.Conditions[0].Status = corev1.ConditionTrue
-			if err := c.Tracker().Update(podsResource, p, ns); err != nil {
-				panic(err)
-			}
-			delete(readyAt, name)
-		}
-		obj, err := c.Tracker().Get(deploymentsResource, ns, "web")
-		if err != nil {
-			panic(err)
-		}
-		d := obj.(*appsv1.Deployment).DeepCopy()
-		d.Status.AvailableReplicas = ready()
-		minAvailable = min(minAvailable, d.Status.AvailableReplicas)
-		if err := c.Tracker().Update(deploymentsResource, d, ns); err != nil {
-			panic(err)
-		}
-	}
-	for _, verb := range []string{"get", "list"} {
-		for _, resource := range []string{"pods", "deployments"} {
-			c.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) { settle(); return false, nil, nil })
-		}
-	}
-	var ev evictions
-	ev.react(c, fc, func(_ int, name string) error {
-		deletePod(c, name)
-		replacement := pod(name+"-new", "n2", inDeployment("web"), notReadyPod())
-		if err := c.Tracker().Create(podsResource, replacement, ns); err != nil {
-			return err
-		}
-		mu.Lock()
-		readyAt[replacement.Name] = fc.Now().Add(5 * time.Second)
-		mu.Unlock()
-		return nil
-	})
+	ctrl := newReplicaSetController(c, fc)
 	rep, err := planAndExecute(t, c, opts, fc, 2)
 	if err != nil || !rep.Complete {
 		t.Fatalf("Execute = %+v, %v; want complete", rep, err)
 	}
-	if diff := cmp.Diff([]time.Duration{0, 5 * time.Second, 10 * time.Second}, ev.at); diff != "" {
+	if diff := cmp.Diff([]time.Duration{0, 5 * time.Second, 10 * time.Second}, ctrl.ev.at); diff != "" {
 		t.Errorf("evictions at (-want +got): each must wait for the previous replacement\n%s", diff)
 	}
-	if minAvailable < 3 {
-		t.Errorf("the Deployment fell to %d available; its strategy keeps 3", minAvailable)
+	if ctrl.minAvailable < 3 {
+		t.Errorf("the Deployment fell to %d available; its strategy keeps 3", ctrl.minAvailable)
+	}
+}
+
+// TestExecuteEvictionsAtOnceStillKeepTheBound: the plan evicts web's two
+// pods on n1 at once (replicas 4, maxUnavailable 2, two replicas on n2);
+// by the time the drain runs one of those on n2 is no longer Ready. The
+// evictions, checked against the bound under the workload's lock, go one
+// at a time: never fewer than 2 available.
+func TestExecuteEvictionsAtOnceStillKeepTheBound(t *testing.T) {
+	dep, rs := deployment("web", 4, 4, unavailable(2))
+	c := fake.NewClientset(node("n1"), node("n2"), dep, rs,
+		pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web")),
+		pod("web-c", "n2", inDeployment("web")), pod("web-d", "n2", inDeployment("web")))
+	opts, fc := fakeOptions()
+	plan, err := MakePlan(context.Background(), c, "n1", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Count(ActionEvict) != 2 {
+		t.Fatalf("plan: %+v, want both evicted at once", plan.Pods)
+	}
+	obj, _ := c.Tracker().Get(podsResource, ns, "web-d")
+	sick := obj.(*corev1.Pod).DeepCopy()
+	sick.Status.Conditions[0].Status = corev1.ConditionFalse
+	if err := c.Tracker().Update(podsResource, sick, ns); err != nil {
+		t.Fatal(err)
+	}
+	ctrl := newReplicaSetController(c, fc)
+	var rep Report
+	drive(t, fc, 2, opts.PollInterval, func() { rep, err = Execute(context.Background(), c, plan, opts) })
+	if err != nil || !rep.Complete {
+		t.Fatalf("Execute = %+v, %v; want complete", rep, err)
+	}
+	if ctrl.minAvailable < 2 {
+		t.Errorf("the Deployment fell to %d available; its strategy keeps 2", ctrl.minAvailable)
+	}
+	if len(ctrl.ev.at) != 2 || ctrl.ev.at[1] < 5*time.Second {
+		t.Errorf("evictions at %v: the second must wait for the first replacement (5 s)", ctrl.ev.at)
 	}
 }
 

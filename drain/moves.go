@@ -377,6 +377,24 @@ func (t *task) tryEvict(ctx context.Context, p PodPlan, backoff time.Duration) (
 	case pod.DeletionTimestamp != nil:
 		return evictionAccepted, nil // by us earlier, or by someone else
 	}
+	if p.Bound != nil && p.Bound.MinAvailable != nil {
+		// The plan found room for its evictions; what runs elsewhere may
+		// have changed since. Checked and evicted under the workload's
+		// lock: an accepted eviction marks the pod terminating at once,
+		// so the next check counts it gone.
+		unlock := x.lockOwner(p.Namespace() + "/" + p.Owner)
+		defer unlock()
+		ok, why, err := t.room(ctx, p)
+		switch {
+		case err != nil:
+			t.retrying(backoff, "%s: %v", p.Pod, err)
+			return evictionRetry, nil
+		case !ok:
+			t.podWhy(p.UID, why, nil)
+			t.retrying(backoff, "%s", why)
+			return evictionRetry, nil
+		}
+	}
 	err = x.client.PolicyV1().Evictions(p.Namespace()).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace(), Name: p.Name()},
 		// Only the planned pod: never a same-named replacement.
