@@ -90,7 +90,7 @@ func loadFigures(dir string) ([]Figures, error) {
 // per node between consecutive sizes.
 func table(figs []Figures) string {
 	var b strings.Builder
-	b.WriteString("| nodes × pods | agent RSS (peak) | idle CPU of a core (load) | API req/s | API KiB/s in/out | BMC req/node/min | start-up: leading (peak RSS) | 100 power losses → all tainted | agent commit |\n")
+	b.WriteString("| nodes × pods | agent RSS (peak) | idle CPU of a core (load) | API req/s | API KiB/s in/out | BMC req/node/min | start-up: leading (peak RSS) | power losses → all tainted | agent commit |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range figs {
 		pl := "—"

@@ -17,14 +17,15 @@ func TestPlot(t *testing.T) {
 	if *flagPlot == "" {
 		t.Skip("no -plot directory")
 	}
-	figs, err := loadFigures(*flagPlot)
+	dir := underRepo(t, *flagPlot)
+	figs, err := loadFigures(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(figs) == 0 {
-		t.Fatalf("no %s/*/figures.json", *flagPlot)
+		t.Fatalf("no %s/*/figures.json", dir)
 	}
-	svg := filepath.Join(*flagPlot, "growth.svg")
+	svg := filepath.Join(dir, "growth.svg")
 	if err := os.WriteFile(svg, []byte(plot(figs)), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -56,9 +56,9 @@ var (
 	flagSteady      = flag.Duration("steady", 10*time.Minute, "how long the steady state is measured")
 	flagOnly        = flag.String("scenarios", "steady,storm,partition,powerloss,bmccut", "which scenarios, in this order")
 	flagAgent       = flag.String("agent", "", "fence-agent binaries to run instead of building cmd/fence-agent, comma-separated: each is measured in turn (start-up, steady state, profiles) on the same cluster, and the last runs the failure scenarios")
-	flagOut         = flag.String("out", "", "directory for the figures (figures.json) and the agent's profiles (default: bin/scale/nNODES under the repository); with several agents, one subdirectory each")
+	flagOut         = flag.String("out", "", "directory for the figures (figures.json) and the agent's profiles (a relative path is under the repository; default bin/scale/nNODES); with several agents, one subdirectory each")
 	flagProfile     = flag.Duration("profile", time.Minute, "CPU profile length, taken after the steady window (0: no profiles)")
-	flagPlot        = flag.String("plot", "", "TestPlot: the directory whose */figures.json feed the growth table and plot (growth.svg, written there)")
+	flagPlot        = flag.String("plot", "", "TestPlot: the directory (a relative path is under the repository) whose */figures.json feed the growth table and plot (growth.svg, written there)")
 )
 
 // The agent's policy: the defaults, with the two knobs the README
@@ -119,12 +119,9 @@ func TestScale(t *testing.T) {
 	}
 	out := *flagOut
 	if out == "" {
-		root, err := controlplane.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = filepath.Join(root, "bin", "scale", fmt.Sprintf("n%d", n))
+		out = filepath.Join("bin", "scale", fmt.Sprintf("n%d", n))
 	}
+	out = underRepo(t, out)
 	ctx := context.Background()
 	setupStart := time.Now()
 	cp := controlplane.StartT(t, controlplane.Options{Logf: quiet(t), ExtraArgs: controlPlaneArgs})
@@ -311,6 +308,20 @@ func label(line, name string) string {
 // Groups: g0 the partition, g1 the BMC cut, g2..g7 the storm (6 of 10),
 // the last the power loss.
 func powerLossGroup(groups int) int { return groups - 1 }
+
+// underRepo resolves a relative -out or -plot against the repository's
+// root, as the command is typed there (go test runs in test/scale).
+func underRepo(t *testing.T, path string) string {
+	t.Helper()
+	if filepath.IsAbs(path) {
+		return path
+	}
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, path)
+}
 
 const (
 	partitionGroup = 0
