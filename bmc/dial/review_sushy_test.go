@@ -27,7 +27,7 @@ func TestReviewSushyOffIsNotTrustedOnTheServiceRootAlone(t *testing.T) {
 	cfg := mockConfig()
 	cfg.Profile = redfishmock.ProfileSushy
 	srv := startMock(t, cfg)
-	setPower(t, srv.Mock, "1", redfishmock.PowerOff)                     // nova: PAUSED; ironic: power_state None
+	setPower(t, srv.Mock, "1", redfishmock.PowerOff)                      // nova: PAUSED; ironic: power_state None
 	setFaults(t, srv.Mock, "1", redfishmock.Faults{IgnoreCommands: true}) // nova: ForceOff of a non-running instance is a no-op
 	a := adapterFor(t, srv)
 	_, offErr := a.PowerOff(context.Background())
