@@ -519,7 +519,6 @@ func TestRedfishNamelessSystemAmongSeveral(t *testing.T) {
 	checkResets(t, mock, "2", resetCounts{redfishmock.ResetForceOff: 1})
 }
 
-
 // The agent's probe is one Identity per node per minute, and a README
 // promise (one BMC request per node per minute; make scale's maxBMCPerMin
 // = 1.0): once the system's URI is known, an identity read is one GET.
