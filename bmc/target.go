@@ -224,6 +224,12 @@ const (
 	ChassisPowerIgnore ChassisPower = "ignore"
 )
 
+// IPMICipherSuites are the RMCP+ cipher suites bmc/ipmi speaks: 3
+// (RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128) and 17 (RAKP-HMAC-SHA256,
+// HMAC-SHA256-128, AES-CBC-128). Configuration is checked against them, so
+// a suite the client would refuse is refused when the configuration loads.
+var IPMICipherSuites = []int{3, 17}
+
 // ParseChassisPower accepts "", auto, check or ignore.
 func ParseChassisPower(s string) (ChassisPower, error) {
 	switch ChassisPower(s) {
