@@ -94,12 +94,12 @@ func roundTrip(t *testing.T, v any) any {
 // enums are the settings with a fixed set of values, by dotted path (the
 // agent's validation says the same).
 var enums = map[string][]string{
-	"detection":                       {"builtin", "external", "both"},
-	"log.format":                      {"json", "console", "auto"},
-	"log.level":                       {"debug", "info", "warn", "error"},
-	"inventory.source":                {"configmap", "metal3", "both"},
-	"inventory.defaults.auth":         {"basic", "session"},
-	"inventory.nodes[].auth":          {"basic", "session"},
+	"detection":               {"builtin", "external", "both"},
+	"log.format":              {"json", "console", "auto"},
+	"log.level":               {"debug", "info", "warn", "error"},
+	"inventory.source":        {"configmap", "metal3", "both"},
+	"inventory.defaults.auth": {"basic", "session"},
+	"inventory.nodes[].auth":  {"basic", "session"},
 	// ignore is an entry's own word only (config refuses it in defaults).
 	"inventory.defaults.chassisPower": {"auto", "check"},
 	"inventory.nodes[].chassisPower":  {"auto", "check", "ignore"},
