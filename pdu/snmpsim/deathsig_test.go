@@ -1,12 +1,11 @@
 package snmpsim_test
 
-// Review (issue 19): snmpd is started in its own process group without
-// Pdeathsig (the repository's other simulators, ipmisim and pyghmisim, set
-// it): a test binary that dies without running its cleanups (a -timeout
-// panic, a SIGKILL from CI) leaves snmpd running in the foreground for
-// ever, holding its UDP port. The child below starts an agent and exits at
-// once without cleanups; the test fails if its snmpd outlives it (and then
-// stops that snmpd by the pid it wrote). Fails on main at a446e5e.
+// snmpd runs in its own process group, in the foreground: a test binary
+// that dies without running its cleanups (a -timeout panic, a SIGKILL from
+// CI) must not leave it running for ever, holding its UDP port. The child
+// below starts an agent and exits at once without cleanups; the test
+// fails if its snmpd outlives it (and then stops that snmpd by the pid it
+// wrote).
 
 import (
 	"os"
@@ -21,8 +20,8 @@ import (
 	"github.com/bmcfence/bmcfence/pdu/snmpsim"
 )
 
-func TestReviewSnmpdDiesWithItsTestProcess(t *testing.T) {
-	if dir := os.Getenv("REVIEW_SNMPSIM_CHILD_DIR"); dir != "" {
+func TestSnmpdDiesWithItsTestProcess(t *testing.T) {
+	if dir := os.Getenv("SNMPSIM_TEST_CHILD_DIR"); dir != "" {
 		a, err := snmpsim.Start(t.Context(), snmpsim.NewMemoryBank(2), dir)
 		if err != nil {
 			t.Fatal(err)
@@ -34,8 +33,8 @@ func TestReviewSnmpdDiesWithItsTestProcess(t *testing.T) {
 		t.Skip(err.Error())
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReviewSnmpdDiesWithItsTestProcess$")
-	cmd.Env = append(os.Environ(), "REVIEW_SNMPSIM_CHILD_DIR="+dir)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSnmpdDiesWithItsTestProcess$")
+	cmd.Env = append(os.Environ(), "SNMPSIM_TEST_CHILD_DIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
