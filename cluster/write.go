@@ -23,8 +23,13 @@ import (
 // writeBackoff paces retries of a node write that lost a race against an
 // unrelated write (a kubelet status update, a label): a few quick tries,
 // since each retry re-reads the node and the race window is one round trip.
-// 10 tries over ~0.5 s outlast a node updated several times a second.
-var writeBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.1}
+// Each pause is jittered by up to as much again, so the tries fall out of
+// step with a writer that writes on a period: 20 tries over 2-4 s (the last
+// pauses 0.3-0.6 s). 10 tries over ~1 s (jitter 0.1) were once all lost on a
+// loaded 2-core machine to a writer that wrote every 20 ms
+// (TestIntegrationSaveStateOneWriterWins). No Cap: wait.Backoff stops the
+// retries when the cap is reached.
+var writeBackoff = wait.Backoff{Steps: 20, Duration: 10 * time.Millisecond, Factor: 1.2, Jitter: 1}
 
 // nodePatch is a JSON merge patch of a Node that carries the resourceVersion
 // it was computed from: the API server applies it only to that version and
@@ -86,6 +91,9 @@ func (c *Cluster) getNode(ctx context.Context, name string) (*corev1.Node, error
 // from the same state.
 func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID string) error {
 	attempts := 0
+	takenElsewhere := false
+	c.takingRequest(node, ackCommandID, true)
+	defer c.takingRequest(node, ackCommandID, false) // still pending: the write failed
 	err := retry.RetryOnConflict(c.writeBackoff, func() error {
 		attempts++
 		if err := ctx.Err(); err != nil {
@@ -95,19 +103,29 @@ func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID s
 		if err != nil {
 			return err
 		}
+		if ackCommandID != "" && n.Annotations[AnnotationRequestTaken] == ackCommandID {
+			// Another engine took it in (kubectl-fence while no agent
+			// ran, or the agent that came back): its state write won.
+			takenElsewhere = true
+			return fmt.Errorf("node %s: %w: request %s was already taken in by another engine", node, runner.ErrConflict, ackCommandID)
+		}
 		if cur := n.Annotations[AnnotationState]; cur != old {
 			return fmt.Errorf("node %s: %w: the state annotation is not what we last read", node, runner.ErrConflict)
 		}
 		annotations := map[string]*string{AnnotationState: nilIfEmpty(next)}
 		if ackCommandID != "" {
+			annotations[AnnotationRequestTaken] = &ackCommandID
 			if r, err := DecodeRequest(n.Annotations[AnnotationRequest]); err == nil && r.ID == ackCommandID {
 				annotations[AnnotationRequest] = nil
 			}
 		}
 		return c.patchNode(ctx, node, nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: annotations}})
 	})
-	if err == nil {
+	if err == nil || takenElsewhere {
+		// Taken, by us or by the other engine: no longer ours to offer.
 		c.takeRequest(node, ackCommandID)
+	}
+	if err == nil {
 		return nil
 	}
 	if errors.Is(err, runner.ErrConflict) {
@@ -166,7 +184,7 @@ func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, err
 	c.mu.Unlock()
 	return runner.Recheck{
 		LeaseRenewed: leaseSeen.newerThanObserved(renew) || beatSeen.newerThanObserved(beat),
-		Maintenance:  InMaintenance(n),
+		Maintenance:  c.maintenanceInForce(n),
 		Excluded:     n.Labels[LabelExclude] == LabelExcludeValue,
 		State:        n.Annotations[AnnotationState],
 	}, nil
@@ -184,6 +202,25 @@ func checkToken(n *corev1.Node, token string) error {
 		return fmt.Errorf("node %s: %w: the fence state is not the one this agent wrote (another agent took over)", n.Name, runner.ErrConflict)
 	}
 	return nil
+}
+
+// maintenanceInForce judges the mark on n, as read from the server, the
+// way the view does: the value we observed, by when we first saw it; a
+// value we have not observed yet is in force from now (it counts from our
+// first sight, which is now or later).
+func (c *Cluster) maintenanceInForce(n *corev1.Node) bool {
+	raw := n.Annotations[AnnotationMaintenance]
+	if raw == "" {
+		return false
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[n.Name]; e != nil && e.obs.maintenance.raw == raw {
+		inForce, _ := e.obs.maintenance.at(now)
+		return inForce
+	}
+	return true
 }
 
 // ErrMaintenance is returned by ApplyTaint when the node it read is in
@@ -229,7 +266,7 @@ func (c *Cluster) ApplyTaint(ctx context.Context, node, token string) error {
 		if HasOutOfServiceTaint(n) {
 			return nil, nil
 		}
-		if InMaintenance(n) {
+		if c.maintenanceInForce(n) {
 			return nil, ErrMaintenance
 		}
 		t := OutOfServiceTaint()
