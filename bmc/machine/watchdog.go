@@ -139,6 +139,9 @@ type LogEntry struct {
 	// Boot is the machine's boot count when the entry was logged (see
 	// Snapshot.Boots).
 	Boot int
+	// Origin names the system the entry concerns when a log shared by
+	// several systems holds another's ("" = this machine).
+	Origin string
 }
 
 // maxLogEntries bounds the log: BMC SELs hold a few hundred to a few

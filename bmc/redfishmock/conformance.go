@@ -41,6 +41,7 @@ var metadataSchemas = []string{
 	"ManagerCollection", "Manager", "SessionService", "SessionCollection", "Session",
 	"AccountService", "ManagerAccountCollection", "ManagerAccount", "RoleCollection", "Role",
 	"TaskService", "TaskCollection", "Task", "ActionInfo", "Message",
+	"LogServiceCollection", "LogService", "LogEntryCollection", "LogEntry",
 }
 
 // writeMetadata serves /redfish/v1/$metadata: the CSDL document that names

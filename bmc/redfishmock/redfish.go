@@ -48,13 +48,19 @@ const (
 	resTasks
 	resTask
 	resTaskMonitor
+	resLogServices // evidence.go
+	resLogService
+	resLogEntries
+	resLogEntry
 )
 
 // route is a parsed Redfish URI.
 type route struct {
 	res       resource
 	systemID  string // for a system, its chassis, its manager, its Reset
-	sessionID string // also the Id of an account, a role or a task
+	sessionID string // also the Id of an account, a role, a task or a log entry
+	logUnder  string // Systems or Managers, for the log routes
+	logID     string // the LogService's Id
 }
 
 // parseRoute maps a path without trailing slash to a route.
@@ -71,6 +77,9 @@ func parseRoute(path string) (route, bool) {
 		return route{}, false
 	}
 	seg = seg[1:]
+	if rt, ok := parseLogRoute(seg); ok {
+		return rt, true
+	}
 	switch len(seg) {
 	case 0:
 		return route{res: resServiceRoot}, true
@@ -144,7 +153,8 @@ func (rt route) methods() []string {
 		return []string{http.MethodGet, http.MethodHead, http.MethodDelete}
 	case resVersions, resServiceRoot, resSystems, resSystem, resChassisCollection, resChassis,
 		resManagers, resManager, resSessionService, resMetadata, resODataDocument, resResetActionInfo,
-		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask:
+		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask,
+		resLogServices, resLogService, resLogEntries, resLogEntry:
 	}
 	return []string{http.MethodGet, http.MethodHead}
 }
@@ -160,7 +170,8 @@ func (rt route) public(method string) bool {
 		return method == http.MethodPost
 	case resSystems, resSystem, resSystemReset, resChassisCollection, resChassis,
 		resManagers, resManager, resSessionService, resSession, resResetActionInfo,
-		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask, resTaskMonitor:
+		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask, resTaskMonitor,
+		resLogServices, resLogService, resLogEntries, resLogEntry:
 	}
 	return false
 }
@@ -282,6 +293,8 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 		m.writeTask(w, rt.sessionID)
 	case resTaskMonitor:
 		m.serveTaskMonitor(w, r, rt.sessionID)
+	case resLogServices, resLogService, resLogEntries, resLogEntry:
+		m.serveLog(w, rt, target)
 	}
 }
 
@@ -707,6 +720,10 @@ type systemDoc struct {
 		Chassis   []link `json:"Chassis"`
 		ManagedBy []link `json:"ManagedBy"`
 	} `json:"Links"`
+	// Hung-node evidence, per profile (evidence.go).
+	HostWatchdogTimer *hostWatchdogDoc `json:"HostWatchdogTimer,omitempty"`
+	LastResetTime     string           `json:"LastResetTime,omitempty"`
+	LogServices       *link            `json:"LogServices,omitempty"`
 }
 
 type bootProgressDoc struct {
@@ -778,6 +795,7 @@ func systemDocument(s *system, now time.Time) systemDoc {
 	}
 	doc.Links.Chassis = []link{{"/redfish/v1/Chassis/" + id}}
 	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
+	addEvidence(&doc, s, now)
 	return doc
 }
 
@@ -842,6 +860,7 @@ type managerDoc struct {
 		ManagerForServers []link `json:"ManagerForServers"`
 		ManagerForChassis []link `json:"ManagerForChassis"`
 	} `json:"Links"`
+	LogServices *link `json:"LogServices,omitempty"` // evidence.go
 }
 
 func managerDocument(s *system) managerDoc {
@@ -861,6 +880,11 @@ func managerDocument(s *system) managerDoc {
 	}
 	doc.Links.ManagerForServers = []link{{"/redfish/v1/Systems/" + id}}
 	doc.Links.ManagerForChassis = []link{{"/redfish/v1/Chassis/" + id}}
+	s.mu.Lock()
+	if s.profile.evidence().logUnder == "Managers" {
+		doc.LogServices = &link{"/redfish/v1/Managers/" + id + "/LogServices"}
+	}
+	s.mu.Unlock()
 	return doc
 }
 
