@@ -14,6 +14,9 @@
 #                generators in hack/codegen); make test checks they are current
 #   make scale   the scale harness (test/scale): 1000 nodes on the real
 #                control plane; SCALE_ARGS='-nodes=300 -steady=2m' to shrink
+#   make failures the failure matrix (test/failures): one line per way a
+#                node dies, on the real control plane (~55 min on 2 cores);
+#                FAILURES_ARGS='-classes=powerloss,zone -runs=2' to choose
 
 SHELL := /bin/bash
 GO    ?= go
@@ -30,7 +33,7 @@ LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PK
 
 COMMANDS := kubectl-fence redfish-mock fence-agent
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale
+.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale failures
 
 all: build
 
@@ -85,6 +88,13 @@ test:
 SCALE_ARGS ?= -nodes=1000 -groups=10 -steady=10m
 scale:
 	@set -o pipefail; nice $(GO) test -tags scale -count=1 -timeout 120m -run TestScale -v ./test/scale/ -args $(SCALE_ARGS) | grep -E '^(scale:|--- |ok|FAIL|\s+scale_test)'
+
+# The failure matrix: never part of `make test` (build tag failures). Prints
+# one "failure:" line per class (test/failures says how each is modelled).
+# Needs the control plane in bin/e2e (`make e2e-bins`).
+FAILURES_ARGS ?=
+failures:
+	@set -o pipefail; nice $(GO) test -tags failures -count=1 -timeout 100m -run TestFailures -v ./test/failures/ -args $(FAILURES_ARGS) | grep -E '^(failures?:|--- |ok|FAIL|\s+failures_test)'
 
 # P1: whole-process `kubectl-fence bmc status` against the Debian fence
 # agents' status on the same BMC, median of alternating runs.
