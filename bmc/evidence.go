@@ -170,3 +170,15 @@ func (f *FirstSeen) Observe(now time.Time, entries []Evidence) []time.Time {
 	}
 	return out
 }
+
+// OpDiagnostic names the diagnostic interrupt (NMI for a crash dump):
+// Redfish ComputerSystem.Reset Nmi, IPMI chassis control 04h.
+const OpDiagnostic Op = "diagnostic-interrupt"
+
+// Diagnoser sends the host an NMI for a crash dump. Implemented by the
+// Redfish client (ResetType Nmi, only where AllowableValues lists it) and
+// the IPMI client (chassis power diag). Gating it (the same evidence as a
+// ForceOff, the storm guard, the fencing token) is the engine's business.
+type Diagnoser interface {
+	Diagnostic(ctx context.Context) (Result, error)
+}

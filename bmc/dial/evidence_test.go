@@ -2,6 +2,7 @@ package dial
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -228,5 +229,38 @@ func TestEvidenceSaysWhatTheBMCDoesNotOffer(t *testing.T) {
 	rep := readEvidence(t, a)
 	if len(rep.Unsupported) == 0 || rep.Unsupported[0] != "HostWatchdogTimer" {
 		t.Errorf("unsupported %v, want HostWatchdogTimer named", rep.Unsupported)
+	}
+}
+
+// ComputerSystem.Reset Nmi where the system lists it (inline or through
+// ResetActionInfo); refused, with nothing sent, where it does not.
+func TestDiagnosticSendsNmiOnlyWhereListed(t *testing.T) {
+	for _, p := range []redfishmock.Profile{redfishmock.ProfileGeneric, redfishmock.ProfileIDRAC9, redfishmock.ProfileILO5,
+		redfishmock.ProfileOpenBMC, redfishmock.ProfileXCC, redfishmock.ProfileAMIMulti} {
+		t.Run(string(p), func(t *testing.T) {
+			a, m, _ := evidenceMock(t, p)
+			if err := m.SetPanicOnNMI("1", true); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), okTimeout)
+			defer cancel()
+			res, err := a.Diagnostic(ctx)
+			st, _ := m.Status("1")
+			if p == redfishmock.ProfileAMIMulti {
+				if !errors.Is(err, bmc.ErrUnsupported) || st.Counters.Resets[redfishmock.ResetNmi] != 0 {
+					t.Fatalf("no Nmi listed: %v, %d sent; want ErrUnsupported and nothing sent", err, st.Counters.Resets[redfishmock.ResetNmi])
+				}
+				return
+			}
+			if err != nil || res.Sent != "ComputerSystem.Reset Nmi" || st.Counters.Resets[redfishmock.ResetNmi] != 1 {
+				t.Fatalf("Diagnostic: %+v, %v, %d Nmi received", res, err, st.Counters.Resets[redfishmock.ResetNmi])
+			}
+			if st.PowerState != redfishmock.PowerOn || !st.OSHung {
+				t.Errorf("after the NMI: %s, hung %v; want On, the kdump kernel panicked", st.PowerState, st.OSHung)
+			}
+			if got := lines(readEvidence(t, a)); len(got) != 1 || got[0].Kind != bmc.EvidenceOSCriticalStop {
+				t.Errorf("evidence after the NMI: %+v; want the panic's OS critical stop", got)
+			}
+		})
 	}
 }
