@@ -4,7 +4,8 @@
 #                mock BMCs and the agent; a node fails and you watch failover
 #   make test    everything CI runs: vet, gofmt, race tests (incl. the real
 #                control plane e2e), the 100000-scenario simulation
-#   make build   bin/kubectl-fence (+ bin/bmcfence-cli), bin/redfish-mock, bin/fence-agent
+#   make build   bin/kubectl-fence (+ bin/bmcfence-cli), bin/redfish-mock, bin/fence-agent,
+#                bin/bmc-watchdog
 #   make bench   Go benchmarks and the comparison with the Debian fence agents
 #   make image   bin/bmcfence-image.tar: the OCI image (no Docker needed) and
 #                bin/bmcfence-image.cdx.json, its CycloneDX SBOM
@@ -31,7 +32,7 @@ DATE    ?= $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 PKG     := github.com/bmcfence/bmcfence/internal/version
 LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
 
-COMMANDS := kubectl-fence redfish-mock fence-agent
+COMMANDS := kubectl-fence redfish-mock fence-agent bmc-watchdog
 
 .PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale failures
 
