@@ -141,6 +141,7 @@ type harness struct {
 	seq   int
 	mu    sync.Mutex
 	lines map[string]string
+	reach map[string]testbed.Reach // per scenario namespace
 }
 
 func TestFailures(t *testing.T) {
@@ -197,7 +198,7 @@ func TestFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(tb.Stop)
-	h := &harness{t: t, tb: tb, c: cp.Client(), lines: map[string]string{}}
+	h := &harness{t: t, tb: tb, c: cp.Client(), lines: map[string]string{}, reach: map[string]testbed.Reach{}}
 	h.checkSignals(ctx)
 
 	bin := *flagAgent
@@ -325,6 +326,7 @@ type outcome struct {
 	evidence         time.Duration // the BMC logged a watchdog expiry or critical stop
 	evidenceWhat     string
 	event            *corev1.Event // the agent's telling Event, for lines that need one
+	reach            testbed.Reach // the node's kubelet port, probed 3 s after the failure
 	watched          time.Duration
 	err              error
 }
@@ -371,6 +373,15 @@ func (h *harness) scenarioWith(ctx context.Context, c class, nodes []string, pha
 		o.err = err
 		return o
 	}
+	go func() {
+		// What a prober of the kubelet port meets once the failure has set
+		// in (the bridge stops a dead machine's kubelet within 200 ms).
+		time.Sleep(3 * time.Second)
+		r := h.tb.ProbeKubelet(ctx, node, 2*time.Second)
+		h.mu.Lock()
+		h.reach[ns] = r
+		h.mu.Unlock()
+	}()
 	oldUID := ""
 	// Which pod is the old one: its UID at the failure.
 	if p, err := h.c.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{}); err == nil && p.Spec.NodeName == node {
@@ -424,6 +435,9 @@ func (h *harness) scenarioWith(ctx context.Context, c class, nodes []string, pha
 		}
 	}
 	o.event = h.tellingEvent(ctx, c, nodes, t0)
+	h.mu.Lock()
+	o.reach = h.reach[ns]
+	h.mu.Unlock()
 	return o
 }
 
@@ -640,8 +654,8 @@ func (h *harness) recover(ctx context.Context, nodes []string) {
 
 func (h *harness) report(c class, what string, o outcome) {
 	// Progress on stderr ("progress:"), filtered out by make failures.
-	fmt.Fprintf(os.Stderr, "progress: %s %s: tainted %v, running %v (early %v), forceOff %v, evidence %v %s, watched %v, err %v, event %s\n",
-		c.name, what, o.tainted, o.running, o.movedEarly, o.forceOff, o.evidence, o.evidenceWhat, o.watched, o.err, eventText(o.event))
+	fmt.Fprintf(os.Stderr, "progress: %s %s: tainted %v, running %v (early %v), forceOff %v, evidence %v %s, kubelet port %s, watched %v, err %v, event %s\n",
+		c.name, what, o.tainted, o.running, o.movedEarly, o.forceOff, o.evidence, o.evidenceWhat, o.reach, o.watched, o.err, eventText(o.event))
 }
 
 func (h *harness) setLine(c class, rs []outcome) {
@@ -719,6 +733,8 @@ func lineFor(c class, rs []outcome) string {
 		s += " (our ForceOff lands in the 40 s off-dwell; the machine stays off)"
 	case c.key == "controlplane" && o.tainted != 0:
 		s += " (its OS hung; today's agent fences it like any other node)"
+	case (c.key == "kubelet" || c.key == "cutoff" || c.key == "hung") && o.tainted != 0:
+		s += fmt.Sprintf(" (its kubelet port: %s; today's agent does not look)", o.reach)
 	}
 	return s
 }
