@@ -571,10 +571,17 @@ func (h *harness) nodeBack(ctx context.Context, node string, t0 time.Time) bool 
 	return err == nil && cluster.NodeReady(n) && h.tb.CP.NodeAlive(node) && time.Since(t0) > time.Minute
 }
 
-// tellingEvent is the agent's latest Event on the nodes that says why it
-// did what it did.
+// tellingEvent is the agent's Event on the class's nodes that says best why
+// it did what it did: for a partition, the storm; for a BMC that does not
+// answer, that the Off cannot be verified; else what it did.
 func (h *harness) tellingEvent(ctx context.Context, c class, nodes []string, since time.Time) *corev1.Event {
-	prefer := []string{"FenceStorm", "FenceUnfenceable", "FenceCannotVerify", "FenceRefused", "FenceTainted", "FencePowerOff", "FenceWaiting"}
+	prefer := []string{"FenceTainted", "FencePowerOff", "FenceRefused", "FenceWaiting"}
+	switch c.key {
+	case "zone":
+		prefer = []string{"FenceStorm", "FenceRefused", "FenceTainted", "FencePowerOff", "FenceWaiting"}
+	case "bmcdead":
+		prefer = []string{"FenceCannotVerify", "FenceUnfenceable", "FenceTainted", "FencePowerOff", "FenceWaiting"}
+	}
 	var best *corev1.Event
 	bestRank := len(prefer)
 	list, err := h.c.CoreV1().Events("").List(ctx, metav1.ListOptions{})
@@ -583,7 +590,7 @@ func (h *harness) tellingEvent(ctx context.Context, c class, nodes []string, sin
 	}
 	for i := range list.Items {
 		ev := &list.Items[i]
-		if ev.InvolvedObject.Kind != "Node" || !slices.Contains(nodes, ev.InvolvedObject.Name) && ev.Reason != "FenceStorm" {
+		if ev.InvolvedObject.Kind != "Node" || !slices.Contains(nodes, ev.InvolvedObject.Name) {
 			continue
 		}
 		last := ev.LastTimestamp.Time
@@ -593,11 +600,7 @@ func (h *harness) tellingEvent(ctx context.Context, c class, nodes []string, sin
 		if last.Before(since.Add(-time.Second)) {
 			continue
 		}
-		rank := slices.Index(prefer, ev.Reason)
-		if rank < 0 {
-			continue
-		}
-		if rank < bestRank {
+		if rank := slices.Index(prefer, ev.Reason); rank >= 0 && rank < bestRank {
 			best, bestRank = ev, rank
 		}
 	}
