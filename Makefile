@@ -16,7 +16,7 @@
 #   make scale   the scale harness (test/scale): 1000 nodes on the real
 #                control plane; SCALE_ARGS='-nodes=300 -steady=2m' to shrink
 #   make failures the failure matrix (test/failures): one line per way a
-#                node dies, on the real control plane (~55 min on 2 cores);
+#                node dies, on the real control plane (~40 min on 2 cores);
 #                FAILURES_ARGS='-classes=powerloss,zone -runs=2' to choose
 
 SHELL := /bin/bash
