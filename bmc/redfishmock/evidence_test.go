@@ -64,11 +64,11 @@ func TestLogServicesLiveWhereTheProfileKeepsThem(t *testing.T) {
 	cfg.Systems[0].Profile = redfishmock.ProfileIDRAC9
 	h := newHarness(t, cfg)
 	for path, want := range map[string]int{
-		"/redfish/v1/Managers/1/LogServices/Sel/Entries": http.StatusOK,
-		"/redfish/v1/Systems/1/LogServices/SEL/Entries":  http.StatusNotFound,
-		"/redfish/v1/Systems/2/LogServices/SEL":          http.StatusOK,
+		"/redfish/v1/Managers/1/LogServices/Sel/Entries":  http.StatusOK,
+		"/redfish/v1/Systems/1/LogServices/SEL/Entries":   http.StatusNotFound,
+		"/redfish/v1/Systems/2/LogServices/SEL":           http.StatusOK,
 		"/redfish/v1/Systems/2/LogServices/SEL/Entries/9": http.StatusNotFound,
-		"/redfish/v1/Managers/2/LogServices":             http.StatusNotFound,
+		"/redfish/v1/Managers/2/LogServices":              http.StatusNotFound,
 	} {
 		if resp := h.do(http.MethodGet, path, "", asAdmin()); resp.Code != want {
 			t.Errorf("GET %s = %d, want %d: %s", path, resp.Code, want, resp.Body)
