@@ -96,6 +96,10 @@ var evidenceSpecs = map[Profile]evidenceSpec{
 		source:   "AMI MegaRAC: a SEL-style log modelled like the generic profile (not vendor-specific here)",
 		logUnder: "Managers", logID: "SEL", style: styleSEL,
 	},
+	ProfileSushy: {
+		source: "sushy-tools' emulator templates (system.json, manager.json) have no HostWatchdogTimer, LastResetTime or " +
+			"LogServices: nothing to read",
+	},
 }
 
 func (p Profile) evidence() evidenceSpec {
@@ -222,7 +226,7 @@ func logEntryType(st logStyle) string {
 	case styleSEL, styleIDRAC:
 		return "SEL"
 	case styleILO:
-		return "Oem"
+		return "OEM" // LogService's LogEntryTypes enum spells it so (LogEntry's EntryType: Oem)
 	case styleOpenBMC:
 		return "Event"
 	}

@@ -75,3 +75,13 @@ func TestLogServicesLiveWhereTheProfileKeepsThem(t *testing.T) {
 		}
 	}
 }
+
+// Every profile says where its watchdog and log come from (a new profile
+// would otherwise read as the generic one without saying so).
+func TestEveryProfileNamesItsEvidenceSource(t *testing.T) {
+	for _, p := range redfishmock.Profiles() {
+		if p != redfishmock.ProfileGeneric && p.EvidenceSource() == redfishmock.ProfileGeneric.EvidenceSource() {
+			t.Errorf("profile %s has no evidence spec of its own (evidence.go's evidenceSpecs)", p)
+		}
+	}
+}
