@@ -24,13 +24,16 @@ var _ bmc.Diagnoser = (*Client)(nil)
 func (c *Client) Diagnostic(ctx context.Context) (bmc.Result, error) {
 	var res bmc.Result
 	err := c.run(ctx, bmc.OpDiagnostic, &res, func(cn *conn) error {
-		target, allowed, err := cn.resetAction()
+		sys, _, target, allowed, err := cn.resetAction()
 		if err != nil {
 			return err
 		}
 		if !slices.Contains(allowed, resetNmi) {
 			what := "advertises no ResetType"
-			if len(allowed) > 0 {
+			switch {
+			case sys == nil:
+				what = "answers 503 without Retry-After, as an AMI system does while its host is off, so its ResetTypes are unknown"
+			case len(allowed) > 0:
 				what = "allows " + strings.Join(allowed, ", ")
 			}
 			return fmt.Errorf("%w: the system does not list Nmi among its ResetTypes (it %s); nothing was sent", bmc.ErrUnsupported, what)
