@@ -54,7 +54,9 @@ $GO test -race -count=1 -timeout 20m "${unit[@]}"
 # own, so the product's go.mod carries neither (test/redfishclients).
 # hack/dashboard: the chart's Grafana dashboard is what its declared panels
 # make, and every query parses with Prometheus's own PromQL parser (a module
-# the product must not depend on) and names only series the agent exports.
+# the product must not depend on) and names only series the agent exports;
+# the chart's alerts, evaluated by Prometheus's rule manager over what the
+# agent exports, fire when they should and only then.
 for m in test/redfishclients test/redfishclients/bmclib hack/dashboard; do
 	echo "test: module $m"
 	(cd "$m" && $GO vet ./... && $GO test -race -count=1 -timeout 5m ./...)
