@@ -457,7 +457,7 @@ func (c *Controller) Policy(p fence.Policy) fence.Policy { return c.settings.Pol
 // removed from its text: whatever the adapter or the BMC put in it, no
 // credential leaves the inventory (invariant 10).
 func (c *Controller) observe(op bmc.Op, start time.Time, err error) error {
-	err = bmc.RedactError(err, c.Target.Credentials.Password)
+	err = bmc.RedactCredentialsError(err, c.Target.Credentials)
 	if c.obs != nil {
 		c.obs.BMC(c.Target.Address.Protocol, op, time.Since(start), err)
 	}

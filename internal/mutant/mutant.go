@@ -1,0 +1,71 @@
+// Package mutant switches off one rule at a time in a mutation test of the
+// unit tests: a rule outside the simulation's reach (redaction, the merged
+// per-node policy's validation, request authorization, the refusal of a
+// state written by a newer version) is proven by its own tests only if
+// they fail when the rule is gone. A rule no mutant proves is a rule
+// nobody has tested.
+//
+// In every build but the mutation test's, On is a constant false and the
+// compiler removes every branch that tests it. Under the build tag mutant,
+// On(name) is true for exactly the name set at link time:
+//
+//	go test -tags mutant -ldflags "-X github.com/bmcfence/bmcfence/internal/mutant.name=redact-raw-first" ./bmc/...
+//
+// hack/unitmutants runs every mutant against the tests that must kill it
+// (make unit-mutants). The package imports nothing, so the pure engine
+// (fence) may use it without leaving the standard library's world.
+package mutant
+
+// Name names one unit mutant: the rule it switches off.
+type Name string
+
+// The unit mutants. Each lists, in All, the packages whose tests must fail
+// when it is on.
+const (
+	// RedactRawFirst: BMC error text is redacted before it is collapsed
+	// into one line or cut to length. The mutant collapses and cuts first
+	// (the defect fixed in issue 17).
+	RedactRawFirst Name = "redact-raw-first"
+	// RedactEncodedForms: the password is found in any mix of JSON and URL
+	// escapes. The mutant looks for it as is only.
+	RedactEncodedForms Name = "redact-encoded-forms"
+	// MergedPolicy: every merged per-node policy (the agent's policy with
+	// inventory.defaults' or a node entry's settle windows) is validated,
+	// at load and when the inventory changes. The mutant validates the
+	// policy alone.
+	MergedPolicy Name = "merged-policy"
+	// RequestAuthorization: a request is acted on only if the admission
+	// policy and its Deny binding were in force, observed by the agent,
+	// from before the request's creation until it is taken. The mutant
+	// trusts a request whenever the binding exists (the defect fixed in
+	// issue 17).
+	RequestAuthorization Name = "request-authorization"
+	// MixedVersion: a fence state this version cannot read exactly (an
+	// unknown field, name or version) is refused, never read with the
+	// unknown parts dropped. The mutant reads what it knows and drops the
+	// rest.
+	MixedVersion Name = "mixed-version"
+	// MetricsTokenHash: the metrics token cache is keyed by a hash of the
+	// token, never the token. The mutant keys it by the token itself.
+	MetricsTokenHash Name = "metrics-token-hash"
+)
+
+// Mutant is one unit mutant and the packages whose tests must kill it.
+type Mutant struct {
+	Name     Name
+	Packages []string
+	// Run, when set, narrows the tests run (go test -run).
+	Run string
+}
+
+// All lists every unit mutant.
+func All() []Mutant {
+	return []Mutant{
+		{Name: RedactRawFirst, Packages: []string{"./bmc/redfish", "./bmc/ipmi"}, Run: "Redact|Password|Leak"},
+		{Name: RedactEncodedForms, Packages: []string{"./bmc"}, Run: "Redact"},
+		{Name: MergedPolicy, Packages: []string{"./internal/config", "./internal/inventory"}, Run: "MergedPolicy|SettleWindow"},
+		{Name: RequestAuthorization, Packages: []string{"./cluster/requests"}, Run: "Admission|Vouch|Request"},
+		{Name: MixedVersion, Packages: []string{"./fence"}, Run: "Decode|Version|PreviousRelease"},
+		{Name: MetricsTokenHash, Packages: []string{"./internal/agent"}, Run: "MetricsAuth|TokenCache"},
+	}
+}
