@@ -257,6 +257,12 @@ func (f *settleFlags) policy() (fence.Policy, error) {
 	if f.window <= 0 || f.limit <= 0 {
 		return p, usageError("--settle-window and the time limit must be positive")
 	}
+	// An Off the BMC did not cause (it answered "already off") settles over
+	// the unassisted window, which must outlast every off-dwell; a settle
+	// window is set to a BMC's known dwell, so it must be the shorter.
+	if p.SettleWindow >= p.UnassistedSettleWindow {
+		return p, usageError("--settle-window %s: not shorter than the unassisted settle window (%s), so an Off the BMC did not cause could settle inside an off-dwell that long: give a shorter one", p.SettleWindow, p.UnassistedSettleWindow)
+	}
 	if p.MaxReadGap < p.SettleInterval() {
 		p.MaxReadGap = 2 * p.SettleInterval()
 	}

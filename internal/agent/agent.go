@@ -109,7 +109,7 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ..
 	}
 	m := metrics.New()
 	inv := inventory.New(inventory.Options{
-		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout,
+		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout, Policy: cfg.Policy,
 		Client: client, Dynamic: o.dynamic, Nodes: cl, Observer: m, Log: log.Named("inventory"),
 		SecretMaxAge: secretMaxAge,
 		HostEvent: func(host *corev1.ObjectReference, reason, message string) {

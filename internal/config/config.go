@@ -401,10 +401,18 @@ func (a Agent) Validate() error {
 		bad("bmc.probeInterval", "%s: must be at least 10s (each probe costs every BMC a request)", a.BMC.ProbeInterval)
 	}
 	errs = append(errs, a.Inventory.validate()...)
+	// Every merged per-node policy: the defaults' (nodes from BareMetalHosts,
+	// annotations, entries without windows), then each entry's own.
+	if err := DefaultsPolicyError(a.Policy, a.Inventory.Defaults); err != nil {
+		errs = append(errs, err)
+	}
 	for i, n := range a.Inventory.Nodes {
-		// A node's settle-window overrides must leave a valid policy.
-		if err := n.Resolved(a.Inventory.Defaults).Policy(a.Policy).Validate(); err != nil && a.Policy.Validate() == nil {
-			errs = append(errs, fmt.Errorf("inventory.nodes[%d] (%s): with its settle windows: %w", i, n.Name, err))
+		if n.SettleWindow == 0 && n.UnassistedSettleWindow == 0 {
+			continue // the defaults' policy, checked above
+		}
+		field := fmt.Sprintf("inventory.nodes[%d]", i)
+		if err := NodePolicyError(a.Policy, a.Inventory.Defaults, fmt.Sprintf("%s (%s)", field, n.Name), field, n.BMCSettings); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	le := a.LeaderElection
