@@ -65,7 +65,7 @@ func All() []Mutant {
 		{Name: RedactEncodedForms, Packages: []string{"./bmc"}, Run: "Redact"},
 		{Name: MergedPolicy, Packages: []string{"./internal/config", "./internal/inventory"}, Run: "MergedPolicy|SettleWindow"},
 		{Name: RequestAuthorization, Packages: []string{"./cluster/requests"}, Run: "Admission|Vouch|Request"},
-		{Name: MixedVersion, Packages: []string{"./fence"}, Run: "Decode|Version|PreviousRelease"},
+		{Name: MixedVersion, Packages: []string{"./fence", "./fence/runner"}, Run: "Decode|Version|PreviousRelease|Unreadable"},
 		{Name: MetricsTokenHash, Packages: []string{"./internal/agent"}, Run: "MetricsAuth|TokenCache"},
 	}
 }
