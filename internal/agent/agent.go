@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,6 +77,11 @@ type Agent struct {
 
 	ready   atomic.Bool
 	leading atomic.Bool
+	// leader learns of every renewal of the leader Lease; leaderHealth
+	// (leader, or a test's) fails /healthz when this replica leads but has
+	// stopped renewing.
+	leader       *cluster.LeaderHealth
+	leaderHealth interface{ Check() error }
 }
 
 // Option configures an Agent beyond its configuration.
@@ -116,7 +123,9 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ..
 			cl.ObjectEvent(host, fence.Event{Warning: true, Reason: reason, Message: message})
 		},
 	})
-	return &Agent{cfg: cfg, log: log, client: client, clock: clk, cluster: cl, inv: inv, metrics: m}, nil
+	leader := cluster.NewLeaderHealth(clk, cluster.LeaderHealthTimeout)
+	return &Agent{cfg: cfg, log: log, client: client, clock: clk, cluster: cl, inv: inv, metrics: m,
+		leader: leader, leaderHealth: leader}, nil
 }
 
 // Run serves until ctx ends: the endpoints at once, the fencing only while
@@ -172,7 +181,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	return cluster.RunLeader(ctx, a.client, cluster.LeaderOptions{
 		Namespace: a.cfg.Namespace, Name: le.Name, Identity: id,
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
-		Log: a.log.Named("leader"),
+		Log: a.log.Named("leader"), Health: a.leader,
 	}, lead)
 }
 
@@ -331,10 +340,12 @@ func (a *Agent) warnRiskySettings(ctx context.Context) {
 	}
 }
 
-// serve starts /metrics and /healthz, /readyz.
+// serve starts /metrics (over TLS unless server.metricsPlainHTTP) and
+// /healthz, /readyz (plain HTTP: the kubelet probes them, and they carry
+// nothing secret).
 func (a *Agent) serve() ([]*http.Server, error) {
 	health := http.NewServeMux()
-	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	health.HandleFunc("/healthz", a.healthz)
 	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !a.ready.Load() {
 			http.Error(w, "not ready: the cluster view has not synced", http.StatusServiceUnavailable)
@@ -350,9 +361,19 @@ func (a *Agent) serve() ([]*http.Server, error) {
 	if a.cfg.Server.MetricsAuth {
 		metricsHandler = newKubeAuth(a.client, a.clock).wrap(metricsHandler)
 	}
+	var tlsCfg *tls.Config
+	if !a.cfg.Server.MetricsPlainHTTP {
+		certs, err := newCertSource(a.cfg.Server.MetricsCertDir, metricsNames(a.cfg.Namespace), a.clock, a.log.Named("metrics"))
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg = certs.tlsConfig()
+	}
 	if a.cfg.Server.MetricsAddress == a.cfg.Server.HealthAddress {
+		// One listener: the probes then speak HTTPS too (httpGet scheme
+		// HTTPS; the kubelet does not verify the certificate).
 		health.Handle("/metrics", metricsHandler)
-		s, err := listen(a.cfg.Server.HealthAddress, health, a.log)
+		s, err := listen(a.cfg.Server.HealthAddress, health, tlsCfg, a.log)
 		if err != nil {
 			return nil, err
 		}
@@ -360,11 +381,11 @@ func (a *Agent) serve() ([]*http.Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
-	ms, err := listen(a.cfg.Server.MetricsAddress, mux, a.log)
+	ms, err := listen(a.cfg.Server.MetricsAddress, mux, tlsCfg, a.log)
 	if err != nil {
 		return nil, err
 	}
-	hs, err := listen(a.cfg.Server.HealthAddress, health, a.log)
+	hs, err := listen(a.cfg.Server.HealthAddress, health, nil, a.log)
 	if err != nil {
 		_ = ms.Close()
 		return nil, err
@@ -372,15 +393,46 @@ func (a *Agent) serve() ([]*http.Server, error) {
 	return []*http.Server{ms, hs}, nil
 }
 
-func listen(addr string, h http.Handler, log *zap.Logger) (*http.Server, error) {
+// healthz fails when this replica leads but has stopped renewing its Lease
+// (cluster.LeaderHealth), so the kubelet's liveness probe restarts it: it
+// would otherwise go on fencing as a leader after a standby took over.
+func (a *Agent) healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := a.leaderHealth.Check(); err != nil {
+		http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// listen serves h on addr, over TLS when tlsCfg is set.
+func listen(addr string, h http.Handler, tlsCfg *tls.Config, log *zap.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("serving", zap.String("address", ln.Addr().String()))
-	go func() { _ = s.Serve(ln) }()
-	return s, nil
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	log.Info("serving", zap.String("address", ln.Addr().String()), zap.String("scheme", scheme))
+	return start(ln, h, tlsCfg, log), nil
+}
+
+// start serves h on ln, over TLS when tlsCfg is set: a plain-HTTP request
+// to it gets a 400 and nothing else.
+func start(ln net.Listener, h http.Handler, tlsCfg *tls.Config, log *zap.Logger) *http.Server {
+	// Handshake errors (a scraper that does not trust the certificate, a
+	// plain-HTTP scrape) at debug: say them, without flooding the log.
+	errLog, _ := zap.NewStdLogAt(log.Named("http"), zapcore.DebugLevel)
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsCfg, ErrorLog: errLog}
+	go func() {
+		if tlsCfg != nil {
+			_ = s.ServeTLS(ln, "", "")
+			return
+		}
+		_ = s.Serve(ln)
+	}()
+	return s
 }
 
 // serveRemediations runs the remediation CR controller while this replica
