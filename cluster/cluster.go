@@ -281,7 +281,7 @@ func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 	}
 	info := e.info
 	info.View.Remediation = c.remediated[info.Name] != ""
-	if p, ok := c.requests[info.Name]; ok {
+	if p, ok := c.requests[info.Name]; ok && p.offered() {
 		cmd := p.cmd
 		info.Command, info.CommandID = &cmd, p.id
 	}

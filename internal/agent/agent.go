@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -82,6 +80,9 @@ type Agent struct {
 	// stopped renewing.
 	leader       *cluster.LeaderHealth
 	leaderHealth interface{ Check() error }
+	// guard vouches for humans' requests (started by Run when the
+	// request CRD's client is there).
+	guard *requests.Guard
 }
 
 // Option configures an Agent beyond its configuration.
@@ -157,6 +158,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.inv.Refresh(ctx)
 	go a.inv.Run(ctx, inventoryRefresh)
+	a.startGuard(ctx)
 	a.ready.Store(true)
 	a.warnRiskySettings(ctx)
 
@@ -173,10 +175,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		lead(ctx)
 		return ctx.Err()
 	}
-	id, _ := os.Hostname()
-	if pod := os.Getenv("POD_NAME"); pod != "" {
-		id = pod
-	}
+	id := podName()
 	le := a.cfg.LeaderElection
 	return cluster.RunLeader(ctx, a.client, cluster.LeaderOptions{
 		Namespace: a.cfg.Namespace, Name: le.Name, Identity: id,
@@ -479,6 +478,32 @@ func (a *Agent) serveRemediations(ctx context.Context) {
 	}
 }
 
+// guardSyncTimeout bounds how long the agent waits at start for the
+// request admission guard's first view: past it, the agent is ready anyway,
+// and requests wait (or are refused) until the guard can vouch for them.
+const guardSyncTimeout = 30 * time.Second
+
+// startGuard starts watching the admission policy that authenticates
+// requests, in every replica and from the start, so that a standby that
+// becomes the leader can vouch for the requests created after it started
+// (requests.Guard). Requests created before its first view are refused.
+func (a *Agent) startGuard(ctx context.Context) {
+	if a.fencing == nil {
+		return
+	}
+	a.guard = requests.NewGuard(a.client, a.fencing.FencingV1alpha1().BMCFenceRequests(), a.clock, a.log.Named("admission"))
+	synced := make(chan struct{})
+	go a.guard.Run(ctx, synced)
+	timer := a.clock.NewTimer(guardSyncTimeout)
+	defer timer.Stop()
+	select {
+	case <-synced:
+	case <-ctx.Done():
+	case <-timer.C():
+		a.log.Warn("the request admission policy could not be read within " + guardSyncTimeout.String() + ": requests wait until it is (check the agent's grants on validatingadmissionpolicies and their bindings)")
+	}
+}
+
 // serveRequests runs the controller of humans' requests (BMCFenceRequest)
 // while this replica leads, when the CRDs are installed.
 func (a *Agent) serveRequests(ctx context.Context) {
@@ -491,8 +516,9 @@ func (a *Agent) serveRequests(ctx context.Context) {
 		return
 	}
 	c, err := requests.New(requests.Options{
-		Client: a.fencing.FencingV1alpha1(), Cluster: a.cluster, Policy: a.requestPolicyBound,
+		Client: a.fencing.FencingV1alpha1(), Cluster: a.cluster, Guard: a.guard,
 		MaxRequestAge: a.cfg.Policy.MaxRequestAge, Clock: a.clock, Log: a.log.Named("requests"),
+		HistoryMaxPerNode: a.cfg.History.MaxPerNode, HistoryMaxAge: a.cfg.History.MaxAge, Who: "agent " + podName(),
 	})
 	if err != nil {
 		a.log.Error("request controller", zap.Error(err))
@@ -503,18 +529,13 @@ func (a *Agent) serveRequests(ctx context.Context) {
 	}
 }
 
-// requestPolicyBound checks that the ValidatingAdmissionPolicy that
-// authenticates requests is bound in Deny mode: without it, a request's
-// requestedBy is whatever its writer put there.
-func (a *Agent) requestPolicyBound(ctx context.Context) error {
-	b, err := a.client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, requests.PolicyName, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("%w: the ValidatingAdmissionPolicyBinding %s cannot be read (%w); install deploy/base/admission.yaml", requests.ErrUnauthenticated, requests.PolicyName, err)
+// podName names this replica: the pod's name, else the host's.
+func podName() string {
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		return pod
 	}
-	if b.Spec.PolicyName != requests.PolicyName || !slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
-		return fmt.Errorf("%w: the ValidatingAdmissionPolicyBinding %s does not deny through policy %s", requests.ErrUnauthenticated, requests.PolicyName, requests.PolicyName)
-	}
-	return nil
+	host, _ := os.Hostname()
+	return host
 }
 
 // recordHistory keeps the fence records (BMCFenceRecord) while this replica
@@ -527,13 +548,9 @@ func (a *Agent) recordHistory(ctx context.Context) {
 		a.log.Error("the record CRD is not served: fences leave no durable history; install deploy/base/crds", zap.Error(err))
 		return
 	}
-	who, _ := os.Hostname()
-	if pod := os.Getenv("POD_NAME"); pod != "" {
-		who = pod
-	}
 	r, err := history.New(history.Options{
 		Client: a.fencing.FencingV1alpha1(), Nodes: a.cluster, MaxPerNode: a.cfg.History.MaxPerNode, MaxAge: a.cfg.History.MaxAge,
-		Who: "agent " + who, Clock: a.clock, Log: a.log.Named("history"),
+		Who: "agent " + podName(), Clock: a.clock, Log: a.log.Named("history"),
 	})
 	if err != nil {
 		a.log.Error("history recorder", zap.Error(err))
