@@ -47,6 +47,14 @@ mapfile -t cp_rest < <(printf '%s\n' "${cp_list[@]}" | grep -vxF -e "$E2E" -e "$
 echo "test: ${#unit[@]} packages without a control plane"
 $GO test -race -count=1 -timeout 20m "${unit[@]}"
 
+# The independent Go Redfish clients (gofish as users get it today; bmclib
+# v2.3.5 on the gofish v0.20.0 it needs) against the mock: modules of their
+# own, so the product's go.mod carries neither (test/redfishclients).
+for m in test/redfishclients test/redfishclients/bmclib; do
+	echo "test: module $m"
+	(cd "$m" && $GO vet ./... && $GO test -race -count=1 -timeout 5m ./...)
+done
+
 # NodeHealthCheck's manager (test/e2e/nhc_test.go runs the real one), from
 # its wrapper module test/k8sbins/nhc: ~11 minutes cold, so it builds in
 # the background too; the stamp makes later runs instant.

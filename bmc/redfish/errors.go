@@ -83,7 +83,9 @@ const maxMessage = 300
 // and only then made one line and cut to maxMessage: collapsing first
 // splits a passphrase with two spaces in a row, and cutting first leaves a
 // prefix of the password (issue 17).
-func newHTTPError(method, path string, resp *response, creds bmc.Credentials) *httpError {
+//
+// secrets are more to redact the same way (a subscription's Context token).
+func newHTTPError(method, path string, resp *response, creds bmc.Credentials, secrets ...bmc.Secret) *httpError {
 	e := &httpError{method: method, path: path, status: resp.status, wwwAuth: resp.header.Get("WWW-Authenticate")}
 	if s := resp.header.Get("Retry-After"); s != "" {
 		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n >= 0 {
@@ -125,21 +127,28 @@ func newHTTPError(method, path string, resp *response, creds bmc.Credentials) *h
 		if len(msgs) == 0 && body.Error.Message != "" {
 			msgs = append(msgs, body.Error.Message)
 		}
-		e.message = bmcWords(strings.Join(msgs, "\n"), creds)
+		e.message = bmcWords(strings.Join(msgs, "\n"), creds, secrets)
 	} else if len(resp.body) > 0 && !json.Valid(resp.body) {
-		e.message = bmcWords(string(resp.body), creds)
+		e.message = bmcWords(string(resp.body), creds, secrets)
 	}
 	return e
 }
 
 // bmcWords is text a BMC wrote, fit to quote: redacted, one line, at most
 // maxMessage bytes (cut on a character boundary).
-func bmcWords(text string, creds bmc.Credentials) string {
+func bmcWords(text string, creds bmc.Credentials, secrets []bmc.Secret) string {
+	redact := func(t string) string {
+		t = bmc.RedactCredentials(t, creds)
+		for _, sec := range secrets {
+			t = bmc.Redact(t, sec)
+		}
+		return t
+	}
 	if mutant.On(mutant.RedactRawFirst) {
 		// The mutant: one line and cut first, as before issue 17.
-		return bmc.RedactCredentials(clip(oneLine(text), maxMessage), creds)
+		return redact(clip(oneLine(text), maxMessage))
 	}
-	return clip(oneLine(bmc.RedactCredentials(text, creds)), maxMessage)
+	return clip(oneLine(redact(text)), maxMessage)
 }
 
 // clip cuts s to at most n bytes, on a character boundary, marking the cut.
@@ -226,7 +235,8 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	case errors.Is(err, context.DeadlineExceeded) || expired(ctx) || (errors.As(err, &netErr) && netErr.Timeout()):
 		return fmt.Errorf("%w: no answer within %s", bmc.ErrTimeout, c.target.Timeout)
 	case errors.As(err, &unknownCA):
-		return fmt.Errorf("%w: certificate signed by an unknown authority: give the BMC's CA bundle, or mark this BMC insecure explicitly", bmc.ErrTLS)
+		n := c.target.Names
+		return fmt.Errorf("%w: certificate signed by an unknown authority: give the BMC's CA bundle with %s, or skip verification explicitly with %s", bmc.ErrTLS, n.CA, n.Insecure)
 	case errors.As(err, &hostErr):
 		return fmt.Errorf("%w: certificate is not valid for %s: %s", bmc.ErrTLS, c.target.Address.Host, msg)
 	case errors.As(err, &invalidCert), errors.As(err, &verifyErr), errors.As(err, &alert):
@@ -253,7 +263,7 @@ func (c *Client) classifyHTTP(e *httpError) error {
 		if code == http.StatusUnauthorized && c.target.Auth == bmc.AuthBasic && !strings.Contains(strings.ToLower(e.wwwAuth), "basic") {
 			// A BMC that refuses Basic auth altogether says so by not
 			// offering it; it may take the same credentials in a session.
-			hint += "; this BMC does not offer HTTP Basic authentication, try --auth session"
+			hint += "; this BMC does not offer HTTP Basic authentication, try " + authSetting(c.target.Names, bmc.AuthSession)
 		}
 		return fmt.Errorf("%w (%s): %s", bmc.ErrAuth, detail, hint)
 	case code == http.StatusNotFound:
@@ -263,6 +273,15 @@ func (c *Client) classifyHTTP(e *httpError) error {
 	default:
 		return fmt.Errorf("%w: %s %s: %s", bmc.ErrBMC, e.method, e.path, detail)
 	}
+}
+
+// authSetting says how to choose an authentication mode in the reader's
+// words: a flag takes a value after a space, a configuration key a colon.
+func authSetting(n bmc.SettingNames, mode bmc.AuthMode) string {
+	if strings.HasPrefix(n.Auth, "-") {
+		return n.Auth + " " + string(mode)
+	}
+	return n.Auth + ": " + string(mode)
 }
 
 // redact removes every form of the password from msg.

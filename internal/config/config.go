@@ -113,6 +113,15 @@ type BMCSettings struct {
 	InsecureSkipVerify bool   `mapstructure:"insecureSkipVerify"`
 	Auth               string `mapstructure:"auth"`
 	CipherSuite        int    `mapstructure:"cipherSuite"`
+	// CipherSuiteFallback is the one IPMI suite tried when the BMC refuses
+	// CipherSuite (0: none: a BMC that does not offer the suite asked for
+	// is refused, never silently downgraded).
+	CipherSuiteFallback int `mapstructure:"cipherSuiteFallback"`
+	// ChassisPower is the Redfish chassis rule (auto, check, ignore; see
+	// bmc.ChassisPower): "ignore" trusts the system's PowerState on a BMC
+	// whose chassis never follows the machine (an emulator the service
+	// root does not identify).
+	ChassisPower string `mapstructure:"chassisPower"`
 	// SettleWindow and UnassistedSettleWindow override the policy's for
 	// these BMCs (0: the policy's): a vendor whose power cycle holds the
 	// machine off longer than the policy's unassisted window needs a longer
@@ -203,7 +212,8 @@ func Defaults() Agent {
 			// minute without loading BMCs that struggle.
 			ProbeInterval: time.Minute,
 		},
-		Inventory: Inventory{Source: SourceConfigMap, Defaults: BMCSettings{CredentialsSecret: "bmc-credentials", Auth: string(bmc.AuthBasic), CipherSuite: bmc.DefaultIPMICipherSuite}},
+		Inventory: Inventory{Source: SourceConfigMap, Defaults: BMCSettings{CredentialsSecret: "bmc-credentials", Auth: string(bmc.AuthBasic), CipherSuite: bmc.DefaultIPMICipherSuite,
+			ChassisPower: string(bmc.ChassisPowerAuto)}},
 		// kube-controller-manager's own leader election timings.
 		LeaderElection: LeaderElection{Enabled: true, Name: "bmcfence-agent", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 		Server:         Server{MetricsAddress: ":9500", HealthAddress: ":9501"},
@@ -504,6 +514,9 @@ func (s BMCSettings) validate(field string) error {
 	if s.InsecureSkipVerify && s.CAConfigMap != "" {
 		return fmt.Errorf("%s: insecureSkipVerify and caConfigMap contradict each other; pick one", field)
 	}
+	if _, err := bmc.ParseChassisPower(s.ChassisPower); err != nil {
+		return fmt.Errorf("%s.chassisPower: %q: want auto, check or ignore", field, s.ChassisPower)
+	}
 	return nil
 }
 
@@ -524,6 +537,12 @@ func (n NodeBMC) Resolved(d BMCSettings) BMCSettings {
 	}
 	if s.CipherSuite == 0 {
 		s.CipherSuite = d.CipherSuite
+	}
+	if s.CipherSuiteFallback == 0 {
+		s.CipherSuiteFallback = d.CipherSuiteFallback
+	}
+	if s.ChassisPower == "" {
+		s.ChassisPower = d.ChassisPower
 	}
 	if s.SettleWindow == 0 {
 		s.SettleWindow = d.SettleWindow
@@ -563,11 +582,23 @@ func (n NodeBMC) Target(d BMCSettings) (bmc.Target, error) {
 	if ep.Protocol == bmc.IPMI && n.System != "" {
 		return bmc.Target{}, fmt.Errorf("system: %q: IPMI has no system selection; remove it", n.System)
 	}
-	return bmc.Target{
+	chassis, err := bmc.ParseChassisPower(s.ChassisPower)
+	if err != nil {
+		return bmc.Target{}, fmt.Errorf("chassisPower: %q: want auto, check or ignore", s.ChassisPower)
+	}
+	t := bmc.Target{
 		Address:            ep,
 		System:             n.System,
 		Auth:               bmc.AuthMode(s.Auth),
 		InsecureSkipVerify: s.InsecureSkipVerify && ep.Scheme == "https",
 		IPMICipherSuite:    s.CipherSuite,
-	}, nil
+		ChassisPower:       chassis,
+	}
+	// A default in inventory.defaults may name a setting of the other
+	// protocol: each takes only its own.
+	if ep.Protocol == bmc.IPMI {
+		t.IPMICipherSuiteFallback = s.CipherSuiteFallback
+		t.ChassisPower = bmc.ChassisPowerAuto
+	}
+	return t, nil
 }

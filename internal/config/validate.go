@@ -147,6 +147,9 @@ func (s BMCSettings) validateNames(field string) []error {
 	if s.CipherSuite != 0 && !validIPMICipherSuites[s.CipherSuite] {
 		errs = append(errs, fmt.Errorf("%s.cipherSuite: %d: want one of 1, 2, 3, 6, 7, 8, 11, 12, 15, 16, 17 (IPMI 2.0 suites with authentication; 3 and 17 are the common ones)", field, s.CipherSuite))
 	}
+	if s.CipherSuiteFallback != 0 && !validIPMICipherSuites[s.CipherSuiteFallback] {
+		errs = append(errs, fmt.Errorf("%s.cipherSuiteFallback: %d: want one of 1, 2, 3, 6, 7, 8, 11, 12, 15, 16, 17, or 0 for none", field, s.CipherSuiteFallback))
+	}
 	return errs
 }
 

@@ -448,8 +448,8 @@ func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*co
 // a rotated Secret or a changed setting rebuilds the controller.
 func targetKey(t bmc.Target, e entry) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|%s|%s|%s|%v|%s|%d|%s|%s|%v|%s|%s|", t.Address, t.System, t.Credentials.Username, t.Auth, t.InsecureSkipVerify, t.Timeout, t.IPMICipherSuite,
-		t.Credentials.Password.Reveal(), e.ExpectedUUID, e.AllowUnverifiedIdentity, e.SettleWindow, e.UnassistedSettleWindow)
+	fmt.Fprintf(h, "%s|%s|%s|%s|%v|%s|%d|%d|%s|%s|%s|%v|%s|%s|", t.Address, t.System, t.Credentials.Username, t.Auth, t.InsecureSkipVerify, t.Timeout, t.IPMICipherSuite,
+		t.IPMICipherSuiteFallback, t.ChassisPower, t.Credentials.Password.Reveal(), e.ExpectedUUID, e.AllowUnverifiedIdentity, e.SettleWindow, e.UnassistedSettleWindow)
 	if e.host != nil {
 		// Another host (or the same one re-created) is another entry.
 		fmt.Fprintf(h, "%s|%s|%s|", e.host.Key(), e.host.UID, e.via)

@@ -61,7 +61,7 @@ type Mutant struct {
 // All lists every unit mutant.
 func All() []Mutant {
 	return []Mutant{
-		{Name: RedactRawFirst, Packages: []string{"./bmc/redfish", "./bmc/ipmi"}, Run: "Redact|Password|Leak"},
+		{Name: RedactRawFirst, Packages: []string{"./bmc/redfish", "./bmc/ipmi", "./pdu/redfishpdu", "./pdu/snmppdu"}, Run: "Redact|Password|NeverCarry"},
 		{Name: RedactEncodedForms, Packages: []string{"./bmc"}, Run: "Redact"},
 		{Name: MergedPolicy, Packages: []string{"./internal/config", "./internal/inventory"}, Run: "MergedPolicy|SettleWindow"},
 		{Name: RequestAuthorization, Packages: []string{"./cluster/requests"}, Run: "Admission|Vouch|Request"},
