@@ -353,7 +353,8 @@ type Refusal struct {
 const OutcomeRefused = "Refused"
 
 // RecordRefusal writes rf as a finished BMCFenceRecord of its node and
-// applies the retention; it returns the record's name.
+// applies the retention to the node's refusals; it returns the record's
+// name.
 func RecordRefusal(ctx context.Context, records fencingclient.BMCFenceRecordInterface, rf Refusal) (string, error) {
 	if rf.MaxPerNode <= 0 {
 		rf.MaxPerNode = DefaultMaxPerNode
@@ -376,8 +377,11 @@ func RecordRefusal(ctx context.Context, records fencingclient.BMCFenceRecordInte
 	if _, err := records.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		return created.Name, fmt.Errorf("recording the refusal in %s: %w", created.Name, err)
 	}
+	// Retention among the node's refusals only: a flood of refused
+	// requests must not push its fences out of its history.
 	if list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + rf.Node}); err == nil {
-		for _, name := range Expired(list.Items, rf.MaxPerNode, rf.MaxAge, rf.At) {
+		refused := slices.DeleteFunc(list.Items, func(r v1alpha1.BMCFenceRecord) bool { return r.Status.Outcome != OutcomeRefused })
+		for _, name := range Expired(refused, rf.MaxPerNode, rf.MaxAge, rf.At) {
 			_ = records.Delete(ctx, name, metav1.DeleteOptions{})
 		}
 	}
