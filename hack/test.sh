@@ -16,8 +16,10 @@ GO=${GO:-go}
 # the long one (~11 minutes), so it runs as two processes, each with its own
 # control plane: the CLI's tests and the agent's. Everything binds 127.0.0.1
 # on free ports, so they do not collide.
+# internal/inventory (the Metal3 management cluster and watch) and
+# cmd/fence-agent (validate against BareMetalHosts) start one each.
 CP_PKGS=()
-for d in cluster deploy drain hack internal/preflight test; do
+for d in cluster deploy drain hack internal/preflight internal/inventory cmd/fence-agent test; do
 	[ -d "$d" ] && CP_PKGS+=("./$d/...")
 done
 E2E=github.com/bmcfence/bmcfence/test/e2e

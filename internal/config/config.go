@@ -40,6 +40,7 @@ type Agent struct {
 	Inventory      Inventory      `mapstructure:"inventory"`
 	LeaderElection LeaderElection `mapstructure:"leaderElection"`
 	History        History        `mapstructure:"history"`
+	Requests       Requests       `mapstructure:"requests"`
 	Server         Server         `mapstructure:"server"`
 	Log            Log            `mapstructure:"log"`
 }
@@ -90,7 +91,19 @@ type Metal3 struct {
 	// Nodes. Listed explicitly: the agent is granted Secret reads in these
 	// namespaces only, never cluster-wide.
 	Namespaces []string `mapstructure:"namespaces"`
+	// KubeconfigSecret, when set, names a Secret in the agent's namespace
+	// whose key "kubeconfig" reaches the cluster that holds the
+	// BareMetalHosts (Cluster API usually keeps them in a management
+	// cluster, not in the workload cluster the agent fences). The hosts,
+	// Metal3Machines, Machines and the hosts' credentials Secrets are then
+	// read there, with that kubeconfig's identity; the Nodes stay the
+	// agent's own cluster's. Empty: the agent's own cluster.
+	KubeconfigSecret string `mapstructure:"kubeconfigSecret"`
 }
+
+// KubeconfigKey is the key of inventory.metal3.kubeconfigSecret that holds
+// the management cluster's kubeconfig.
+const KubeconfigKey = "kubeconfig"
 
 // UsesConfigMap reports whether the file's entries (and annotations) feed
 // the inventory.
@@ -155,6 +168,13 @@ type History struct {
 	MaxAge     time.Duration `mapstructure:"maxAge"`
 }
 
+// Requests is the retention of humans' requests (BMCFenceRequest): one
+// whose outcome is final (Taken, Refused, Expired) is deleted TTL after it
+// got that outcome. Its evidence outlives it in the node's BMCFenceRecord.
+type Requests struct {
+	TTL time.Duration `mapstructure:"ttl"`
+}
+
 // LeaderElection configures the leader Lease.
 type LeaderElection struct {
 	Enabled       bool          `mapstructure:"enabled"`
@@ -204,7 +224,12 @@ func Defaults() Agent {
 		// often has a problem its recent history shows; a quarter covers
 		// an incident review.
 		History: History{MaxPerNode: 10, MaxAge: 90 * 24 * time.Hour},
-		Policy:  fence.DefaultPolicy(),
+		// A day: long enough to read what became of yesterday's request
+		// (kubectl get bmcfencerequests), short enough that a cluster
+		// fenced often does not pile them up; the fence's record keeps
+		// the evidence for history.maxAge.
+		Requests: Requests{TTL: 24 * time.Hour},
+		Policy:   fence.DefaultPolicy(),
 		BMC: BMC{
 			Timeout:     bmc.DefaultTimeout,
 			Concurrency: 8,
@@ -416,6 +441,9 @@ func (a Agent) Validate() error {
 	if a.History.MaxAge < time.Hour {
 		bad("history.maxAge", "%s: must be at least 1h", a.History.MaxAge)
 	}
+	if a.Requests.TTL < 10*time.Minute || a.Requests.TTL > 90*24*time.Hour {
+		bad("requests.ttl", "%s: must be between 10m and 2160h (the CLI reads a request's outcome within minutes)", a.Requests.TTL)
+	}
 	errs = append(errs, policyErrors(a.Policy)...)
 	if a.BMC.Timeout < time.Second || a.BMC.Timeout > 5*time.Minute {
 		bad("bmc.timeout", "%s: must be between 1s and 5m", a.BMC.Timeout)
@@ -473,6 +501,9 @@ func (inv Inventory) validate() []error {
 	}
 	if inv.UsesMetal3() && len(inv.Metal3.Namespaces) == 0 {
 		errs = append(errs, fmt.Errorf("inventory.metal3.namespaces: must name at least one namespace with inventory.source %s (where the BareMetalHosts and their credentials Secrets are)", inv.Source))
+	}
+	if !inv.UsesMetal3() && inv.Metal3.KubeconfigSecret != "" {
+		errs = append(errs, fmt.Errorf("inventory.metal3.kubeconfigSecret: set, but inventory.source is %s: set inventory.source to metal3 or both, or remove it", inv.Source))
 	}
 	if !inv.UsesMetal3() && len(inv.Metal3.Namespaces) > 0 {
 		errs = append(errs, fmt.Errorf("inventory.metal3.namespaces: set, but inventory.source is %s: set inventory.source to metal3 or both, or remove it", inv.Source))

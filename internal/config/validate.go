@@ -116,6 +116,11 @@ func (a Agent) validateNamesAndAddresses() []error {
 		}
 		seenNS[ns] = i
 	}
+	if s := a.Inventory.Metal3.KubeconfigSecret; s != "" {
+		for _, m := range validation.IsDNS1123Subdomain(s) {
+			bad("inventory.metal3.kubeconfigSecret", "%q: %s", s, m)
+		}
+	}
 	for i, n := range a.Inventory.Nodes {
 		field := fmt.Sprintf("inventory.nodes[%d]", i)
 		if n.Name != "" {
@@ -263,6 +268,9 @@ func (inv Inventory) ReferencedNames() (secrets, configMaps []string) {
 		r := n.Resolved(inv.Defaults)
 		s[r.CredentialsSecret] = true
 		c[r.CAConfigMap] = true
+	}
+	if inv.UsesMetal3() {
+		s[inv.Metal3.KubeconfigSecret] = true
 	}
 	set := func(m map[string]bool) []string {
 		var out []string

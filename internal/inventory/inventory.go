@@ -103,6 +103,12 @@ type Inventory struct {
 	metal3         *metal3Listing
 	metal3Reported map[string]string
 	metal3Insecure map[string]bool
+	// m3src is the hosts' cluster (built on first use); watch its
+	// informers (WatchMetal3), nil while Refresh lists the hosts itself;
+	// kick asks Run for a refresh when they see a change.
+	m3src *metal3Source
+	watch *metal3Watch
+	kick  chan struct{}
 
 	// cached Secrets and when they were read (Options.SecretMaxAge); only
 	// Refresh touches them, under cacheMu.
@@ -166,7 +172,7 @@ func New(opts Options) *Inventory {
 	if opts.NewController == nil {
 		opts.NewController = func(t bmc.Target) (bmc.Controller, error) { return dial.New(t) }
 	}
-	return &Inventory{opts: opts, nodes: map[string]*Controller{}, problems: map[string]error{}, metal3Reported: map[string]string{}}
+	return &Inventory{opts: opts, nodes: map[string]*Controller{}, problems: map[string]error{}, metal3Reported: map[string]string{}, kick: make(chan struct{}, 1)}
 }
 
 // Controller implements runner.Inventory.
@@ -214,7 +220,8 @@ func (i *Inventory) Names() []string {
 	return names
 }
 
-// Run refreshes the inventory every interval until ctx ends.
+// Run refreshes the inventory every interval until ctx ends, and soon
+// after the BareMetalHost informers (WatchMetal3) see a change.
 func (i *Inventory) Run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -224,6 +231,18 @@ func (i *Inventory) Run(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-i.kick:
+			delay := time.NewTimer(kickDelay)
+			select {
+			case <-ctx.Done():
+				delay.Stop()
+				return
+			case <-delay.C:
+			}
+			select {
+			case <-i.kick:
+			default:
+			}
 		}
 	}
 }
@@ -286,7 +305,14 @@ func (i *Inventory) Refresh(ctx context.Context) {
 		}
 		if e.host != nil {
 			c.Source = "BareMetalHost " + e.host.Key() + " (" + e.via + ")"
-			c.hold = &metal3Hold{client: i.opts.Dynamic, host: *e.host}
+			if e.src != nil && e.src.remote {
+				c.Source = "BareMetalHost " + e.host.Key() + " in " + e.src.where + " (" + e.via + ")"
+			}
+			var dyn dynamic.Interface
+			if e.src != nil {
+				dyn = e.src.dynamic
+			}
+			c.hold = &metal3Hold{client: dyn, host: *e.host}
 		}
 		nodes[name] = c
 	}
@@ -335,6 +361,8 @@ type entry struct {
 	// annotation), via how it was tied to the node.
 	host *metal3.Host
 	via  string
+	// src is the host's cluster: its credentials Secret is read there.
+	src *metal3Source
 	// annotated: the entry comes from the node's bmcfence.dev/bmc-*
 	// annotations.
 	annotated bool
@@ -410,20 +438,26 @@ func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*co
 	t.Timeout = i.opts.Timeout
 	s := e.Resolved(i.opts.Config.Defaults)
 	ns := e.secretNamespace
-	sec, ok := secrets[ns+"/"+s.CredentialsSecret]
+	client, cacheKey, where := i.opts.Client, ns+"/"+s.CredentialsSecret, ""
+	if e.src != nil && e.src.remote {
+		// The management cluster's Secret, cached apart from a namesake
+		// of the agent's own cluster.
+		client, cacheKey, where = e.src.core, "management:"+cacheKey, " in "+e.src.where
+	}
+	sec, ok := secrets[cacheKey]
 	if !ok {
-		sec, err = i.opts.Client.CoreV1().Secrets(ns).Get(ctx, s.CredentialsSecret, metav1.GetOptions{})
+		sec, err = client.CoreV1().Secrets(ns).Get(ctx, s.CredentialsSecret, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return t, fmt.Errorf("credentials Secret %s/%s not found (keys: username, password)", ns, s.CredentialsSecret)
+			return t, fmt.Errorf("credentials Secret %s/%s%s not found (keys: username, password)", ns, s.CredentialsSecret, where)
 		}
 		if err != nil {
-			return t, fmt.Errorf("reading credentials Secret %s/%s: %w", ns, s.CredentialsSecret, err)
+			return t, fmt.Errorf("reading credentials Secret %s/%s%s: %w", ns, s.CredentialsSecret, where, err)
 		}
-		secrets[ns+"/"+s.CredentialsSecret] = sec
+		secrets[cacheKey] = sec
 	}
 	user, pass := strings.TrimSpace(string(sec.Data["username"])), strings.TrimRight(string(sec.Data["password"]), "\r\n")
 	if user == "" || pass == "" {
-		return t, fmt.Errorf("credentials Secret %s/%s needs non-empty keys username and password", ns, s.CredentialsSecret)
+		return t, fmt.Errorf("credentials Secret %s/%s%s needs non-empty keys username and password", ns, s.CredentialsSecret, where)
 	}
 	t.Credentials = bmc.Credentials{Username: user, Password: bmc.Secret(pass)}
 	if s.CAConfigMap != "" && t.Address.Scheme == "https" {

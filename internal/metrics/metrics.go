@@ -39,6 +39,7 @@ type Metrics struct {
 	build       *prometheus.GaugeVec
 	keptOff     prometheus.Counter
 	contradicts prometheus.Counter
+	collected   *prometheus.CounterVec
 
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
@@ -93,13 +94,19 @@ func New() *Metrics {
 		contradicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bmcfence_contradictions_total", Help: "Fences stopped because the node renewed its Lease after our accepted ForceOff or a human's attestation (wrong BMC in the inventory, or a BMC reporting a cached state).",
 		}),
+		collected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcfence_requests_collected_total", Help: "Finished BMCFenceRequests deleted requests.ttl after their outcome, by outcome (Taken, Refused, Expired).",
+		}, []string{"outcome"}),
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
 	}
 	m.Registry.MustRegister(m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// RequestCollected counts a finished request deleted by its TTL.
+func (m *Metrics) RequestCollected(outcome string) { m.collected.WithLabelValues(outcome).Inc() }
 
 // Phase records a node's phase; only changes touch the gauges.
 func (m *Metrics) Phase(node string, p fence.Phase) {
