@@ -22,7 +22,7 @@ import (
 // and required lists). testdata/dmtf-schemas holds only the schema files
 // the mock's documents name in @odata.type, and the two they lean on
 // (Resource.json, odata-v4.json), from DMTF's Redfish-Publications 2025.4
-// under its BSD 3-Clause licence (LICENSE.md beside them). A reference to
+// under its BSD 3-Clause licence (testdata/dmtf-schemas/LICENSE.md). A reference to
 // a schema file not vendored is not followed: that part is unchecked.
 //
 // What is checked, as the validator does: every property a document has
