@@ -2,6 +2,7 @@ package dial
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -381,5 +382,53 @@ func TestAMIMultiIdentityWhileTheHostIsOff(t *testing.T) {
 	_, err = adapterFor(t, srv, withSystem("2")).Identity(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "never read") {
 		t.Errorf("a new client's Identity of an off system = %v; want it refused", err)
+	}
+}
+
+// The identity remembered for a system that answers 503 is bound to what
+// identified its BMC and chassis when it was read: a service that now
+// reads otherwise (another BMC at the address, a replaced board) is not
+// the same machine for certain, and the system cannot be identified.
+func TestAMIMultiIdentityIsBoundToItsBMC(t *testing.T) {
+	cfg := mockConfig(redfishmock.Systems(2)...)
+	cfg.Profile = redfishmock.ProfileAMIMulti
+	var swapped atomic.Bool
+	_, url := startWrapped(t, cfg, func(_ *redfishmock.Mock, next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !swapped.Load() || strings.TrimSuffix(r.URL.Path, "/") != "/redfish/v1" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			var root map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &root); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			root["UUID"] = "0e4f9a3c-5b7d-4c1e-9f2a-000000000bad"
+			for k, v := range rec.Header() {
+				if k != "Content-Length" {
+					w.Header()[k] = v
+				}
+			}
+			w.WriteHeader(rec.Code)
+			_ = json.NewEncoder(w).Encode(root)
+		})
+	})
+	a := newAdapter(t, redfishTarget(t, url, nil, withSystem("2")))
+	if _, err := a.Identity(context.Background()); err != nil {
+		t.Fatalf("Identity while on: %v", err)
+	}
+	if _, err := a.PowerOff(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if off, err := a.Identity(context.Background()); err != nil || !strings.Contains(off.Source, "503") {
+		t.Fatalf("Identity while off, the BMC unchanged = %+v, %v; want the identity read while on", off, err)
+	}
+	swapped.Store(true)
+	off, err := a.Identity(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "has changed") {
+		t.Fatalf("Identity while off, the service's UUID changed = %+v, %v; want it refused: not the same machine for certain", off, err)
 	}
 }

@@ -1,6 +1,8 @@
 // Command unitmutants proves that the rules outside the simulation's reach
 // (redaction, the merged per-node policy's validation, request
-// authorization, mixed-version refusal, the metrics token cache) are tested:
+// authorization, mixed-version refusal, the metrics token cache, the chassis
+// rule's exceptions, the identity of a system that answers 503, the outlet
+// identity test) are tested:
 // for each unit mutant of internal/mutant it runs the tests of the packages
 // that must catch it, built with the mutant on, and expects them to fail.
 // First it runs the same tests with every mutant off, which must pass, so a
@@ -73,11 +75,11 @@ func main() {
 		switch {
 		case err != nil && len(names) > 0:
 			killed++
-			fmt.Printf("unit mutant %-22s killed by %s (%s)\n", m.Name, strings.Join(names, ", "), strings.Join(m.Packages, " "))
+			fmt.Printf("unit mutant %-24s killed by %s (%s)\n", m.Name, strings.Join(names, ", "), strings.Join(m.Packages, " "))
 		case err != nil:
-			fmt.Printf("unit mutant %-22s NOT killed: go test failed without a failing test (a build error?):\n%s\n", m.Name, out)
+			fmt.Printf("unit mutant %-24s NOT killed: go test failed without a failing test (a build error?):\n%s\n", m.Name, out)
 		default:
-			fmt.Printf("unit mutant %-22s NOT killed: %s pass with it on\n", m.Name, strings.Join(m.Packages, " "))
+			fmt.Printf("unit mutant %-24s NOT killed: %s pass with it on\n", m.Name, strings.Join(m.Packages, " "))
 		}
 	}
 	fmt.Printf("unit mutants: %d of %d killed (%s)\n", killed, len(all), time.Since(start).Round(time.Second))

@@ -1,7 +1,9 @@
 // Package mutant switches off one rule at a time in a mutation test of the
 // unit tests: a rule outside the simulation's reach (redaction, the merged
 // per-node policy's validation, request authorization, the refusal of a
-// state written by a newer version) is proven by its own tests only if
+// state written by a newer version, the chassis rule's exceptions, the
+// identity of a system that answers 503, the outlet identity test) is
+// proven by its own tests only if
 // they fail when the rule is gone. A rule no mutant proves is a rule
 // nobody has tested.
 //
@@ -48,6 +50,25 @@ const (
 	// MetricsTokenHash: the metrics token cache is keyed by a hash of the
 	// token, never the token. The mutant keys it by the token itself.
 	MetricsTokenHash Name = "metrics-token-hash"
+	// ChassisSetAside: a Redfish system's Off counts without its chassis's
+	// agreement only where the chassis is no evidence: the service root
+	// identifies the emulator whose chassis is a static template
+	// (sushy-tools), or the operator configured chassisPower: ignore. The
+	// mutant sets aside any chassis that disagrees, under auto.
+	ChassisSetAside Name = "chassis-set-aside"
+	// AMIIdentityBinding: a system that answers 503 while its host is off
+	// (AMI multi-system BMCs) is identified by the identity last read from
+	// it only while its BMC and chassis still read as they did then. The
+	// mutant returns the remembered identity without comparing.
+	AMIIdentityBinding Name = "ami-identity-binding"
+	// VerifyOutletOneSupply: the outlet identity test ties an outlet to a
+	// supply only if exactly one of the machine's supplies lost its input.
+	// The mutant accepts any number.
+	VerifyOutletOneSupply Name = "verify-outlet-one-supply"
+	// OutletOffReadBack: the outlet identity test reads the outlet back
+	// after the PDU accepted the off, and a loss counts only if it reads
+	// Off. The mutant takes the acceptance for the Off.
+	OutletOffReadBack Name = "outlet-off-read-back"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -67,5 +88,9 @@ func All() []Mutant {
 		{Name: RequestAuthorization, Packages: []string{"./cluster/requests"}, Run: "Admission|Vouch|Request"},
 		{Name: MixedVersion, Packages: []string{"./fence", "./fence/runner"}, Run: "Decode|Version|PreviousRelease|Unreadable"},
 		{Name: MetricsTokenHash, Packages: []string{"./internal/agent"}, Run: "MetricsAuth|TokenCache"},
+		{Name: ChassisSetAside, Packages: []string{"./bmc/dial"}, Run: "Chassis|Sushy|OpenBMC"},
+		{Name: AMIIdentityBinding, Packages: []string{"./bmc/dial"}, Run: "AMIMulti"},
+		{Name: VerifyOutletOneSupply, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
+		{Name: OutletOffReadBack, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
 	}
 }
