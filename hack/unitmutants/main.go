@@ -75,11 +75,11 @@ func main() {
 		switch {
 		case err != nil && len(names) > 0:
 			killed++
-			fmt.Printf("unit mutant %-24s killed by %s (%s)\n", m.Name, strings.Join(names, ", "), strings.Join(m.Packages, " "))
+			fmt.Printf("unit mutant %-30s killed by %s (%s)\n", m.Name, strings.Join(names, ", "), strings.Join(m.Packages, " "))
 		case err != nil:
-			fmt.Printf("unit mutant %-24s NOT killed: go test failed without a failing test (a build error?):\n%s\n", m.Name, out)
+			fmt.Printf("unit mutant %-30s NOT killed: go test failed without a failing test (a build error?):\n%s\n", m.Name, out)
 		default:
-			fmt.Printf("unit mutant %-24s NOT killed: %s pass with it on\n", m.Name, strings.Join(m.Packages, " "))
+			fmt.Printf("unit mutant %-30s NOT killed: %s pass with it on\n", m.Name, strings.Join(m.Packages, " "))
 		}
 	}
 	fmt.Printf("unit mutants: %d of %d killed (%s)\n", killed, len(all), time.Since(start).Round(time.Second))

@@ -52,10 +52,17 @@ const (
 	MetricsTokenHash Name = "metrics-token-hash"
 	// ChassisSetAside: a Redfish system's Off counts without its chassis's
 	// agreement only where the chassis is no evidence: the service root
-	// identifies the emulator whose chassis is a static template
-	// (sushy-tools), or the operator configured chassisPower: ignore. The
-	// mutant sets aside any chassis that disagrees, under auto.
+	// identifies an emulator whose chassis is a static template and whose
+	// system follows the machine (HPE's iLO emulator), or the operator
+	// configured chassisPower: ignore. The mutant sets aside any chassis
+	// that disagrees, under auto.
 	ChassisSetAside Name = "chassis-set-aside"
+	// SushyChassisByConfiguration: sushy-tools' chassis is set aside only
+	// by chassisPower: ignore, never because its service root names it
+	// (behind the same root, its nova and ironic drivers read machines
+	// that are not off as Off). The mutant sets it aside when the service
+	// root names sushy-tools.
+	SushyChassisByConfiguration Name = "sushy-chassis-by-configuration"
 	// AMIIdentityBinding: a system that answers 503 while its host is off
 	// (AMI multi-system BMCs) is identified by the identity last read from
 	// it only while its BMC and chassis still read as they did then. The
@@ -89,6 +96,7 @@ func All() []Mutant {
 		{Name: MixedVersion, Packages: []string{"./fence", "./fence/runner"}, Run: "Decode|Version|PreviousRelease|Unreadable"},
 		{Name: MetricsTokenHash, Packages: []string{"./internal/agent"}, Run: "MetricsAuth|TokenCache"},
 		{Name: ChassisSetAside, Packages: []string{"./bmc/dial"}, Run: "Chassis|Sushy|OpenBMC"},
+		{Name: SushyChassisByConfiguration, Packages: []string{"./bmc/dial"}, Run: "Chassis|Sushy|OpenBMC"},
 		{Name: AMIIdentityBinding, Packages: []string{"./bmc/dial"}, Run: "AMIMulti"},
 		{Name: VerifyOutletOneSupply, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
 		{Name: OutletOffReadBack, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
