@@ -440,7 +440,7 @@ func TestChartValues(t *testing.T) {
 						alerts = append(alerts, r.(object)["alert"].(string))
 					}
 				}
-				for _, a := range []string{"BMCFenceUnfenceableNodes", "BMCFenceStuck", "BMCFenceFailed", "BMCFenceBMCErrors"} {
+				for _, a := range []string{"BMCFenceUnfenceableNodes", "BMCFenceStuck", "BMCFenceContradiction", "BMCFencePoweredOnDuringFence", "BMCFenceRefused", "BMCFenceBMCErrors"} {
 					if !strings.Contains(strings.Join(alerts, " "), a) {
 						t.Errorf("no alert %s in %v", a, alerts)
 					}
