@@ -89,7 +89,14 @@ func (c *Cluster) getNode(ctx context.Context, name string) (*corev1.Node, error
 // annotation is ErrConflict, anything else (a status update) is retried, a
 // bounded number of times. Two agents can thus never both advance a node
 // from the same state.
+//
+// A write that takes a request in (ackCommandID) is the take: it asks the
+// request's check first (OfferRequest), and writes nothing, with
+// ErrRequestNotVouched, when the request may no longer be taken.
 func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID string) error {
+	if err := c.vouchRequest(node, ackCommandID); err != nil {
+		return err // the write that would take it in is the take: not now
+	}
 	attempts := 0
 	takenElsewhere := false
 	c.takingRequest(node, ackCommandID, true)

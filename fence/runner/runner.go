@@ -534,8 +534,11 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		rec.load(info.State)
 	}
 	if rec.hold != nil {
+		// Versions mix during a rollout or a rollback: a newer bmcfence may
+		// have written what this one cannot read. Acting on the part we can
+		// read would drop the rest (docs/safety.md, invariant 16).
 		r.opts.Cluster.Event(name, fence.Event{Warning: true, Reason: "FenceStateUnreadable",
-			Message: fmt.Sprintf("cannot read the fence state annotation (%v); this node will not be fenced until it is fixed or removed", rec.hold)})
+			Message: fmt.Sprintf("cannot read the fence state annotation (%v): a newer bmcfence may have written it (a rollout or a rollback under way), or someone edited it; this agent will not act on this node, nor overwrite its state, until an agent that reads it leads or the annotation is removed", rec.hold)})
 		r.log.Warn("fence state unreadable; node held", zap.String("node", name), zap.Error(rec.hold))
 		return 5 * time.Minute, false
 	}
