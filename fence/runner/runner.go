@@ -590,7 +590,7 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	// write failed), says whether we have.
 	takeover := rec.raw != "" && !rec.ours
 	if rec.state.Writer != r.opts.ID && fence.Enabled(fence.CheckOneClock) {
-		rec.state = fence.Adopt(rec.state, r.opts.ID, in.Node.HeartbeatAt, now)
+		rec.state = fence.Adopt(r.policy(name), rec.state, r.opts.ID, in.Node, now)
 	}
 	// The fleet view costs a pass over every node. A healthy node's tick
 	// (a Lease renewal, a timer: a hundred a second at 1000 nodes) never
