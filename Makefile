@@ -14,6 +14,8 @@
 #                generators in hack/codegen); make test checks they are current
 #   make scale   the scale harness (test/scale): 1000 nodes on the real
 #                control plane; SCALE_ARGS='-nodes=300 -steady=2m' to shrink
+#   make mutants the mutation test alone: every safety check disabled in
+#                turn, each caught by the simulation ("mutants: K of M killed")
 
 SHELL := /bin/bash
 GO    ?= go
@@ -30,7 +32,7 @@ LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PK
 
 COMMANDS := kubectl-fence redfish-mock fence-agent
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale
+.PHONY: all build test vet fmt-check unit sim mutants e2e-bins bench demo clean image helm chart codegen nhc scale
 
 all: build
 
@@ -73,6 +75,13 @@ unit:
 # The randomized simulation at full size (the race run above does a sample).
 sim:
 	@set -o pipefail; $(GO) test -count=1 -run 'TestSimulation$$' -v ./fence/fencesim/ | grep -E '^(simulation:|--- |ok|FAIL|\s+sim_test)'
+
+# The mutation test without the 100000 scenarios before it: a build per
+# safety check (fence.Checks) with that check disabled, run until the
+# simulation finds its first violation. One line per mutant, then
+# "mutants: K of M killed".
+mutants:
+	@set -o pipefail; $(GO) test -count=1 -timeout 60m -run 'TestSimulation$$' -v ./fence/fencesim/ -args -mutants-only | grep -E '^(\s+mutant |mutants:|--- FAIL|FAIL)'
 
 # hack/test.sh runs vet and fmt-check itself, after it has started
 # the control plane's build in the background.

@@ -10,8 +10,8 @@ type Check string
 // lease-witness, identity-per-target's reading side, keep-off, request-age,
 // power-loss-reads-off, own-off-within, untrusted-acceptance,
 // notready-lease-after-forceoff and storm-exemption-ours; the runner
-// identity-per-target, fencing-token, one-clock, atomic-admission and
-// recheck-decided-view; the cluster adapter (package cluster, and its model
+// identity-per-target, fencing-token, one-clock, atomic-admission,
+// recheck-decided-view and split-brain-count; the cluster adapter (package cluster, and its model
 // in fencesim) pod-delete-recheck, pod-delete-preconditions and
 // write-precondition.
 const (
@@ -75,6 +75,11 @@ const (
 	// removal) is preconditioned on the resourceVersion of the node it
 	// checked the token against, so the check and the write are one.
 	CheckWritePrecondition Check = "write-precondition"
+	// CheckSplitBrainCount: fences in flight and their admissions are
+	// counted from the persisted states of all nodes, not only from this
+	// agent's memory: two agents that both believe they lead count each
+	// other's.
+	CheckSplitBrainCount Check = "split-brain-count"
 	// CheckRecheckDecided: the server recheck before a ForceOff or a taint
 	// compares with the view the engine decided on, not with what our own
 	// reads (the state persist) took in since: a heartbeat the persist
@@ -87,5 +92,6 @@ func Checks() []Check {
 	return []Check{CheckOurOwnOff, CheckLeaseWitness, CheckIdentity, CheckFencingToken,
 		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
-		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided}
+		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
+		CheckSplitBrainCount}
 }

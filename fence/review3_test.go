@@ -175,3 +175,32 @@ func TestAFenceWithItsAttemptsSpentIsHeldNotPoweredOffAgain(t *testing.T) {
 		t.Errorf("phase %v (%v), events %v; want Stuck, PowerOffIgnored", out.State.Phase, out.State.Stuck, eventReasons(out))
 	}
 }
+
+// Found by the simulation's split brains over a partition (seeds 22777 and
+// 71908): the cooldown counted from a fence's admission, not from its
+// latest ForceOff. A fence admitted long ago re-sent its ForceOff to a
+// running machine (its BMC had ignored the first), then left flight (the
+// node renewed: a contradiction); another fence was admitted two seconds
+// later, and two running machines were powered off within a few seconds
+// with maxConcurrentFences 1. Every ForceOff restarts the cooldown.
+func TestAResentForceOffRestartsTheCooldown(t *testing.T) {
+	d := newDriver(t)
+	d.p.FenceAfter = d.p.SuspectAfter
+	n := view()
+	d.suspect(n)
+	d.step(reading(n, at(sec(20)), PowerOn), at(sec(20)))
+	d.step(result(n, at(sec(20.1)), ActPowerOff, ""), at(sec(20.1)))
+	var resent time.Time
+	for s := 22.0; s < 120 && resent.IsZero(); s += 2 {
+		now := at(sec(s))
+		if out := d.step(reading(n, now, PowerOn), now); has(out, ActPowerOff) {
+			resent = now
+		}
+	}
+	if resent.IsZero() {
+		t.Fatal("the ForceOff was never sent again")
+	}
+	if !d.s.AdmittedAt.Equal(resent) {
+		t.Errorf("after our ForceOff again at +%s: AdmittedAt +%s; the cooldown must count from the latest ForceOff", resent.Sub(t0), d.s.AdmittedAt.Sub(t0))
+	}
+}

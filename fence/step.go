@@ -760,6 +760,10 @@ func (st *stepper) powerOffDue() bool {
 
 func (st *stepper) sendPowerOff(why string) {
 	st.s.PowerOffAt = st.now
+	// The fleet's cooldown counts from the latest ForceOff, not only from
+	// the admission: a fence that sends again to a machine that may run
+	// and then leaves flight must not let the next one in at once.
+	st.s.AdmittedAt = st.now
 	st.s.PowerOffs++
 	st.s.PowerOffAccepted = false
 	st.s.OffRun = OffRun{}

@@ -71,8 +71,12 @@ type Sim struct {
 	Interleave float64
 	pauses     []*PausePlan
 	gaps       []*GapPlan
-	triggers   []*trigger
-	depth      int
+	// partners: in a split brain, the node whose worker of the other
+	// leader runs between this node's persisted decision and its act
+	// (random when none).
+	partners map[string]string
+	triggers []*trigger
+	depth    int
 
 	// faults counts what this scenario's faults did (faults.go).
 	faults map[string]int
@@ -287,10 +291,15 @@ func (s *Sim) pick(to string, skew time.Duration, not *Agent) *Agent {
 	}
 }
 
-// SplitBrain makes two agents act at once until a failover or crash.
-func (s *Sim) SplitBrain() {
+// SplitBrain makes two agents act at once until a failover or crash: the
+// leader and the one before it (a new process if there was none).
+func (s *Sim) SplitBrain() { s.SplitBrainWith("old") }
+
+// SplitBrainWith makes the leader and another agent (picked as FailoverTo
+// picks) act at once until a failover or crash.
+func (s *Sim) SplitBrainWith(to string) {
 	s.fault(faultSplitBrain)
-	other := s.pick("old", 0, s.active[0])
+	other := s.pick(to, 0, s.active[0])
 	s.setActive(s.active[0], other)
 }
 
@@ -391,15 +400,19 @@ func (s *Sim) beforeAct(a *Agent, node string, k fence.ActionKind, _ fence.State
 				break
 			}
 		}
-		others := make([]string, 0, len(s.W.Nodes)-1)
-		for _, n := range s.W.Nodes {
-			if n.Name != node {
-				others = append(others, n.Name)
+		other := s.partners[node]
+		if s.W.Node(other) == nil {
+			others := make([]string, 0, len(s.W.Nodes)-1)
+			for _, n := range s.W.Nodes {
+				if n.Name != node {
+					others = append(others, n.Name)
+				}
 			}
+			other = others[s.rng.IntN(len(others))]
 		}
 		s.fault(faultSplitBrain + "/the other leader acts between a persist and its act")
 		s.depth++
-		s.sync(b, others[s.rng.IntN(len(others))])
+		s.sync(b, other)
 		s.depth--
 		return
 	}

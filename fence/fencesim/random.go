@@ -1306,11 +1306,11 @@ func (g *gen) pausedBetweenListAndDelete() {
 	g.fencedPowerLoss(name, d)
 	g.sim.ArmGap(&GapPlan{
 		After: g.sim.start.Add(d), At: GapPodsListed, Node: name,
-		For: g.dur(2*time.Second, 5*time.Second), To: []string{"standby", "fresh", "old"}[g.rng.IntN(3)],
-		Perturb: func(node string) {
+		Act: func(node string) {
 			g.w.SetTaint(node, false)
 			g.sim.fault(faultForeignTaint + "/our taint removed by hand while pods were being deleted")
 		},
+		For: g.dur(2*time.Second, 5*time.Second), To: []string{"standby", "fresh", "old"}[g.rng.IntN(3)],
 	})
 	g.plan = append(g.plan, fmt.Sprintf("on %s's pod deletes: leader pause between the list and the deletes; the taint removed meanwhile", name))
 }
@@ -1382,10 +1382,14 @@ func (g *gen) splitBrainOverAPartition() {
 		g.at(d+g.dur(2*time.Minute, 4*time.Minute), name+" partition heals", func() bool { return g.setPartitioned(name, false) })
 	}
 	fa := g.w.Policy.FenceAfter
-	g.at(d+fa-g.dur(5*time.Second, 20*time.Second), "agent split-brain", func() bool { g.sim.SplitBrain(); return true })
+	g.at(d+fa-g.dur(5*time.Second, 20*time.Second), "agent split-brain with a standby", func() bool { g.sim.SplitBrainWith("standby"); return true })
 	g.at(d+fa+g.dur(30*time.Second, 90*time.Second), "agent failover to standby", func() bool { g.sim.FailoverTo("standby", 0); return true })
 	if g.sim.Interleave < 0.5 {
 		g.sim.Interleave = 0.5
 		g.plan = append(g.plan, "interleave 0.5")
 	}
+	if g.sim.partners == nil {
+		g.sim.partners = map[string]string{}
+	}
+	g.sim.partners[a], g.sim.partners[b] = b, a
 }

@@ -280,6 +280,7 @@ const stormEventEvery = 10 * time.Minute
 // record is the runner's memory of one node.
 type record struct {
 	name string
+	self string // the runner's ID (State.Writer of its own states)
 	mu   sync.Mutex // held by the node's sync; fleet reads take it briefly
 	// state is the engine state; raw is its last persisted encoding (what
 	// the annotation holds as far as we know), and ours says whether this
@@ -308,9 +309,13 @@ type record struct {
 	would map[fence.ActionKind]time.Time
 	wake  chan struct{}
 
-	// pub is what other nodes' fleet views read: the last committed phase
-	// and admission, under its own lock so a node busy on a BMC call never
-	// stalls the others.
+	// pub is what other nodes' fleet views read: the last committed phase,
+	// and the latest admission (or ForceOff) this node's fences ever had,
+	// under its own lock so a node busy on a BMC call never stalls the
+	// others. The admission outlives the fence: one that ended (the node
+	// renewed, a human aborted) still counts for the cooldown. Only our
+	// own states' admissions are on our clock; another writer's count
+	// from when we first saw them (persistedFence).
 	pubMu        sync.Mutex
 	pubPhase     fence.Phase
 	pubAdmitted  time.Time
@@ -324,7 +329,10 @@ func (rec *record) publish() { rec.reserve(rec.state) }
 // back the committed state if the decision does not stick.
 func (rec *record) reserve(s fence.State) {
 	rec.pubMu.Lock()
-	rec.pubPhase, rec.pubAdmitted, rec.pubPowerLoss = s.Phase, s.AdmittedAt, s.PowerLoss
+	rec.pubPhase, rec.pubPowerLoss = s.Phase, s.PowerLoss
+	if s.Writer == rec.self && s.AdmittedAt.After(rec.pubAdmitted) {
+		rec.pubAdmitted = s.AdmittedAt
+	}
 	rec.pubMu.Unlock()
 }
 
@@ -444,7 +452,7 @@ func (r *Runner) recordFor(name string) *record {
 	defer r.mu.Unlock()
 	rec, ok := r.nodes[name]
 	if !ok {
-		rec = &record{name: name, wake: make(chan struct{}, 1), would: map[fence.ActionKind]time.Time{}}
+		rec = &record{name: name, self: r.opts.ID, wake: make(chan struct{}, 1), would: map[fence.ActionKind]time.Time{}}
 		if info, ok := r.opts.Cluster.Node(name); ok {
 			rec.load(info.State)
 		}
@@ -702,7 +710,7 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 			continue
 		}
 		phase, powerLoss := r.peek(n.Name)
-		if pf := r.persistedFence(n.Name, n.State, now); !pf.ours {
+		if pf := r.persistedFence(n.Name, n.State, now); !pf.ours && fence.Enabled(fence.CheckSplitBrainCount) {
 			if !phase.InFlight() && pf.phase.InFlight() {
 				phase, powerLoss = pf.phase, pf.powerLoss
 			}
