@@ -280,7 +280,7 @@ const stormEventEvery = 10 * time.Minute
 // record is the runner's memory of one node.
 type record struct {
 	name string
-	self string // the runner's ID (State.Writer of its own states)
+	self string     // the runner's ID (State.Writer of its own states)
 	mu   sync.Mutex // held by the node's sync; fleet reads take it briefly
 	// state is the engine state; raw is its last persisted encoding (what
 	// the annotation holds as far as we know), and ours says whether this
