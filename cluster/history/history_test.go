@@ -2,11 +2,15 @@ package history
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
@@ -33,6 +37,11 @@ func rec(name string, created time.Duration, finishedAgo *time.Duration) v1alpha
 
 func ago(d time.Duration) *time.Duration { return &d }
 
+func cleared(r v1alpha1.BMCFenceRecord) v1alpha1.BMCFenceRecord {
+	r.Status.Outcome = OutcomeCleared
+	return r
+}
+
 func TestExpired(t *testing.T) {
 	day := 24 * time.Hour
 	tests := []struct {
@@ -44,6 +53,11 @@ func TestExpired(t *testing.T) {
 		{"beyond the count: the oldest go", []v1alpha1.BMCFenceRecord{rec("a", 0, ago(time.Hour)), rec("b", day, ago(day)), rec("c", 2*day, ago(2*day))}, []string{"a"}},
 		{"an open record is never removed", []v1alpha1.BMCFenceRecord{rec("a", 0, nil), rec("b", day, ago(day)), rec("c", 2*day, ago(2*day))}, nil},
 		{"too old", []v1alpha1.BMCFenceRecord{rec("a", 0, ago(31*day)), rec("b", 39*day, ago(day))}, []string{"a"}},
+		{"suspicions are counted apart from fences", []v1alpha1.BMCFenceRecord{
+			rec("f1", 0, ago(9*day)), rec("f2", day, ago(8*day)),
+			cleared(rec("s1", 2*day, ago(7*day))), cleared(rec("s2", 3*day, ago(6*day))), cleared(rec("s3", 4*day, ago(5*day))),
+			cleared(rec("s4", 5*day, ago(4*day))), cleared(rec("s5", 6*day, ago(3*day))),
+		}, []string{"s2", "s1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +81,52 @@ func TestMerge(t *testing.T) {
 	want := []v1alpha1.TimelineEntry{have[0], more[0], more[1]}
 	if diff := cmp.Diff(want, Merge(have, more)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// apiRoundTrip is what the API server gives back: metav1.Time keeps
+// whole seconds.
+func apiRoundTrip(t *testing.T, tl []v1alpha1.TimelineEntry) []v1alpha1.TimelineEntry {
+	t.Helper()
+	b, err := json.Marshal(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []v1alpha1.TimelineEntry
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The recorder merges the state's evidence into the record it read back
+// from the API server every resync: evidence it stored before must match
+// its stored form, whose times are whole seconds, or the timeline fills
+// with copies (a demo's record held each entry up to 10 times).
+func TestMergeMatchesWhatTheAPIServerStored(t *testing.T) {
+	at := t0.Add(1500 * time.Millisecond)
+	evidence := []v1alpha1.TimelineEntry{
+		{Time: metav1.NewTime(at), Kind: v1alpha1.EntryDecision, Phase: "Suspect", Message: "Healthy → Suspect: Lease silent for 20s"},
+		{Time: metav1.NewTime(at.Add(100 * time.Millisecond)), Kind: v1alpha1.EntryReading, Phase: "Suspect", Message: "BMC reads Off"},
+	}
+	stored := apiRoundTrip(t, Merge(nil, evidence))
+	for i := range 3 {
+		stored = apiRoundTrip(t, Merge(stored, evidence))
+		if len(stored) != len(evidence) {
+			t.Fatalf("after %d resyncs: %d entries, want %d:\n%v", i+1, len(stored), len(evidence), stored)
+		}
+	}
+}
+
+// Two readings of the same power in one second but in different phases
+// are two pieces of evidence.
+func TestMergeKeepsTheSameReadingInTwoPhases(t *testing.T) {
+	a := entry(1, v1alpha1.EntryReading, "BMC reads Off")
+	a.Phase = "Suspect"
+	b := a
+	b.Phase = "PoweringOff"
+	if got := Merge(nil, []v1alpha1.TimelineEntry{a, b}); len(got) != 2 {
+		t.Errorf("merged into %d entries, want 2: %v", len(got), got)
 	}
 }
 
@@ -116,9 +176,9 @@ func TestSyncAcrossLeaders(t *testing.T) {
 		}
 		return l.Items
 	}
-	sync(recorder("a1"), fence.State{Phase: fence.Suspect})
-	if n := len(list()); n != 0 {
-		t.Fatalf("%d records for suspicion alone, want none", n)
+	sync(recorder("a1"), fence.State{Phase: fence.Suspect, FailureStart: t0})
+	if n := len(list()); n != 1 {
+		t.Fatalf("%d records for the suspicion, want one", n)
 	}
 	sync(recorder("a1"), fence.State{Phase: fence.PoweringOff, FailureStart: t0})
 	sync(recorder("a2"), fence.State{Phase: fence.Detaching, FailureStart: t0})
@@ -135,5 +195,181 @@ func TestSyncAcrossLeaders(t *testing.T) {
 	r = list()[0]
 	if r.Status.FinishedAt == nil || r.Status.Outcome != "Abandoned" && r.Status.Outcome != "Fenced" {
 		t.Errorf("after recovery: status %+v", r.Status)
+	}
+}
+
+func TestReadingTextRoundTrips(t *testing.T) {
+	until := time.Date(2026, 11, 25, 20, 43, 33, 0, time.UTC)
+	for _, r := range []ReadingText{
+		{Power: "Off", Count: 1},
+		{Power: "On", Note: "OSRunning", Count: 1},
+		{Power: "Unknown", Note: "Get https://10.0.0.5: dial tcp: i/o timeout (x3 is not a count)", Count: 1},
+		{Power: "Off", Count: 3, Until: until},
+		{Power: "Unknown", Note: "HTTP 503: busy", Count: 12, Until: until},
+	} {
+		got, ok := ParseReading(r.String())
+		if !ok {
+			t.Errorf("%q: not parsed", r.String())
+			continue
+		}
+		if diff := cmp.Diff(r, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", r.String(), diff)
+		}
+	}
+	for _, msg := range []string{"PowerOff: ok", "BMC reads ", ""} {
+		if _, ok := ParseReading(msg); ok {
+			t.Errorf("%q parsed as a reading", msg)
+		}
+	}
+}
+
+func newRecorder(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock) *Recorder {
+	t.Helper()
+	// The fake clientset does not generate names: as the API server would.
+	seq := 0
+	client.PrependReactor("create", "bmcfencerecords", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		o := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.BMCFenceRecord)
+		if o.Name == "" {
+			seq++
+			o.Name = fmt.Sprintf("%s%05d", o.GenerateName, seq)
+		}
+		return false, nil, nil
+	})
+	r, err := New(Options{Client: client.FencingV1alpha1(), Nodes: &fakeNodes{}, Who: "a1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func nodeState(t *testing.T, name string, st fence.State) runner.NodeInfo {
+	t.Helper()
+	i := info(t, st)
+	i.Name = name
+	return i
+}
+
+// A suspicion that ends without a power-off (the node renewed; the BMC
+// read On until then) is recorded, with outcome Cleared.
+func TestSuspicionThatEndsWithoutActionIsRecordedCleared(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	r := newRecorder(t, client, clk)
+	ctx := context.Background()
+	if err := r.Sync(ctx, nodeState(t, "w1", fence.State{Phase: fence.Suspect, FailureStart: t0})); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Minute)
+	if err := r.Sync(ctx, nodeState(t, "w1", fence.State{Phase: fence.Healthy})); err != nil {
+		t.Fatal(err)
+	}
+	l, err := client.FencingV1alpha1().BMCFenceRecords().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("%d records, want one for the suspicion", len(l.Items))
+	}
+	got := l.Items[0].Status
+	if got.Outcome != OutcomeCleared || got.FinishedAt == nil || !got.StartedAt.Time.Equal(t0) {
+		t.Errorf("status %+v; want Cleared, started at the failure's start, finished", got)
+	}
+}
+
+// Suspicion records are budgeted cluster-wide: a partition that makes 50
+// nodes suspect opens suspicionBurst records, then suspicionsPerHour; a
+// node whose suspicion becomes a power-off gets its record regardless.
+func TestSuspicionRecordsAreBudgeted(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	r := newRecorder(t, client, clk)
+	ctx := context.Background()
+	count := func() int {
+		t.Helper()
+		l, err := client.FencingV1alpha1().BMCFenceRecords().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	syncAll := func(n int) {
+		t.Helper()
+		for i := range n {
+			if err := r.Sync(ctx, nodeState(t, fmt.Sprintf("n%02d", i), fence.State{Phase: fence.Suspect, FailureStart: t0})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	syncAll(50)
+	if got := count(); got != suspicionBurst {
+		t.Fatalf("%d records for 50 suspected nodes, want the burst, %d", got, suspicionBurst)
+	}
+	syncAll(50)
+	if got := count(); got != suspicionBurst {
+		t.Errorf("%d records after syncing again at once, want still %d", got, suspicionBurst)
+	}
+	clk.Step(time.Hour / suspicionsPerHour)
+	syncAll(50)
+	if got := count(); got != suspicionBurst+1 {
+		t.Errorf("%d records %s later, want %d", got, time.Hour/suspicionsPerHour, suspicionBurst+1)
+	}
+	if err := r.Sync(ctx, nodeState(t, "n49", fence.State{Phase: fence.PoweringOff, FailureStart: t0})); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != suspicionBurst+2 {
+		t.Errorf("%d records after n49's power-off, want %d: a fence is recorded whatever the budget", got, suspicionBurst+2)
+	}
+}
+
+// A node with nothing to record and no open record costs one LIST when the
+// recorder starts, none after (every node's records every 2 s cost 100
+// requests a second at 300 nodes); a suspicion over budget costs none.
+func TestQuietNodesCostNoRequests(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	r := newRecorder(t, client, clk)
+	ctx := context.Background()
+	lists := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "list" {
+				n++
+			}
+		}
+		return n
+	}
+	sync := func(node string, st fence.State) {
+		t.Helper()
+		if err := r.Sync(ctx, nodeState(t, node, st)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		sync("w1", fence.State{Phase: fence.Healthy})
+	}
+	if got := lists(); got != 1 {
+		t.Errorf("%d LISTs for a healthy node synced 3 times, want 1", got)
+	}
+	// It fails, is fenced, recovers: its record opens and closes, then it
+	// is quiet again.
+	sync("w1", fence.State{Phase: fence.PoweringOff, FailureStart: t0})
+	sync("w1", fence.State{Phase: fence.Fenced, FailureStart: t0})
+	sync("w1", fence.State{Phase: fence.Healthy})
+	before := lists()
+	for range 3 {
+		sync("w1", fence.State{Phase: fence.Healthy})
+	}
+	if got := lists() - before; got != 0 {
+		t.Errorf("%d LISTs after the record closed, want 0", got)
+	}
+	// Spend the budget, then a suspicion over it costs nothing.
+	r.budget = 0
+	sync("w2", fence.State{Phase: fence.Healthy})
+	before = lists()
+	for range 3 {
+		sync("w2", fence.State{Phase: fence.Suspect, FailureStart: t0})
+	}
+	if got := lists() - before; got != 0 {
+		t.Errorf("%d LISTs for a suspicion over budget, want 0", got)
 	}
 }

@@ -22,6 +22,8 @@ func TestUsageErrorsNeedNoCluster(t *testing.T) {
 		{[]string{"drain", "n1", "-o", "xml"}, `output "xml": want table, json or yaml`},
 		{[]string{"undrain"}, "usage: kubectl fence undrain NODE"},
 		{[]string{"undrain", "n1", "--timeout", "-1s"}, "--timeout -1s: must be positive"},
+		{[]string{"drain", "n1", "--maintenance-for", "-1s"}, "--maintenance-for -1s: must be positive"},
+		{[]string{"undrain", "n1", "--release", "--power-on"}, "--release and --power-on"},
 		{[]string{"power", "status"}, "usage: kubectl fence power status NODE"},
 		{[]string{"fence"}, "usage: kubectl fence fence NODE"},
 		{[]string{"bmc", "status", "extra"}, "usage: kubectl fence bmc status"},
@@ -36,6 +38,10 @@ func TestUsageErrorsNeedNoCluster(t *testing.T) {
 		{[]string{"--bogus"}, "unknown flag: --bogus"},
 		{[]string{"bmc", "--bogus"}, "kubectl fence bmc needs a command: off, on, status"},
 		{[]string{"version", "extra"}, `unknown command "extra" for "kubectl fence version"`},
+		{[]string{"history", "n1", "--timeline"}, "--timeline draws one fence: name its record (kubectl fence history n1 RECORD --timeline"},
+		{[]string{"history", "n1", "-o", "svg"}, "-o svg draws one fence: name its record (kubectl fence history n1 RECORD -o svg"},
+		{[]string{"history", "n1", "r1", "--timeline", "-o", "json"}, "--timeline draws in the terminal: drop -o json, or use -o svg"},
+		{[]string{"history", "n1", "-o", "png"}, `output "png": want table, json, yaml or svg`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

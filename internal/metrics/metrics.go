@@ -39,6 +39,7 @@ type Metrics struct {
 	build       *prometheus.GaugeVec
 	keptOff     prometheus.Counter
 	contradicts prometheus.Counter
+	collected   *prometheus.CounterVec
 
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
@@ -61,11 +62,11 @@ func New() *Metrics {
 			Name: "bmcfence_storm_guard_refusals_total", Help: "Fences the storm guard refused, by reason.",
 		}, []string{"reason"}),
 		bmcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "bmcfence_bmc_request_duration_seconds", Help: "BMC operations by protocol and operation.", Buckets: bmcBuckets,
-		}, []string{"protocol", "op"}),
+			Name: "bmcfence_bmc_request_duration_seconds", Help: "BMC operations by protocol, vendor (from the BMC's identity: a closed list, unknown until read) and operation.", Buckets: bmcBuckets,
+		}, []string{"protocol", "vendor", "op"}),
 		bmcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bmcfence_bmc_errors_total", Help: "Failed BMC operations by protocol, operation and reason.",
-		}, []string{"protocol", "op", "reason"}),
+			Name: "bmcfence_bmc_errors_total", Help: "Failed BMC operations by protocol, vendor, operation and reason.",
+		}, []string{"protocol", "vendor", "op", "reason"}),
 		toTaint: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bmcfence_time_to_confirmed_off_seconds", Help: "From the failure's start (last heartbeat seen) to the taint, after a settled Off.", Buckets: fenceBuckets,
 		}),
@@ -93,13 +94,19 @@ func New() *Metrics {
 		contradicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bmcfence_contradictions_total", Help: "Fences stopped because the node renewed its Lease after our accepted ForceOff or a human's attestation (wrong BMC in the inventory, or a BMC reporting a cached state).",
 		}),
+		collected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcfence_requests_collected_total", Help: "Finished BMCFenceRequests deleted requests.ttl after their outcome, by outcome (Taken, Refused, Expired).",
+		}, []string{"outcome"}),
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
 	}
 	m.Registry.MustRegister(m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// RequestCollected counts a finished request deleted by its TTL.
+func (m *Metrics) RequestCollected(outcome string) { m.collected.WithLabelValues(outcome).Inc() }
 
 // Phase records a node's phase; only changes touch the gauges.
 func (m *Metrics) Phase(node string, p fence.Phase) {
@@ -149,11 +156,12 @@ func (m *Metrics) KeptOff(string) { m.keptOff.Inc() }
 
 func (m *Metrics) Contradiction(string) { m.contradicts.Inc() }
 
-// BMC records one BMC operation.
-func (m *Metrics) BMC(protocol bmc.Protocol, op bmc.Op, d time.Duration, err error) {
-	m.bmcDuration.WithLabelValues(string(protocol), string(op)).Observe(d.Seconds())
+// BMC records one BMC operation. vendor is bmc.Vendor's (a closed list),
+// so the series stay bounded: protocols × vendors × operations.
+func (m *Metrics) BMC(protocol bmc.Protocol, vendor string, op bmc.Op, d time.Duration, err error) {
+	m.bmcDuration.WithLabelValues(string(protocol), vendor, string(op)).Observe(d.Seconds())
 	if err != nil {
-		m.bmcErrors.WithLabelValues(string(protocol), string(op), bmc.Reason(err)).Inc()
+		m.bmcErrors.WithLabelValues(string(protocol), vendor, string(op), bmc.Reason(err)).Inc()
 	}
 }
 
