@@ -143,14 +143,14 @@ func TestImage(t *testing.T) {
 	bin := t.TempDir()
 	ldflags := "-s -w -X github.com/bmcfence/bmcfence/internal/version.Version=" + stamp +
 		" -X github.com/bmcfence/bmcfence/internal/version.Commit=0123abc -X github.com/bmcfence/bmcfence/internal/version.Date=2026-01-02T03:04:05Z"
-	for _, c := range []string{"fence-agent", "redfish-mock"} {
+	for _, c := range []string{"fence-agent", "redfish-mock", "bmc-watchdog"} {
 		goBuild(t, root, filepath.Join(bin, c), "./cmd/"+c, ldflags)
 	}
 	// As make build: the BMC-only front and the whole CLI beside it.
 	goBuild(t, root, filepath.Join(bin, "kubectl-fence"), "./cmd/kubectl-fence", ldflags, "bmcfast")
 	goBuild(t, root, filepath.Join(bin, "bmcfence-cli"), "./cmd/kubectl-fence", ldflags)
 	// --version is stamped on every binary, as make build stamps it.
-	for _, c := range []string{"fence-agent", "kubectl-fence", "redfish-mock"} {
+	for _, c := range []string{"fence-agent", "kubectl-fence", "redfish-mock", "bmc-watchdog"} {
 		out, err := exec.Command(filepath.Join(bin, c), "--version").CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(out), c+" "+stamp+" (commit 0123abc, built 2026-01-02T03:04:05Z") {
 			t.Errorf("%s --version: %v, %q", c, err, out)
@@ -205,7 +205,7 @@ func TestImage(t *testing.T) {
 	})
 
 	t.Run("files", func(t *testing.T) {
-		for _, f := range []string{"/usr/local/bin/fence-agent", "/usr/local/bin/kubectl-fence", "/usr/local/bin/bmcfence-cli", "/etc/passwd", "/etc/group",
+		for _, f := range []string{"/usr/local/bin/fence-agent", "/usr/local/bin/kubectl-fence", "/usr/local/bin/bmcfence-cli", "/usr/local/bin/bmc-watchdog", "/etc/passwd", "/etc/group",
 			"/etc/ssl/certs/ca-certificates.crt", "/usr/share/bmcfence/sbom.cdx.json", "/tmp"} {
 			if img.files[f] == nil {
 				t.Errorf("%s missing", f)
