@@ -247,7 +247,7 @@ func (p Policy) Validate() error {
 		{"suspectAfter", p.SuspectAfter, 5 * time.Second, time.Hour},
 		{"fenceAfter", p.FenceAfter, p.SuspectAfter, 24 * time.Hour},
 		{"settleWindow", p.SettleWindow, time.Second, 10 * time.Minute},
-		{"unassistedSettleWindow", p.UnassistedSettleWindow, p.SettleWindow, time.Hour},
+		{"unassistedSettleWindow", p.UnassistedSettleWindow, time.Second, time.Hour},
 		{"maxReadGap", p.MaxReadGap, p.SettleWindow / time.Duration(max(p.SettleReads-1, 1)), time.Hour},
 		{"readInterval", p.ReadInterval, 100 * time.Millisecond, 10 * time.Minute},
 		{"readBackoffMax", p.ReadBackoffMax, p.ReadInterval, time.Hour},
@@ -267,6 +267,10 @@ func (p Policy) Validate() error {
 		if b.v < b.min || b.v > b.max {
 			errs = append(errs, fmt.Errorf("policy.%s = %s: must be between %s and %s", b.name, b.v, b.min, b.max))
 		}
+	}
+	if p.UnassistedSettleWindow <= p.SettleWindow {
+		errs = append(errs, fmt.Errorf("policy.settleWindow = %s: not shorter than policy.unassistedSettleWindow = %s, so %w that long: set policy.unassistedSettleWindow longer than %s, or shorten policy.settleWindow",
+			p.SettleWindow, p.UnassistedSettleWindow, ErrSettleInsideDwell, p.SettleWindow))
 	}
 	ints := []struct {
 		name     string
@@ -295,6 +299,13 @@ func (p Policy) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ErrSettleInsideDwell: a settle window at least as long as the unassisted
+// window. The unassisted window must outlast every off-dwell (an Off we did
+// not cause may be one), and a settle window is set to a BMC's known dwell
+// (docs/safety.md, "Premise"): with the two the wrong way round, an Off we
+// did not cause could settle inside a dwell that long.
+var ErrSettleInsideDwell = errors.New("an Off we did not cause could settle inside an off-dwell")
 
 // SettleInterval spaces the settle reads across the window, at most
 // ReadInterval apart: a long window (a vendor's override) is watched with

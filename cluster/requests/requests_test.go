@@ -25,15 +25,24 @@ var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 type fakeCluster struct {
 	nodes   map[string]bool
 	offered map[string]fence.Command // node/id
+	vouch   map[string]func() error  // node/id: the offer's check
+	events  []fence.Event
 	taken   func(node, id string)
 }
 
 func (f *fakeCluster) Node(name string) (runner.NodeInfo, bool) {
 	return runner.NodeInfo{Name: name}, f.nodes[name]
 }
-func (f *fakeCluster) SetRequest(node, id string, cmd fence.Command) { f.offered[node+"/"+id] = cmd }
-func (f *fakeCluster) WithdrawRequest(node, id string)               { delete(f.offered, node+"/"+id) }
-func (f *fakeCluster) OnRequestTaken(h func(node, id string))        { f.taken = h }
+func (f *fakeCluster) SetRequest(node, id string, cmd fence.Command) {
+	f.OfferRequest(node, id, cmd, nil)
+}
+func (f *fakeCluster) OfferRequest(node, id string, cmd fence.Command, vouch func() error) {
+	f.offered[node+"/"+id] = cmd
+	f.vouch[node+"/"+id] = vouch
+}
+func (f *fakeCluster) WithdrawRequest(node, id string)        { delete(f.offered, node+"/"+id) }
+func (f *fakeCluster) OnRequestTaken(h func(node, id string)) { f.taken = h }
+func (f *fakeCluster) Event(_ string, ev fence.Event)         { f.events = append(f.events, ev) }
 
 func request(name string, action v1alpha1.RequestAction) *v1alpha1.BMCFenceRequest {
 	return &v1alpha1.BMCFenceRequest{
@@ -49,7 +58,7 @@ type world struct {
 	clock   *clocktesting.FakeClock
 }
 
-func newWorld(t *testing.T, policy PolicyCheck, objs ...*v1alpha1.BMCFenceRequest) *world {
+func newWorld(t *testing.T, guard Voucher, objs ...*v1alpha1.BMCFenceRequest) *world {
 	t.Helper()
 	client := fake.NewSimpleClientset()
 	for _, o := range objs {
@@ -57,9 +66,9 @@ func newWorld(t *testing.T, policy PolicyCheck, objs ...*v1alpha1.BMCFenceReques
 			t.Fatal(err)
 		}
 	}
-	fc := &fakeCluster{nodes: map[string]bool{"w1": true}, offered: map[string]fence.Command{}}
+	fc := &fakeCluster{nodes: map[string]bool{"w1": true}, offered: map[string]fence.Command{}, vouch: map[string]func() error{}}
 	clk := clocktesting.NewFakeClock(t0)
-	c, err := New(Options{Client: client.FencingV1alpha1(), Cluster: fc, Policy: policy, MaxRequestAge: 15 * time.Minute, Clock: clk})
+	c, err := New(Options{Client: client.FencingV1alpha1(), Cluster: fc, Guard: guard, MaxRequestAge: 15 * time.Minute, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +83,7 @@ func (w *world) reconcile(t *testing.T, name string) *v1alpha1.BMCFenceRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var policyErr error
-	if w.c.opts.Policy != nil {
-		policyErr = w.c.opts.Policy(ctx)
-	}
-	if err := w.c.Reconcile(ctx, r, policyErr); err != nil {
+	if err := w.c.Reconcile(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	r, err = reqs.Get(ctx, name, metav1.GetOptions{})
@@ -107,18 +112,24 @@ func TestRequestIsOfferedThenTaken(t *testing.T) {
 	}
 }
 
+// unvouched is a guard that refuses every request.
+type unvouched struct{}
+
+func (unvouched) Vouch(*v1alpha1.BMCFenceRequest, time.Time) error {
+	return fmt.Errorf("%w: the binding is missing", ErrUnauthenticated)
+}
+func (unvouched) Confirm(context.Context) {}
+
 // Requests expire maxRequestAge after we first saw them (fence and confirm;
 // an abort only makes things safer), and are refused while the admission
-// policy that vouches for requestedBy is not bound.
+// policy that vouches for requestedBy is not in force.
 func TestRequestRefusals(t *testing.T) {
-	unbound := func(context.Context) error {
-		return fmt.Errorf("%w: the binding is missing", ErrUnauthenticated)
-	}
+	unbound := unvouched{}
 	tests := []struct {
 		name        string
 		action      v1alpha1.RequestAction
 		node        string
-		policy      PolicyCheck
+		policy      Voucher
 		age         time.Duration
 		wantOutcome v1alpha1.RequestOutcome
 	}{
@@ -194,15 +205,20 @@ func drain(ctx context.Context, c *Controller) {
 	}
 }
 
+// countingGuard vouches for every request and counts the guard's calls.
+type countingGuard struct{ vouches, confirms int }
+
+func (g *countingGuard) Vouch(*v1alpha1.BMCFenceRequest, time.Time) error { g.vouches++; return nil }
+func (g *countingGuard) Confirm(context.Context)                          { g.confirms++ }
+
 // At rest (every request answered) a resync asks the API server nothing,
 // not even for the admission policy. It used to read the policy's binding
 // every 2 s.
 func TestResyncAtRestAsksNothing(t *testing.T) {
-	reads := 0
-	policy := func(context.Context) error { reads++; return nil }
+	guard := &countingGuard{}
 	done := request("old", v1alpha1.ActionFence)
 	done.Status.Outcome = v1alpha1.OutcomeTaken
-	w := newWorld(t, policy, done)
+	w := newWorld(t, guard, done)
 	t.Cleanup(w.c.queue.ShutDown)
 	if err := w.c.informer.GetStore().Add(done); err != nil {
 		t.Fatal(err)
@@ -213,9 +229,62 @@ func TestResyncAtRestAsksNothing(t *testing.T) {
 		w.c.Resync()
 		drain(ctx, w.c)
 	}
-	if reads != 0 || len(w.client.Actions()) != 0 {
-		t.Errorf("10 resyncs at rest read the admission policy %d times and made %d requests, want none", reads, len(w.client.Actions()))
+	if guard.confirms != 0 || len(w.client.Actions()) != 0 {
+		t.Errorf("10 resyncs at rest read the admission policy %d times and made %d requests, want none", guard.confirms, len(w.client.Actions()))
 	}
+}
+
+// Through the work queue, a pending request is seen, the admission policy
+// read again (Confirm), and the request refused when the guard does not
+// vouch for it, or offered with the guard's vouch when it does: the engine
+// takes it only while the guard still vouches for it.
+func TestQueuedRequestsAskTheGuard(t *testing.T) {
+	ctx := context.Background()
+	t.Run("not vouched for: refused", func(t *testing.T) {
+		w := newWorld(t, unvouched{}, request("r1", v1alpha1.ActionFence))
+		t.Cleanup(w.c.queue.ShutDown)
+		r, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "r1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.c.informer.GetStore().Add(r); err != nil {
+			t.Fatal(err)
+		}
+		w.c.Resync()
+		drain(ctx, w.c)
+		got, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "r1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Outcome != v1alpha1.OutcomeRefused || len(w.cluster.offered) != 0 {
+			t.Errorf("outcome = %q (%s), offered %v; want Refused, nothing offered", got.Status.Outcome, got.Status.Message, w.cluster.offered)
+		}
+	})
+	t.Run("vouched for: offered with the vouch", func(t *testing.T) {
+		guard := &countingGuard{}
+		w := newWorld(t, guard, request("r1", v1alpha1.ActionFence))
+		t.Cleanup(w.c.queue.ShutDown)
+		r, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "r1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.c.informer.GetStore().Add(r); err != nil {
+			t.Fatal(err)
+		}
+		w.c.Resync()
+		drain(ctx, w.c)
+		if guard.confirms != 1 {
+			t.Errorf("the admission policy was read %d times for one pending request, want once", guard.confirms)
+		}
+		check := w.cluster.vouch["w1/r1"]
+		if _, ok := w.cluster.offered["w1/r1"]; !ok || check == nil {
+			t.Fatalf("offered %v, vouch set %t; want r1 offered with the guard's vouch", w.cluster.offered, check != nil)
+		}
+		before := guard.vouches
+		if err := check(); err != nil || guard.vouches != before+1 {
+			t.Errorf("the offer's vouch = %v after %d calls to the guard, want it to ask the guard", err, guard.vouches-before)
+		}
+	})
 }
 
 // A node whose request's status cannot be written is retried with a

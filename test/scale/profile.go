@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/bmcfence/bmcfence/test/testbed"
 )
 
 // profiles saves the agent's CPU profile (over -profile, after the steady
@@ -55,8 +57,7 @@ func (h *harness) profiles(dir string) {
 }
 
 func fetch(url, path string, timeout time.Duration) error {
-	c := &http.Client{Timeout: timeout}
-	resp, err := c.Get(url)
+	resp, err := testbed.MetricsClient(timeout).Get(url)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -278,7 +277,7 @@ func (h *harness) runAgent(ctx context.Context, bin, name, kubeconfig, dir strin
 
 // buildInfo reads the agent's version and commit from bmcfence_build_info.
 func (h *harness) buildInfo() (version, commit string) {
-	resp, err := http.Get(h.agent.MetricsURL() + "/metrics")
+	resp, err := testbed.MetricsClient(10 * time.Second).Get(h.agent.MetricsURL() + "/metrics")
 	if err != nil {
 		return "unknown", "unknown"
 	}

@@ -3,6 +3,7 @@ package testbed
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -93,6 +94,22 @@ func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, 
 	}
 }
 
+// metricsTransport speaks to an agent's metrics address: HTTPS, with the
+// self-signed certificate the agent made at start (nothing to verify it
+// against).
+var metricsTransport = &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the agent's self-signed certificate
+}
+
+// metricsClient scrapes an agent's /metrics.
+var metricsClient = MetricsClient(10 * time.Second)
+
+// MetricsClient is a client for MetricsURL (HTTPS, the agent's self-signed
+// certificate not verified), with the given timeout.
+func MetricsClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: metricsTransport}
+}
+
 // Kill sends SIGKILL (a crash mid-fence) and waits for the process.
 func (a *Agent) Kill() {
 	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
@@ -123,7 +140,8 @@ func (a *Agent) Leading() bool {
 // Metric returns the sum of the samples of a metric whose labels contain
 // every given "name=\"value\"" pair (0 when absent).
 func (a *Agent) Metric(name string, labels ...string) (float64, error) {
-	resp, err := http.Get("http://" + a.metrics + "/metrics")
+	// /metrics is HTTPS, with the certificate the agent made at start.
+	resp, err := metricsClient.Get("https://" + a.metrics + "/metrics")
 	if err != nil {
 		return 0, err
 	}
@@ -171,8 +189,9 @@ func (a *Agent) PeakRSS() (int64, error) { return a.status("VmHWM:") }
 // Pid is the agent's process ID.
 func (a *Agent) Pid() int { return a.cmd.Process.Pid }
 
-// MetricsURL is the agent's metrics endpoint (http://HOST:PORT).
-func (a *Agent) MetricsURL() string { return "http://" + a.metrics }
+// MetricsURL is the agent's metrics endpoint (https://HOST:PORT; read it
+// with MetricsClient).
+func (a *Agent) MetricsURL() string { return "https://" + a.metrics }
 
 // status reads a size field (kB) of /proc/PID/status, in bytes.
 func (a *Agent) status(field string) (int64, error) {
