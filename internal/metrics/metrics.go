@@ -82,7 +82,7 @@ func New() *Metrics {
 			Name: "bmcfence_unfenceable_nodes", Help: "Nodes whose BMC failed the last probe or that have no BMC entry.",
 		}),
 		risky: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "bmcfence_risky_setting", Help: "1 for each setting in force that weakens a safety property (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled); the agent logs a warning for each at start.",
+			Name: "bmcfence_risky_setting", Help: "1 for each setting in force that weakens a safety property or the agent's use (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled, metricsUnauthenticated, powerOffNotReadyAfter, emptyInventory); the agent logs a warning for each at start.",
 		}, []string{"setting"}),
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bmcfence_build_info", Help: "Always 1; the labels say what the agent was built from.",
