@@ -24,8 +24,6 @@ import (
 	"github.com/bmcfence/bmcfence/test/controlplane"
 )
 
-const stamp = "v0.0.0-imagetest"
-
 // goBuild runs go build in dir with the Makefile's flags.
 func goBuild(t *testing.T, dir, out, pkg string, ldflags string, tags ...string) {
 	t.Helper()
@@ -140,15 +138,7 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	ldflags := "-s -w -X github.com/bmcfence/bmcfence/internal/version.Version=" + stamp +
-		" -X github.com/bmcfence/bmcfence/internal/version.Commit=0123abc -X github.com/bmcfence/bmcfence/internal/version.Date=2026-01-02T03:04:05Z"
-	for _, c := range []string{"fence-agent", "redfish-mock"} {
-		goBuild(t, root, filepath.Join(bin, c), "./cmd/"+c, ldflags)
-	}
-	// As make build: the BMC-only front and the whole CLI beside it.
-	goBuild(t, root, filepath.Join(bin, "kubectl-fence"), "./cmd/kubectl-fence", ldflags, "bmcfast")
-	goBuild(t, root, filepath.Join(bin, "bmcfence-cli"), "./cmd/kubectl-fence", ldflags)
+	bin := builtCommands(t)
 	// --version is stamped on every binary, as make build stamps it.
 	for _, c := range []string{"fence-agent", "kubectl-fence", "redfish-mock"} {
 		out, err := exec.Command(filepath.Join(bin, c), "--version").CombinedOutput()

@@ -12,8 +12,9 @@
 // the commit's time), files are in a fixed order with fixed owners, and the
 // layer is compressed by the same code every time.
 //
-// Load it with `podman load -i`, `skopeo copy oci-archive:FILE …`,
-// `ctr images import`, `docker load` (Docker 25+) or `kind load image-archive`.
+// Load it with `podman load -i`, `skopeo copy oci-archive:FILE …` (into
+// Docker: `docker-daemon:REPO:TAG`), `ctr images import` or `kind load
+// image-archive`.
 //
 // This is its own Go module so that go-containerregistry and its
 // dependencies never enter the agent's module graph (or its SBOM).

@@ -39,6 +39,7 @@ type Metrics struct {
 	build       *prometheus.GaugeVec
 	keptOff     prometheus.Counter
 	contradicts prometheus.Counter
+	own         []prometheus.Collector // the bmcfence_* ones above
 
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
@@ -96,9 +97,20 @@ func New() *Metrics {
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
 	}
-	m.Registry.MustRegister(m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.own = []prometheus.Collector{m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
+		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts}
+	m.Registry.MustRegister(m.own...)
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Describe sends the description of every bmcfence_* metric, with a value
+// yet or not: what the agent exports (the README's list is checked
+// against it, hack/readme_test.go).
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.own {
+		c.Describe(ch)
+	}
 }
 
 // Phase records a node's phase; only changes touch the gauges.
