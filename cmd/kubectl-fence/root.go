@@ -40,7 +40,10 @@ read back a settled Off.
 	var k kubeFlags
 	k.register(root.PersistentFlags())
 	addKlogVerbosity(root.PersistentFlags())
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return positiveDurations(cmd) }
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		quietKlog(cmd)
+		return positiveDurations(cmd)
+	}
 	root.AddCommand(
 		newStatusCmd(s, &k),
 		newRequestCmd(s, &k, "fence", "Fence a node: our own ForceOff, confirm Off, taint, wait for detach",
