@@ -39,3 +39,34 @@ func TestNoHandRolledBoundedParallelLoops(t *testing.T) {
 		}
 	}
 }
+
+// hack/codegen.sh runs every generator hack/codegen/go.mod pins as a tool
+// (Go 1.24+ `tool` directives) with `go tool`, never a `go build` of its
+// own into a directory behind a stamp.
+func TestCodegenRunsItsGeneratorsWithGoTool(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join("codegen", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("codegen.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)\ntool \((.*?)\)`).FindSubmatch(mod)
+	if block == nil {
+		t.Fatal("hack/codegen/go.mod has no tool block")
+	}
+	code := regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(string(script), "")
+	if !strings.Contains(code, "go tool -modfile=hack/codegen/go.mod") {
+		t.Errorf("hack/codegen.sh does not run its generators with go tool -modfile=hack/codegen/go.mod")
+	}
+	if strings.Contains(code, "go build") {
+		t.Errorf("hack/codegen.sh builds with go build; go tool builds and caches the pinned tools itself")
+	}
+	for _, pkg := range strings.Fields(string(block[1])) {
+		name := filepath.Base(pkg)
+		if !regexp.MustCompile(`\bgen ` + regexp.QuoteMeta(name) + `\b`).MatchString(code) {
+			t.Errorf("hack/codegen.sh does not run the pinned tool %s (gen %s …)", pkg, name)
+		}
+	}
+}
