@@ -36,6 +36,15 @@ type Result struct {
 	Attempts int `json:"attempts"`
 	// Latency is the wall time of the whole operation.
 	Latency time.Duration `json:"latency"`
+	// Reply is the BMC's own answer to a command it did not simply
+	// accept, in its own words: an IPMI completion code ("completion code
+	// 0xd5 (...)"), a Redfish status and MessageId ("HTTP 409
+	// IDRAC.2.9.PSU501: Server is already powered OFF."). Empty when the
+	// command was accepted or never answered.
+	Reply string `json:"reply,omitempty"`
+	// CipherSuite is the IPMI cipher suite the session used (0 for
+	// Redfish).
+	CipherSuite int `json:"cipherSuite,omitempty"`
 }
 
 // PowerStatus is one power reading.
@@ -53,10 +62,33 @@ type PowerStatus struct {
 	// only if its chassis, which reports the real power (OpenBMC derives
 	// the system's PowerState from the host firmware state), agrees.
 	ChassisRaw string `json:"chassisRaw,omitempty"`
+	// Trusted names the resource whose power the State is, and Why says
+	// why that one: the system's PowerState, its chassis's, both, or the
+	// IPMI chassis power bit.
+	Trusted PowerSource `json:"trusted"`
 	// BootProgress is Redfish BootProgress.LastState ("OSRunning", ...), empty
 	// when the BMC does not report it (IPMI, older Redfish).
 	BootProgress string `json:"bootProgress,omitempty"`
 	Result
+}
+
+// PowerSource is which resource's power a reading trusted, and why.
+type PowerSource struct {
+	// Resource: "system", "chassis", "system and chassis", "ipmi chassis".
+	Resource string `json:"resource,omitempty"`
+	// Why is one sentence an operator can check.
+	Why string `json:"why,omitempty"`
+	// ChassisSetAside is true when the system's Off was counted although
+	// its chassis reads power (an identified emulator, or configuration).
+	ChassisSetAside bool `json:"chassisSetAside,omitempty"`
+}
+
+// String is "resource: why".
+func (p PowerSource) String() string {
+	if p.Why == "" {
+		return p.Resource
+	}
+	return p.Resource + ": " + p.Why
 }
 
 // OSRunning reports whether BootProgress says an operating system is up or
@@ -83,5 +115,9 @@ type Identity struct {
 	// AllowedResets lists Redfish ResetType@Redfish.AllowableValues; empty
 	// when the BMC does not advertise them.
 	AllowedResets []string `json:"allowedResets,omitempty"`
+	// Source says where UUID came from when it was not read from the
+	// system just now (a system that answers 503 while its host is off):
+	// empty when it was.
+	Source string `json:"source,omitempty"`
 	Result
 }

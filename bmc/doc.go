@@ -4,7 +4,7 @@
 // it is reached: the Controller interface, the PowerState enum and its strict
 // parsers, the Target a controller is built for, and the typed errors callers
 // check with errors.Is. It deliberately imports no BMC library: adapters
-// (bmc/bmclib) and fakes (bmc/bmctest) implement Controller.
+// (bmc/redfish and bmc/ipmi, opened by bmc/dial) and fakes (bmc/bmctest) implement Controller.
 //
 // The one rule the types here encode: only an exact "Off" proves a machine is
 // off. Every other answer, including ones we have never seen, is PowerUnknown

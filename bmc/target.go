@@ -221,6 +221,75 @@ type Target struct {
 	// Timeout bounds each operation. Zero means DefaultTimeout.
 	Timeout         time.Duration
 	IPMICipherSuite int
+	// IPMICipherSuiteFallback, when set, is the one suite tried after the
+	// BMC refused IPMICipherSuite (or answered it with weaker algorithms
+	// than the suite names). Zero: no fallback, the refusal is the answer.
+	IPMICipherSuiteFallback int
+	// ChassisPower says whether a Redfish system's Off must be confirmed by
+	// its chassis (see ChassisPower). Empty means ChassisPowerAuto.
+	ChassisPower ChassisPower
+	// Names are the words for the settings an error may ask the operator
+	// to change: the CLI's flags or the agent's configuration keys.
+	Names SettingNames
+}
+
+// ChassisPower is the rule for a Redfish system that reads Off while its
+// chassis reports power.
+type ChassisPower string
+
+const (
+	// ChassisPowerAuto checks the chassis (an Off counts only if the
+	// chassis agrees: OpenBMC derives the system's PowerState from the
+	// host's firmware state, and the chassis carries the real power),
+	// except on a service positively identified from its service root as
+	// one whose chassis is a static template (sushy-tools, HPE's iLO
+	// emulator): there the chassis is set aside.
+	ChassisPowerAuto ChassisPower = "auto"
+	// ChassisPowerCheck always checks the chassis.
+	ChassisPowerCheck ChassisPower = "check"
+	// ChassisPowerIgnore never reads the chassis: the operator knows the
+	// system's PowerState is the machine's power on this BMC.
+	ChassisPowerIgnore ChassisPower = "ignore"
+)
+
+// ParseChassisPower accepts "", auto, check or ignore.
+func ParseChassisPower(s string) (ChassisPower, error) {
+	switch ChassisPower(s) {
+	case "", ChassisPowerAuto:
+		return ChassisPowerAuto, nil
+	case ChassisPowerCheck, ChassisPowerIgnore:
+		return ChassisPower(s), nil
+	}
+	return "", fmt.Errorf("%w: chassis power %q: want auto, check or ignore", ErrInvalidTarget, s)
+}
+
+// SettingNames are how the operator spells the settings an error may point
+// at. The zero value is the agent's configuration keys; the CLI gives its
+// flags, so each reader is told what to change in their own words.
+type SettingNames struct {
+	CA, Insecure, System, Auth, CipherSuite, CipherSuiteFallback, ChassisPower string
+}
+
+// AgentNames are the agent's configuration keys (an inventory entry's).
+var AgentNames = SettingNames{
+	CA: "caConfigMap", Insecure: "insecureSkipVerify", System: "system", Auth: "auth",
+	CipherSuite: "cipherSuite", CipherSuiteFallback: "cipherSuiteFallback", ChassisPower: "chassisPower",
+}
+
+// Or returns n with every empty name taken from AgentNames.
+func (n SettingNames) Or() SettingNames {
+	pick := func(a, b string) string {
+		if a != "" {
+			return a
+		}
+		return b
+	}
+	d := AgentNames
+	return SettingNames{
+		CA: pick(n.CA, d.CA), Insecure: pick(n.Insecure, d.Insecure), System: pick(n.System, d.System),
+		Auth: pick(n.Auth, d.Auth), CipherSuite: pick(n.CipherSuite, d.CipherSuite),
+		CipherSuiteFallback: pick(n.CipherSuiteFallback, d.CipherSuiteFallback), ChassisPower: pick(n.ChassisPower, d.ChassisPower),
+	}
 }
 
 // WithDefaults fills unset optional fields.
@@ -234,6 +303,10 @@ func (t Target) WithDefaults() Target {
 	if t.IPMICipherSuite == 0 {
 		t.IPMICipherSuite = DefaultIPMICipherSuite
 	}
+	if t.ChassisPower == "" {
+		t.ChassisPower = ChassisPowerAuto
+	}
+	t.Names = t.Names.Or()
 	return t
 }
 
@@ -262,6 +335,21 @@ func (t Target) Validate() error {
 	}
 	if t.IPMICipherSuite < 0 || t.IPMICipherSuite > 17 {
 		return fmt.Errorf("%w: %s: IPMI cipher suite %d: want 0-17", ErrInvalidTarget, t.Address, t.IPMICipherSuite)
+	}
+	if t.IPMICipherSuiteFallback < 0 || t.IPMICipherSuiteFallback > 17 {
+		return fmt.Errorf("%w: %s: IPMI cipher suite fallback %d: want 0-17", ErrInvalidTarget, t.Address, t.IPMICipherSuiteFallback)
+	}
+	if t.IPMICipherSuiteFallback != 0 && t.Address.Protocol != IPMI {
+		return fmt.Errorf("%w: %s: an IPMI cipher suite fallback is set for a Redfish address; drop it", ErrInvalidTarget, t.Address)
+	}
+	switch t.ChassisPower {
+	case "", ChassisPowerAuto, ChassisPowerCheck:
+	case ChassisPowerIgnore:
+		if t.Address.Protocol != Redfish {
+			return fmt.Errorf("%w: %s: chassis power %q applies to Redfish only; IPMI reads the chassis power itself", ErrInvalidTarget, t.Address, t.ChassisPower)
+		}
+	default:
+		return fmt.Errorf("%w: %s: chassis power %q: want auto, check or ignore", ErrInvalidTarget, t.Address, t.ChassisPower)
 	}
 	if t.Address.Protocol == IPMI && t.System != "" {
 		return fmt.Errorf("%w: %s: system %q: IPMI has no system selection; remove it", ErrInvalidTarget, t.Address, t.System)

@@ -213,6 +213,32 @@ func TestMetal3OverlayIsTheChart(t *testing.T) {
 	}
 }
 
+// The identity for a management cluster's BareMetalHosts
+// (deploy/metal3-management) has exactly the grants the agent has for
+// hosts in its own cluster (deploy/overlays/metal3), and a token.
+func TestMetal3ManagementRBACIsTheOverlays(t *testing.T) {
+	_, root := helmBin(t)
+	kubectl := kubectlBin(t)
+	mgmt := byKey(parse(t, run(t, kubectl, "kustomize", filepath.Join(root, "deploy", "metal3-management"))))
+	overlay := byKey(parse(t, run(t, kubectl, "kustomize", filepath.Join(root, "deploy", "overlays", "metal3"))))
+	want := get(overlay["Role metal3/bmcfence-agent-metal3"], "rules")
+	got := get(mgmt["Role metal3/bmcfence-metal3-reader"], "rules")
+	if want == nil || got == nil {
+		t.Fatalf("Roles: overlay %v, management %v", keys(overlay), keys(mgmt))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("deploy/overlays/metal3's Role (-) vs deploy/metal3-management's (+):\n%s", diff)
+	}
+	b := mgmt["RoleBinding metal3/bmcfence-metal3-reader"]
+	if s := fmt.Sprint(get(b, "subjects")); !strings.Contains(s, "name:bmcfence-metal3-reader") || !strings.Contains(s, "kind:ServiceAccount") {
+		t.Errorf("RoleBinding subjects %s: want the ServiceAccount bmcfence-metal3-reader", s)
+	}
+	tok := mgmt["Secret metal3/bmcfence-metal3-reader-token"]
+	if tok["type"] != "kubernetes.io/service-account-token" || get(tok, "metadata", "annotations", "kubernetes.io/service-account.name") != "bmcfence-metal3-reader" {
+		t.Errorf("token Secret %v: want a service-account-token for bmcfence-metal3-reader", tok)
+	}
+}
+
 func TestChartValues(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -228,7 +254,7 @@ func TestChartValues(t *testing.T) {
 				}
 			}},
 		{name: "latest is refused", sets: []string{"image.tag=latest"}, wantErr: "never latest"},
-		{name: "unknown placement", sets: []string{"placement.mode=everywhere"}, wantErr: `placement.mode "everywhere"`},
+		{name: "unknown placement", sets: []string{"placement.mode=everywhere"}, wantErr: "at '/placement/mode': value must be one of"},
 		{name: "control plane, kubeadm and k3s alike", check: func(t *testing.T, objs map[string]object) {
 			terms := get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "affinity", "nodeAffinity",
 				"requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms").([]any)
@@ -249,7 +275,43 @@ func TestChartValues(t *testing.T) {
 				if get(d, "spec", "template", "spec", "affinity", "podAntiAffinity") == nil {
 					t.Error("no anti-affinity: two replicas could share a node")
 				}
+				// GKE admits system-cluster-critical outside kube-system only
+				// under a ResourceQuota scoped to that class.
+				q := objs["ResourceQuota bmcfence-system/bmcfence-agent-priority"]
+				if q == nil {
+					t.Fatalf("no ResourceQuota for the priority class: GKE refuses the pods; objects: %v", keys(objs))
+				}
+				if sel := fmt.Sprint(get(q, "spec", "scopeSelector", "matchExpressions")); !strings.Contains(sel, "scopeName:PriorityClass") || !strings.Contains(sel, "system-cluster-critical") {
+					t.Errorf("ResourceQuota scope %s: want PriorityClass In [system-cluster-critical]", sel)
+				}
+				if pods := get(q, "spec", "hard", "pods"); pods != "7" {
+					t.Errorf("ResourceQuota pods %v, want 7 (3 replicas, a surge, and a dead node's Terminating pods)", pods)
+				}
+				pdb := objs["PodDisruptionBudget bmcfence-system/bmcfence-agent"]
+				if pdb == nil || get(pdb, "spec", "maxUnavailable") != float64(1) {
+					t.Errorf("PodDisruptionBudget %v: want maxUnavailable 1 (a drain takes one replica at a time)", pdb)
+				}
+				spread, _ := get(d, "spec", "template", "spec", "topologySpreadConstraints").([]any)
+				if len(spread) != 1 || get(spread[0].(object), "topologyKey") != "topology.kubernetes.io/zone" {
+					t.Errorf("topologySpreadConstraints %v: want the replicas spread over zones", spread)
+				}
 			}},
+		{name: "workers without a system class: no quota", sets: []string{"placement.mode=workers", "priorityClassName=bmcfence-critical"},
+			check: func(t *testing.T, objs map[string]object) {
+				if objs["ResourceQuota bmcfence-system/bmcfence-agent-priority"] != nil {
+					t.Error("a ResourceQuota for a class that needs none")
+				}
+				if objs["PodDisruptionBudget bmcfence-system/bmcfence-agent"] == nil {
+					t.Error("no PodDisruptionBudget")
+				}
+			}},
+		{name: "control plane: no quota, no PodDisruptionBudget", check: func(t *testing.T, objs map[string]object) {
+			for k := range objs {
+				if strings.HasPrefix(k, "ResourceQuota ") || strings.HasPrefix(k, "PodDisruptionBudget ") {
+					t.Errorf("%s rendered for the DaemonSet", k)
+				}
+			}
+		}},
 		{name: "hostNetwork with the matching Pod Security level", sets: []string{"hostNetwork=true", "namespace.create=true"},
 			check: func(t *testing.T, objs map[string]object) {
 				if get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "hostNetwork") != true {
@@ -308,9 +370,9 @@ func TestChartValues(t *testing.T) {
 					got[fmt.Sprint(r["apiGroups"], r["resources"])] = r["verbs"]
 				}
 				want := map[string]any{
-					"[metal3.io] [baremetalhosts]":                       []any{"get", "list", "patch"},
-					"[infrastructure.cluster.x-k8s.io] [metal3machines]": []any{"list"},
-					"[cluster.x-k8s.io] [machines]":                      []any{"list"},
+					"[metal3.io] [baremetalhosts]":                       []any{"get", "list", "watch", "patch"},
+					"[infrastructure.cluster.x-k8s.io] [metal3machines]": []any{"list", "watch"},
+					"[cluster.x-k8s.io] [machines]":                      []any{"list", "watch"},
 					"[] [secrets]":                                       []any{"get"},
 				}
 				if diff := cmp.Diff(want, got); diff != "" {
@@ -319,6 +381,25 @@ func TestChartValues(t *testing.T) {
 			}
 		}},
 		{name: "Metal3 without namespaces is refused", sets: []string{"inventory.source=both"}, wantErr: "inventory.metal3.namespaces"},
+		{name: "Metal3 hosts in a management cluster: no grants here but the kubeconfig Secret", sets: []string{
+			"inventory.source=metal3", "inventory.metal3.namespaces[0]=metal3", "inventory.metal3.kubeconfigSecret=mgmt-kubeconfig",
+		}, check: func(t *testing.T, objs map[string]object) {
+			for k := range objs {
+				if strings.Contains(k, "bmcfence-agent-metal3") {
+					t.Errorf("%s rendered: the hosts' grants belong in the management cluster", k)
+				}
+			}
+			for _, r := range get(objs["Role bmcfence-system/bmcfence-agent"], "rules").([]any) {
+				r := r.(object)
+				if fmt.Sprint(r["resources"]) == "[secrets]" {
+					if names := fmt.Sprint(r["resourceNames"]); names != "[mgmt-kubeconfig]" {
+						t.Errorf("the agent may get Secrets %s, want exactly the kubeconfig's [mgmt-kubeconfig]", names)
+					}
+					return
+				}
+			}
+			t.Error("no grant to read the kubeconfig Secret")
+		}},
 		{name: "monitoring", sets: []string{"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true", "networkPolicy.enabled=true",
 			"metrics.readers[0].kind=ServiceAccount", "metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring"},
 			check: func(t *testing.T, objs map[string]object) {
@@ -361,6 +442,26 @@ func TestChartValues(t *testing.T) {
 			}
 			tt.check(t, m)
 		})
+	}
+}
+
+// The chart installs the ValidatingAdmissionPolicy v1 (GA in 1.30) that
+// authenticates requests: Chart.yaml's kubeVersion says so, and helm
+// refuses an older cluster up front instead of failing halfway.
+func TestChartNeedsKubernetes130(t *testing.T) {
+	helm, root := helmBin(t)
+	chart := filepath.Join(root, "charts", "bmcfence")
+	out, err := exec.Command(helm, "template", "bmcfence", chart, "--kube-version", "1.29.9").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "kubeVersion") {
+		t.Errorf("helm template --kube-version 1.29.9: %v\n%s\nwant a refusal naming kubeVersion", err, out)
+	}
+	if out, err := exec.Command(helm, "template", "bmcfence", chart, "--kube-version", "1.30.0").CombinedOutput(); err != nil {
+		t.Errorf("helm template --kube-version 1.30.0: %v\n%s", err, out)
+	}
+	for _, o := range parse(t, run(t, helm, "template", "bmcfence", chart)) {
+		if o["kind"] == "ValidatingAdmissionPolicy" && o["apiVersion"] != "admissionregistration.k8s.io/v1" {
+			t.Errorf("%s is %v; the kubeVersion bound assumes v1", key(o), o["apiVersion"])
+		}
 	}
 }
 

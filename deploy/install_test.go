@@ -198,3 +198,92 @@ func waitHTTP(t *testing.T, exited <-chan struct{}, logPath, url, token string, 
 }
 
 func firstLine(s string) string { return strings.SplitN(s, "\n", 2)[0] }
+
+// gkeAdmission is what GKE configures in its API server (and what any
+// cluster can, in an AdmissionConfiguration): pods of the system priority
+// classes are admitted only in a namespace with a ResourceQuota covering
+// their class.
+const gkeAdmission = `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: ResourceQuota
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: ResourceQuotaConfiguration
+      limitedResources:
+        - resource: pods
+          matchScopes:
+            - scopeName: PriorityClass
+              operator: In
+              values: [system-node-critical, system-cluster-critical]
+`
+
+// placement.mode workers installs where the system priority classes are
+// limited as on GKE: the API server, configured so, admits the
+// Deployment's system-cluster-critical pods in the release's namespace
+// (under the chart's ResourceQuota), while it refuses the same pod in a
+// namespace without one; the replicas land on two workers, never on the
+// control-plane node, under the chart's PodDisruptionBudget.
+func TestChartWorkersModeInstallsWhereSystemClassesNeedAQuota(t *testing.T) {
+	helm, root := helmBin(t)
+	dir := t.TempDir()
+	admission := filepath.Join(dir, "admission.yaml")
+	if err := os.WriteFile(admission, []byte(gkeAdmission), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := controlplane.StartT(t, controlplane.Options{
+		Nodes: []controlplane.NodeSpec{
+			{Name: "cp", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}},
+			{Name: "w1", Labels: map[string]string{"topology.kubernetes.io/zone": "a"}},
+			{Name: "w2", Labels: map[string]string{"topology.kubernetes.io/zone": "b"}},
+		},
+		ExtraArgs: map[string][]string{"kube-apiserver": {"--admission-control-config-file=" + admission}},
+	})
+	c := cp.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// The API server really limits the class: refused without a quota.
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "critical", Namespace: "default"},
+		Spec: corev1.PodSpec{PriorityClassName: "system-cluster-critical",
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "insufficient quota to match these scopes") {
+		t.Fatalf("a system-cluster-critical pod in a namespace without a quota: %v; want it refused (the admission configuration is not in effect)", err)
+	}
+
+	start := time.Now()
+	run(t, helm, "install", "bmcfence", filepath.Join(root, "charts", "bmcfence"), "--kubeconfig", cp.Kubeconfig(),
+		"--namespace", ns, "--create-namespace", "--wait", "--timeout", "3m", "--set", "placement.mode=workers")
+	t.Logf("helm install --set placement.mode=workers --wait: %s", time.Since(start).Round(100*time.Millisecond))
+
+	d, err := c.AppsV1().Deployments(ns).Get(ctx, "bmcfence-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.ReadyReplicas != 2 {
+		t.Errorf("Deployment: %d ready replicas, want 2", d.Status.ReadyReplicas)
+	}
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=bmcfence"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]bool{}
+	for _, p := range pods.Items {
+		on[p.Spec.NodeName] = true
+		if p.Spec.PriorityClassName != "system-cluster-critical" {
+			t.Errorf("pod %s has priority class %q", p.Name, p.Spec.PriorityClassName)
+		}
+	}
+	if len(pods.Items) != 2 || !on["w1"] || !on["w2"] {
+		t.Errorf("agent pods on %v; want one on each worker", on)
+	}
+	pdb, err := c.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "bmcfence-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pdb.Status.ExpectedPods != 2 || pdb.Status.DisruptionsAllowed != 1 {
+		t.Errorf("PodDisruptionBudget: %d expected pods, %d disruptions allowed; want 2 and 1", pdb.Status.ExpectedPods, pdb.Status.DisruptionsAllowed)
+	}
+}

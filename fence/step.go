@@ -39,6 +39,7 @@ func (st *stepper) run() {
 		rd := st.in.Reading
 		rd.Failure = Clip(rd.Failure, MaxNoteLen)
 		st.in.Reading = rd
+		rd.Source = "" // for Events only; never persisted
 		st.s.Last = rd
 		st.s.Evidence.add(Record{At: rd.At, Until: rd.At, Kind: RecReading, Phase: st.s.Phase, Power: rd.Power, Note: readingNote(rd)})
 		if st.targetChanged(rd.Target) {
@@ -674,8 +675,8 @@ func (st *stepper) noteNotOff(rd Reading) {
 	case rd.Power == PowerOff:
 		st.event(false, "FenceWaiting", "BMC reads Off, but not after the failure began; reading again")
 	case rd.Power == PowerOn || rd.Power == PowerPoweringOn:
-		st.event(false, "FenceWaiting", "BMC reads %s; the node will be powered off if its Lease stays silent for %s (now %s)",
-			rd.Power, st.p.FenceAfter, SilentFor(st.node(), st.now).Round(time.Second))
+		st.event(false, "FenceWaiting", "BMC reads %s%s; the node will be powered off if its Lease stays silent for %s (now %s)",
+			rd.Power, trusted(rd), st.p.FenceAfter, SilentFor(st.node(), st.now).Round(time.Second))
 	default:
 		st.event(false, "FenceWaiting", "BMC reads %s; not proof of off, reading again", rd.Power)
 	}
@@ -797,9 +798,9 @@ func (st *stepper) enterConfirming(rd Reading) {
 	st.s.OffRun = OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap)
 	st.enter(ConfirmingOff, "BMC read Off")
 	if st.ours() {
-		st.event(false, "FenceConfirmingOff", "BMC reads Off after our accepted ForceOff; confirming it stays off (%d reads over %s)", st.p.SettleReads, st.settleWindow())
+		st.event(false, "FenceConfirmingOff", "BMC reads Off%s after our accepted ForceOff; confirming it stays off (%d reads over %s)", trusted(rd), st.p.SettleReads, st.settleWindow())
 	} else {
-		st.event(false, "FenceConfirmingOff", "BMC reads Off, but %s: the Off may be a restart's off-dwell, so it must stay off for %s", st.notOursWhy(), st.settleWindow())
+		st.event(false, "FenceConfirmingOff", "BMC reads Off%s, but %s: the Off may be a restart's off-dwell, so it must stay off for %s", trusted(rd), st.notOursWhy(), st.settleWindow())
 	}
 	st.scheduleRead(st.p.SettleInterval())
 }
@@ -851,9 +852,18 @@ func (st *stepper) confirmingOff() {
 	if !st.ours() {
 		how = st.notOursWhy() + " (unassisted window)"
 	}
-	st.event(false, "FenceConfirmedOff", "BMC read Off %d times over %s (from %s to %s), %s; the Lease has been silent since %s",
-		run.Count, run.Last.Sub(run.First).Round(time.Millisecond), stamp(run.First), stamp(run.Last), how, stamp(st.s.FailureStart))
+	st.event(false, "FenceConfirmedOff", "BMC read Off %d times over %s (from %s to %s)%s, %s; the Lease has been silent since %s",
+		run.Count, run.Last.Sub(run.First).Round(time.Millisecond), stamp(run.First), stamp(run.Last), trusted(st.in.Reading), how, stamp(st.s.FailureStart))
 	st.applyTaint()
+}
+
+// trusted is " (power trusted: ...)" when the reading says whose power it
+// is, for the Events that rest on it.
+func trusted(rd Reading) string {
+	if rd.Source == "" {
+		return ""
+	}
+	return " (power trusted: " + rd.Source + ")"
 }
 
 func readingText(rd Reading) string {

@@ -134,6 +134,11 @@ type Reading struct {
 	// the node's inventory entry: address and system). Readings from
 	// another target than the fence's prove nothing about the fence.
 	Target string
+	// Source says which resource's power the BMC adapter trusted and why
+	// (a Redfish system's PowerState, its chassis's, both: the chassis
+	// rule). It is said in the Events that rest on the reading; it decides
+	// nothing and is not persisted.
+	Source string
 }
 
 // ActionKind is a side effect the runner performs.

@@ -100,6 +100,10 @@ func pathProblems(md, root string) (problems []string, n int) {
 				continue
 			}
 			seen[p] = true
+			// A Go identifier in a package: bmc/redfish.Stream.
+			if m := regexp.MustCompile(`^(.+)\.[A-Z]\w*$`).FindStringSubmatch(p); m != nil {
+				p = m[1]
+			}
 			if _, err := os.Stat(filepath.Join(root, p)); err != nil {
 				problems = append(problems, fmt.Sprintf("README.md names %s, which is not in the repository", p))
 			}

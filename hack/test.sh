@@ -16,8 +16,10 @@ GO=${GO:-go}
 # the long one (~11 minutes), so it runs as two processes, each with its own
 # control plane: the CLI's tests and the agent's. Everything binds 127.0.0.1
 # on free ports, so they do not collide.
+# internal/inventory (the Metal3 management cluster and watch) and
+# cmd/fence-agent (validate against BareMetalHosts) start one each.
 CP_PKGS=()
-for d in cluster deploy drain hack internal/preflight test; do
+for d in cluster deploy drain hack internal/preflight internal/inventory cmd/fence-agent test; do
 	[ -d "$d" ] && CP_PKGS+=("./$d/...")
 done
 E2E=github.com/bmcfence/bmcfence/test/e2e
@@ -46,6 +48,14 @@ DEPLOY=github.com/bmcfence/bmcfence/deploy
 mapfile -t cp_rest < <(printf '%s\n' "${cp_list[@]}" | grep -vxF -e "$E2E" -e "$DEPLOY")
 echo "test: ${#unit[@]} packages without a control plane"
 $GO test -race -count=1 -timeout 20m "${unit[@]}"
+
+# The independent Go Redfish clients (gofish as users get it today; bmclib
+# v2.3.5 on the gofish v0.20.0 it needs) against the mock: modules of their
+# own, so the product's go.mod carries neither (test/redfishclients).
+for m in test/redfishclients test/redfishclients/bmclib; do
+	echo "test: module $m"
+	(cd "$m" && $GO vet ./... && $GO test -race -count=1 -timeout 5m ./...)
+done
 
 # NodeHealthCheck's manager (test/e2e/nhc_test.go runs the real one), from
 # its wrapper module test/k8sbins/nhc: ~11 minutes cold, so it builds in

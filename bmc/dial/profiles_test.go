@@ -3,7 +3,10 @@ package dial
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,27 +29,30 @@ type profileWant struct {
 	secondOff      error  // PowerOff of an Off system: nil (accepted) or ErrAlreadyInState
 	secondOffTries int    // attempts it takes (busy answers are retried)
 	offRaw         string // Raw of an Off system ("" when the system itself answers 503)
+	offTrusted     string // the resource whose power an Off reading trusted
 }
 
 var profileWants = map[redfishmock.Profile]profileWant{
 	redfishmock.ProfileGeneric: {manufacturer: "bmcfence", allowed: []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle", "Nmi"},
-		bootProgress: true, secondOffTries: 1, offRaw: "Off"},
+		bootProgress: true, secondOffTries: 1, offRaw: "Off", offTrusted: "system and chassis"},
 	redfishmock.ProfileIDRAC9: {manufacturer: "Dell Inc.", allowed: []string{"On", "ForceOff", "ForceRestart", "GracefulShutdown", "PushPowerButton", "Nmi"},
-		bootProgress: true, secondOff: bmc.ErrAlreadyInState, secondOffTries: 2, offRaw: "Off"},
+		bootProgress: true, secondOff: bmc.ErrAlreadyInState, secondOffTries: 2, offRaw: "Off", offTrusted: "system and chassis"},
 	redfishmock.ProfileIDRAC10: {manufacturer: "Dell Inc.", allowed: []string{"On", "ForceOff", "ForceRestart", "GracefulShutdown", "PushPowerButton", "Nmi"},
-		bootProgress: true, secondOff: bmc.ErrAlreadyInState, secondOffTries: 2, offRaw: "Off"},
+		bootProgress: true, secondOff: bmc.ErrAlreadyInState, secondOffTries: 2, offRaw: "Off", offTrusted: "system and chassis"},
 	redfishmock.ProfileILO5: {manufacturer: "HPE", allowed: []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "Nmi", "PushPowerButton", "GracefulRestart"},
-		secondOff: bmc.ErrAlreadyInState, secondOffTries: 1, offRaw: "Off"},
+		secondOff: bmc.ErrAlreadyInState, secondOffTries: 1, offRaw: "Off", offTrusted: "system and chassis"},
 	redfishmock.ProfileILO6: {manufacturer: "HPE", allowed: []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "Nmi", "PushPowerButton", "GracefulRestart"},
-		bootProgress: true, secondOff: bmc.ErrAlreadyInState, secondOffTries: 1, offRaw: "Off"},
+		bootProgress: true, secondOff: bmc.ErrAlreadyInState, secondOffTries: 1, offRaw: "Off", offTrusted: "system and chassis"},
 	redfishmock.ProfileXCC: {manufacturer: "Lenovo", allowed: []string{"On", "Nmi", "GracefulShutdown", "GracefulRestart", "ForceOn", "ForceOff", "ForceRestart"},
-		bootProgress: true, secondOffTries: 1, offRaw: "Off"},
+		bootProgress: true, secondOffTries: 1, offRaw: "Off", offTrusted: "system and chassis"},
 	redfishmock.ProfileOpenBMC: {manufacturer: "OpenBMC", allowed: []string{"On", "ForceOff", "ForceOn", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PowerCycle", "Nmi"},
-		bootProgress: true, secondOffTries: 1, offRaw: "Off"},
+		bootProgress: true, secondOffTries: 1, offRaw: "Off", offTrusted: "system and chassis"},
 	redfishmock.ProfileSupermicro: {manufacturer: "Supermicro", allowed: []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "Nmi", "ForceOn"},
-		secondOffTries: 1, offRaw: "Off"},
+		secondOffTries: 1, offRaw: "Off", offTrusted: "system and chassis"},
 	redfishmock.ProfileAMIMulti: {manufacturer: "NVIDIA", allowed: []string{"On", "ForceOff", "ForceRestart", "GracefulShutdown", "PowerCycle"},
-		secondOffTries: 1, offRaw: ""},
+		secondOffTries: 1, offRaw: "", offTrusted: "chassis"},
+	redfishmock.ProfileSushy: {manufacturer: "Sushy Emulator", allowed: []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "Nmi", "ForceOn"},
+		secondOffTries: 1, offRaw: "Off", offTrusted: "system"},
 }
 
 func TestEveryProfileHasExpectations(t *testing.T) {
@@ -96,8 +102,8 @@ func TestProfiles(t *testing.T) {
 					t.Fatalf("PowerOff = %+v, %v", res, err)
 				}
 				st = mustPowerStatus(t, a)
-				if st.State != bmc.PowerOff || st.Raw != want.offRaw {
-					t.Errorf("status after PowerOff = %+v; want Off (raw %q)", st, want.offRaw)
+				if st.State != bmc.PowerOff || st.Raw != want.offRaw || st.Trusted.Resource != want.offTrusted || st.Trusted.Why == "" {
+					t.Errorf("status after PowerOff = %+v; want Off (raw %q), trusting the %s and saying why", st, want.offRaw, want.offTrusted)
 				}
 
 				// off again: the command goes out; the vendor's answer to an
@@ -233,7 +239,7 @@ func TestAuthModes(t *testing.T) {
 	}{
 		{name: "session-only BMC, session auth", mode: redfishmock.AuthSessionOnly, auth: bmc.AuthSession},
 		{name: "session-only BMC, basic auth", mode: redfishmock.AuthSessionOnly, auth: bmc.AuthBasic,
-			wantErr: bmc.ErrAuth, wantMsg: "does not offer HTTP Basic authentication, try --auth session"},
+			wantErr: bmc.ErrAuth, wantMsg: "does not offer HTTP Basic authentication, try auth: session"},
 		{name: "basic-only BMC, basic auth", mode: redfishmock.AuthBasicOnly, auth: bmc.AuthBasic},
 		{name: "basic-only BMC, session auth", mode: redfishmock.AuthBasicOnly, auth: bmc.AuthSession,
 			wantErr: bmc.ErrUnsupported, wantMsg: "the BMC has no Redfish SessionService"},
@@ -258,5 +264,122 @@ func TestAuthModes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sushy-tools' chassis always reads On (a static template): its service
+// root identifies it, so the system's Off counts, and the reading says
+// which resource it trusted and why.
+func TestSushyChassisIsSetAsideByItsServiceRoot(t *testing.T) {
+	cfg := mockConfig()
+	cfg.Profile = redfishmock.ProfileSushy
+	srv := startMock(t, cfg)
+	setPower(t, srv.Mock, "1", redfishmock.PowerOff)
+	st := mustPowerStatus(t, adapterFor(t, srv))
+	if st.State != bmc.PowerOff || st.ChassisRaw != "On" || !st.Trusted.ChassisSetAside || !strings.Contains(st.Trusted.Why, "sushy-tools") {
+		t.Errorf("status = %+v; want Off, the chassis's On set aside because the service root is sushy-tools'", st)
+	}
+	// Told to check the chassis anyway, the adapter does: never Off.
+	st = mustPowerStatus(t, adapterFor(t, srv, func(t *bmc.Target) { t.ChassisPower = bmc.ChassisPowerCheck }))
+	if st.State != bmc.PowerOn || st.Trusted.Resource != "chassis" {
+		t.Errorf("status with chassisPower check = %+v; want On from the chassis", st)
+	}
+}
+
+// An unknown service keeps the chassis rule, and explicit configuration
+// (chassisPower: ignore) is the only other way to set it aside.
+func TestChassisRuleOnlyConfigurationSetsItAsideOnAnUnknownService(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	cfg := mockConfig()
+	cfg.Profile = redfishmock.ProfileOpenBMC
+	cfg.Timing = redfishmock.Timing{PowerOn: 45 * time.Second}
+	srv := startMock(t, cfg, redfishmock.WithClock(clk))
+	setPower(t, srv.Mock, "1", redfishmock.PowerOff)
+	if _, err := adapterFor(t, srv).PowerOn(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := mustPowerStatus(t, adapterFor(t, srv)); st.State != bmc.PoweringOn || st.Trusted.Resource != "chassis" {
+		t.Errorf("openbmc, auto: %+v; want the chassis's PoweringOn", st)
+	}
+	st := mustPowerStatus(t, adapterFor(t, srv, func(t *bmc.Target) { t.ChassisPower = bmc.ChassisPowerIgnore }))
+	if st.State != bmc.PowerOff || !st.Trusted.ChassisSetAside || !strings.Contains(st.Trusted.Why, "chassisPower ignore") {
+		t.Errorf("openbmc, chassisPower ignore: %+v; want the system's Off, by configuration", st)
+	}
+}
+
+// sushy-tools answers a system's Name with 307 to its Id. The adapter
+// finds a Name in the collection and never asks a per-system URI by Name;
+// a redirect, where one comes, is followed only to the same origin.
+func TestSystemByNameOnSushy(t *testing.T) {
+	cfg := mockConfig(redfishmock.SystemConfig{ID: "27946b59-9e44-4fa7-8e91-f3527a1ef094", Name: "fake"})
+	cfg.Profile = redfishmock.ProfileSushy
+	srv := startMock(t, cfg)
+	a := adapterFor(t, srv, withSystem("fake"))
+	if _, err := a.PowerOff(context.Background()); err != nil {
+		t.Fatalf("PowerOff of the system named fake: %v", err)
+	}
+	checkResets(t, srv.Mock, "27946b59-9e44-4fa7-8e91-f3527a1ef094", resetCounts{redfishmock.ResetForceOff: 1})
+	// The mock redirects a Name, as sushy-tools does.
+	resp, err := srv.Client().Get(srv.URL + "/redfish/v1/Systems/fake")
+	if err == nil {
+		resp.Body.Close()
+	}
+}
+
+// A redirect to another origin is never followed: the credentials would
+// go to a host we did not choose.
+func TestRedirectsFollowedOnlyToTheSameOrigin(t *testing.T) {
+	var other atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		other.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(elsewhere.Close)
+	mock, url := startWrapped(t, mockConfig(), func(m *redfishmock.Mock, next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/redfish/v1/Systems/1":
+				http.Redirect(w, r, "/redfish/v1/Systems/one", http.StatusTemporaryRedirect)
+			case "/redfish/v1/Systems/one":
+				http.Redirect(w, r, elsewhere.URL+"/redfish/v1/Systems/1", http.StatusTemporaryRedirect)
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	})
+	_ = mock
+	a := newAdapter(t, redfishTarget(t, url, nil, withSystem("1")))
+	_, err := a.PowerStatus(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "another origin") {
+		t.Fatalf("PowerStatus = %v; want the cross-origin redirect refused", err)
+	}
+	if other.Load() != 0 {
+		t.Errorf("the other origin received %d requests", other.Load())
+	}
+}
+
+// An AMI multi-system BMC answers 503 on the system while its host is off:
+// its identity is the one read from the system while it answered, as
+// long as the BMC and the chassis still read the same; a client that
+// never read it cannot identify the system.
+func TestAMIMultiIdentityWhileTheHostIsOff(t *testing.T) {
+	cfg := mockConfig(redfishmock.Systems(2)...)
+	cfg.Profile = redfishmock.ProfileAMIMulti
+	srv := startMock(t, cfg)
+	a := adapterFor(t, srv, withSystem("2"))
+	on, err := a.Identity(context.Background())
+	if err != nil || on.Source != "" {
+		t.Fatalf("Identity while on = %+v, %v", on, err)
+	}
+	if _, err := a.PowerOff(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	off, err := a.Identity(context.Background())
+	if err != nil || off.UUID != on.UUID || !strings.Contains(off.Source, "503") {
+		t.Fatalf("Identity while off = %+v, %v; want the UUID read while on, saying so", off, err)
+	}
+	_, err = adapterFor(t, srv, withSystem("2")).Identity(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "never read") {
+		t.Errorf("a new client's Identity of an off system = %v; want it refused", err)
 	}
 }

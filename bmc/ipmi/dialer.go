@@ -2,6 +2,7 @@ package ipmi
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 )
@@ -14,9 +15,13 @@ import (
 type dialer struct {
 	ctx  context.Context
 	addr string
+	// suite is the cipher suite asked for: the BMC's Open Session
+	// Response must name exactly its algorithms.
+	suite int
 
-	mu    sync.Mutex
-	conns []net.Conn
+	mu        sync.Mutex
+	conns     []net.Conn
+	downgrade error // set when the BMC answered with other algorithms
 }
 
 // Dial ignores go-ipmi's address (see dialer).
@@ -29,7 +34,15 @@ func (d *dialer) Dial(_, _ string) (net.Conn, error) {
 	d.mu.Lock()
 	d.conns = append(d.conns, c)
 	d.mu.Unlock()
-	return &preSessionV15{Conn: c}, nil
+	return &preSessionV15{Conn: c, d: d}, nil
+}
+
+// downgraded returns the error that stopped a session whose algorithms
+// were not the ones asked for, or nil.
+func (d *dialer) downgraded() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.downgrade
 }
 
 func (d *dialer) close() {
@@ -50,7 +63,95 @@ func (d *dialer) close() {
 // ipmi_sim answers nothing else. Everything else (Open Session, RAKP, and
 // all in-session traffic) passes through untouched; answers in either
 // format are parsed by go-ipmi.
-type preSessionV15 struct{ net.Conn }
+type preSessionV15 struct {
+	net.Conn
+	d *dialer
+}
+
+// Read passes every answer through, except an RMCP+ Open Session Response
+// whose algorithms are not exactly those of the suite asked for: go-ipmi
+// takes whatever the BMC negotiates (pyghmi's BMC answers a request for
+// suite 17 with suite 3's SHA-1 algorithms), which would silently turn a
+// request for HMAC-SHA256 into HMAC-SHA1. ipmitool refuses such an answer
+// ("Authentication algorithm 0x01 is not what we requested 0x03"); so do
+// we, and the session is never opened.
+func (c *preSessionV15) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil || c.d == nil {
+		return n, err
+	}
+	if derr := checkNegotiated(b[:n], c.d.suite); derr != nil {
+		c.d.mu.Lock()
+		c.d.downgrade = derr
+		c.d.mu.Unlock()
+		return 0, derr
+	}
+	return n, nil
+}
+
+// Algorithms of the suites this client speaks (IPMI 2.0 table 22-20).
+type suiteAlgorithms struct{ auth, integrity, crypt byte }
+
+var suites = map[int]suiteAlgorithms{
+	3:  {auth: 0x01, integrity: 0x01, crypt: 0x01}, // RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128
+	17: {auth: 0x03, integrity: 0x04, crypt: 0x01}, // RAKP-HMAC-SHA256, HMAC-SHA256-128, AES-CBC-128
+}
+
+var algNames = map[string]map[byte]string{
+	"authentication":  {0x00: "RAKP-none", 0x01: "RAKP-HMAC-SHA1", 0x02: "RAKP-HMAC-MD5", 0x03: "RAKP-HMAC-SHA256"},
+	"integrity":       {0x00: "none", 0x01: "HMAC-SHA1-96", 0x02: "HMAC-MD5-128", 0x03: "MD5-128", 0x04: "HMAC-SHA256-128"},
+	"confidentiality": {0x00: "none", 0x01: "AES-CBC-128", 0x02: "xRC4-128", 0x03: "xRC4-40"},
+}
+
+// payloadOpenSessionResponse is the RMCP+ payload type of an Open Session
+// Response (IPMI 2.0 table 13-16).
+const payloadOpenSessionResponse = 0x11
+
+// checkNegotiated returns an error wrapping errDowngrade when b is an
+// RMCP+ Open Session Response that accepted the session with algorithms
+// other than suite's.
+func checkNegotiated(b []byte, suite int) error {
+	want, ok := suites[suite]
+	if !ok || len(b) < v20HeaderLen || b[3] != rmcpClassIPMI || b[4] != authTypeRMCPPlus || b[5]&0x3f != payloadOpenSessionResponse {
+		return nil
+	}
+	p := b[v20HeaderLen:]
+	// tag, status, privilege, reserved, console session ID (4), BMC
+	// session ID (4), then three 8-byte algorithm payloads, the algorithm
+	// at offset 4 of each.
+	if len(p) < 36 || p[1] != 0 {
+		return nil // a refusal or a short answer: go-ipmi reports it
+	}
+	got := suiteAlgorithms{auth: p[16], integrity: p[24], crypt: p[32]}
+	for _, a := range []struct {
+		kind      string
+		got, want byte
+	}{{"authentication", got.auth, want.auth}, {"integrity", got.integrity, want.integrity}, {"confidentiality", got.crypt, want.crypt}} {
+		if a.got != a.want {
+			return &downgradeError{suite: suite, kind: a.kind, got: a.got, want: a.want}
+		}
+	}
+	return nil
+}
+
+// downgradeError is a BMC that answered a request for one cipher suite
+// with another's algorithms.
+type downgradeError struct {
+	suite     int
+	kind      string
+	got, want byte
+}
+
+func (e *downgradeError) Error() string {
+	name := func(b byte) string {
+		if n, ok := algNames[e.kind][b]; ok {
+			return fmt.Sprintf("%#02x (%s)", b, n)
+		}
+		return fmt.Sprintf("%#02x", b)
+	}
+	return fmt.Sprintf("asked for IPMI cipher suite %d, the BMC answered with %s algorithm %s, not %s: it does not offer suite %d, and a weaker session than asked for is refused",
+		e.suite, e.kind, name(e.got), name(e.want), e.suite)
+}
 
 // Offsets in an RMCP+ packet: RMCP header (4 bytes), then auth type (0x06),
 // payload type, session ID (4), session sequence (4), payload length (2,

@@ -77,11 +77,11 @@ func New(target bmc.Target) (*Client, error) {
 	if target.Address.Protocol != bmc.IPMI {
 		return nil, fmt.Errorf("%w: %s is not an IPMI address", bmc.ErrInvalidTarget, target.Address)
 	}
-	switch target.IPMICipherSuite {
-	case 3, 17:
-	default:
-		return nil, fmt.Errorf("%w: %s: IPMI cipher suite %d: this client speaks 3 (HMAC-SHA1, AES-CBC-128) and 17 (HMAC-SHA256, AES-CBC-128)",
-			bmc.ErrInvalidTarget, target.Address, target.IPMICipherSuite)
+	for _, suite := range []int{target.IPMICipherSuite, target.IPMICipherSuiteFallback} {
+		if _, ok := suites[suite]; !ok && suite != 0 {
+			return nil, fmt.Errorf("%w: %s: IPMI cipher suite %d: this client speaks 3 (HMAC-SHA1, AES-CBC-128) and 17 (HMAC-SHA256, AES-CBC-128)",
+				bmc.ErrInvalidTarget, target.Address, suite)
+		}
 	}
 	if len(target.Credentials.Username) > goipmi.IPMI_MAX_USER_NAME_LENGTH {
 		return nil, fmt.Errorf("%w: %s: IPMI user names hold at most %d bytes", bmc.ErrInvalidTarget, target.Address, goipmi.IPMI_MAX_USER_NAME_LENGTH)
@@ -105,6 +105,7 @@ func (c *Client) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
 			st.Raw = "Chassis Power is on"
 		}
 		st.State = bmc.ParseIPMIPowerState(st.Raw)
+		st.Trusted = bmc.PowerSource{Resource: "ipmi chassis", Why: "Get Chassis Status's power bit: IPMI has no other power to read"}
 		return nil
 	})
 	return st, err
@@ -129,6 +130,11 @@ func (c *Client) control(ctx context.Context, op bmc.Op, ctl goipmi.ChassisContr
 			res.Attempts = attempt
 			_, err := cl.ChassisControl(ctx, ctl)
 			cc, ok := completionCode(err)
+			res.Reply = ""
+			if ok {
+				// The BMC's own words, whatever they mean to us.
+				res.Reply = fmt.Sprintf("completion code %#02x (%s)", uint8(cc), cc)
+			}
 			if !ok || !busyCode(cc) {
 				return err
 			}
@@ -192,8 +198,9 @@ func (c *Client) run(ctx context.Context, op bmc.Op, res *bmc.Result, fn func(co
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, c.target.Timeout)
 	defer cancel()
-	err := c.session(ctx, fn)
+	suite, err := c.session(ctx, fn)
 	res.Provider = Provider
+	res.CipherSuite = suite
 	res.Latency = time.Since(start)
 	if res.Attempts == 0 {
 		res.Attempts = 1
@@ -204,14 +211,32 @@ func (c *Client) run(ctx context.Context, op bmc.Op, res *bmc.Result, fn func(co
 	return nil
 }
 
-func (c *Client) session(ctx context.Context, fn func(context.Context, *goipmi.Client) error) error {
+// session opens a session with the target's cipher suite, or, when the
+// BMC refuses that suite and the target names a fallback, with the
+// fallback; runs fn; closes the session. It returns the suite used.
+func (c *Client) session(ctx context.Context, fn func(context.Context, *goipmi.Client) error) (int, error) {
+	suite := c.target.IPMICipherSuite
+	cl, closeSession, err := c.connect(ctx, suite)
+	if err != nil && c.target.IPMICipherSuiteFallback != 0 && suiteRefused(err) && ctx.Err() == nil {
+		suite = c.target.IPMICipherSuiteFallback
+		cl, closeSession, err = c.connect(ctx, suite)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closeSession()
+	return suite, fn(ctx, cl)
+}
+
+// connect opens a session with one cipher suite. A BMC that answers with
+// weaker algorithms than the suite's is refused (downgradeError).
+func (c *Client) connect(ctx context.Context, suite int) (*goipmi.Client, func(), error) {
 	creds := c.target.Credentials
 	cl, err := goipmi.NewClient(c.target.Address.Host, c.target.Address.Port, creds.Username, creds.Password.Reveal())
 	if err != nil {
-		return fmt.Errorf("%w: %v", bmc.ErrInvalidTarget, err)
+		return nil, nil, fmt.Errorf("%w: %v", bmc.ErrInvalidTarget, err)
 	}
-	d := &dialer{ctx: ctx, addr: c.addr}
-	defer d.close()
+	d := &dialer{ctx: ctx, addr: c.addr, suite: suite}
 	cl.WithUDPProxy(d)
 	// A lost datagram is resent after exchangeTimeout; the context bounds
 	// the total. A quarter of the operation lets a BMC that takes seconds
@@ -221,19 +246,33 @@ func (c *Client) session(ctx context.Context, fn func(context.Context, *goipmi.C
 	exchange := min(max(c.target.Timeout/4, time.Second), 5*time.Second)
 	cl.WithTimeout(exchange)
 	cl.WithRetry(int(c.target.Timeout/exchange) + 1)
-	cl.WithCipherSuiteID(goipmi.CipherSuiteID(c.target.IPMICipherSuite))
+	cl.WithCipherSuiteID(goipmi.CipherSuiteID(suite))
 	cl.WithMaxPrivilegeLevel(goipmi.PrivilegeLevelAdministrator)
 	if err := cl.Connect(ctx); err != nil {
-		return err
+		d.close()
+		if derr := d.downgraded(); derr != nil {
+			return nil, nil, fmt.Errorf("%w: %w", bmc.ErrUnsupported, derr)
+		}
+		return nil, nil, err
 	}
-	defer func() {
+	return cl, func() {
 		// Close Session with a short context of its own: the operation's
 		// may have expired, and the BMC's session slot must be freed.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		defer ccancel()
 		_ = cl.Close(cctx)
-	}()
-	return fn(ctx, cl)
+		d.close()
+	}, nil
+}
+
+// suiteRefused reports whether a failed connect means the BMC does not
+// offer the cipher suite: it answered it with other algorithms, or refused
+// the Open Session request.
+func suiteRefused(err error) bool {
+	var derr *downgradeError
+	return errors.As(err, &derr) || errors.Is(err, bmc.ErrUnsupported) ||
+		containsAny(err.Error(), "No Cipher Suite match", "Invalid authentication algorithm", "Invalid integrity algorithm",
+			"Invalid confidentiality algorithm", "no matching cipher suite", "RMCP+ Open Session failed")
 }
 
 func (c *Client) opError(op bmc.Op, err error) error {
@@ -268,6 +307,12 @@ func (e *busyError) Is(target error) bool {
 func (c *Client) classify(ctx context.Context, err error) error {
 	for _, s := range []error{bmc.ErrAlreadyInState, bmc.ErrBusy, bmc.ErrUnsupported, bmc.ErrBMC, bmc.ErrInvalidTarget, bmc.ErrAuth} {
 		if errors.Is(err, s) {
+			var derr *downgradeError
+			if errors.As(err, &derr) {
+				n := c.target.Names
+				return fmt.Errorf("%w: %v (ipmitool refuses it too); ask for the suite the BMC offers with %s, or allow one fallback suite with %s",
+					bmc.ErrUnsupported, derr, n.CipherSuite, n.CipherSuiteFallback)
+			}
 			return bmc.RedactCredentialsError(err, c.target.Credentials)
 		}
 	}
@@ -297,7 +342,8 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		"Invalid confidentiality algorithm", "no matching cipher suite", "RMCP+ Open Session failed"):
 		// Open Session carries no credential: a BMC refusing it refuses
 		// the algorithms asked for.
-		return fmt.Errorf("%w: the BMC does not offer IPMI cipher suite %d (%s)", bmc.ErrUnsupported, c.target.IPMICipherSuite, shorten(msg))
+		return fmt.Errorf("%w: the BMC does not offer IPMI cipher suite %d (%s); ask for one it offers with %s, or allow one fallback suite with %s",
+			bmc.ErrUnsupported, c.target.IPMICipherSuite, shorten(msg), c.target.Names.CipherSuite, c.target.Names.CipherSuiteFallback)
 	case errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(msg, "connection refused"):
 		return fmt.Errorf("%w: nothing answers IPMI at %s (port unreachable)", bmc.ErrUnreachable, c.addr)
 	case errors.Is(err, context.DeadlineExceeded) || expired(ctx) ||

@@ -157,7 +157,8 @@ func TestPowerStatus(t *testing.T) {
 					if err != nil {
 						t.Fatalf("PowerStatus: %v", err)
 					}
-					want := bmc.PowerStatus{State: bmc.PowerOff, Raw: "Chassis Power is off", Result: bmc.Result{Provider: "ipmi", Attempts: 1}}
+					want := bmc.PowerStatus{State: bmc.PowerOff, Raw: "Chassis Power is off", Result: bmc.Result{Provider: "ipmi", Attempts: 1, CipherSuite: 3},
+						Trusted: bmc.PowerSource{Resource: "ipmi chassis", Why: "Get Chassis Status's power bit: IPMI has no other power to read"}}
 					if on {
 						want.State, want.Raw = bmc.PowerOn, "Chassis Power is on"
 					}
@@ -185,7 +186,7 @@ func TestPowerOffAlwaysSends(t *testing.T) {
 				if err != nil {
 					t.Fatalf("PowerOff %d of an off machine (honest BMC): %v", i, err)
 				}
-				if diff := cmp.Diff(bmc.Result{Provider: "ipmi", Sent: "chassis power off", Attempts: 1}, res, ignoreLatency); diff != "" {
+				if diff := cmp.Diff(bmc.Result{Provider: "ipmi", Sent: "chassis power off", Attempts: 1, CipherSuite: 3}, res, ignoreLatency); diff != "" {
 					t.Errorf("PowerOff %d (-want +got):\n%s", i, diff)
 				}
 			}
@@ -423,5 +424,58 @@ func TestToV15(t *testing.T) {
 		if _, ok := toV15(b); ok {
 			t.Errorf("%s: toV15 rewrote it", name)
 		}
+	}
+}
+
+// Asked for suite 17, a BMC that offers only suite 3 must not give a
+// suite-3 session: ipmi_sim refuses the Open Session, pyghmi answers it
+// with suite 3's SHA-1 algorithms (go-ipmi took that silently). Both are
+// refused, naming the suite, and nothing is sent.
+func TestSuite17IsNeverDowngradedSilently(t *testing.T) {
+	t.Parallel()
+	for _, kind := range bothPeers {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			p := startPeer(t, kind, "", true)
+			res, err := newClient(t, p, withSuite(17)).PowerOff(context.Background())
+			checkOpError(t, err, bmc.ErrUnsupported, bmc.OpPowerOff, p.pw)
+			if !strings.Contains(err.Error(), "cipher suite 17") || !strings.Contains(err.Error(), "cipherSuiteFallback") {
+				t.Errorf("error %q does not name the suite and the fallback setting", err)
+			}
+			if n := len(p.commands()); n != 0 || res.Sent != "" {
+				t.Errorf("the BMC received %d control requests (%q) over a session it should never have had", n, p.commands())
+			}
+		})
+	}
+}
+
+// With a fallback configured, the refused suite gives way to it, and the
+// result says which suite the session used.
+func TestSuiteFallbackOnlyWhenConfigured(t *testing.T) {
+	t.Parallel()
+	for _, kind := range bothPeers {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			p := startPeer(t, kind, "", true)
+			c := newClient(t, p, withSuite(17), func(t *bmc.Target) { t.IPMICipherSuiteFallback = 3 })
+			st, err := c.PowerStatus(context.Background())
+			if err != nil || st.State != bmc.PowerOn || st.CipherSuite != 3 {
+				t.Fatalf("PowerStatus = %+v, %v; want On over the fallback suite 3", st, err)
+			}
+		})
+	}
+}
+
+// A refusal's completion code is the BMC's own words, kept in the result.
+func TestRefusalKeepsTheCompletionCode(t *testing.T) {
+	t.Parallel()
+	p := startPeer(t, pyghmiPeer, "", false)
+	if err := p.behave(behavior{mode: "refusing"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := newClient(t, p).PowerOff(context.Background())
+	checkOpError(t, err, bmc.ErrAlreadyInState, bmc.OpPowerOff, p.pw)
+	if !strings.HasPrefix(res.Reply, "completion code 0xd5") {
+		t.Errorf("Reply = %q, want the BMC's completion code 0xd5", res.Reply)
 	}
 }

@@ -322,7 +322,28 @@ type Machine struct {
 
 	timing   Timing
 	behavior Behavior
+
+	// changes records the power changes (what a reader would see) for a
+	// BMC's event service; bounded, oldest dropped. New leaves it empty:
+	// the initial state is not a change.
+	changes []Change
+	started bool
 }
+
+// Change is one change of what the machine reads, at the instant it
+// happened (a transition that ended while nobody looked is stamped with
+// its end, not with the read that found it).
+type Change struct {
+	At       time.Time
+	From, To PowerState
+	// Restart: the machine went Off for a restart's off-dwell (a reset,
+	// a power cycle, an OS reboot), not for good.
+	Restart bool
+}
+
+// maxChanges bounds the change log of a machine nobody drains: a BMC's
+// event buffer is bounded too (bmcweb keeps 200 events for all systems).
+const maxChanges = 64
 
 // New returns a machine in steady state initial (On, or anything else: Off)
 // at now.
@@ -333,11 +354,18 @@ func New(now time.Time, initial PowerState, timing Timing, behavior Behavior) Ma
 	} else {
 		m.enter(phaseOff, now, 0)
 	}
+	m.started = true
 	return m
 }
 
 // enter switches to phase p at time at. A transitional phase lasts d.
 func (m *Machine) enter(p phase, at time.Time, d time.Duration) {
+	if from := m.phase.powerState(); m.started && from != p.powerState() {
+		if len(m.changes) == maxChanges {
+			m.changes = append(m.changes[:0], m.changes[1:]...)
+		}
+		m.changes = append(m.changes, Change{At: at, From: from, To: p.powerState(), Restart: p == phaseRestartOff})
+	}
 	m.phase = p
 	if p.transitional() {
 		m.until = at.Add(d)
@@ -521,6 +549,25 @@ func (m *Machine) SetPower(now time.Time, state PowerState) error {
 func (m *Machine) SetBehavior(now time.Time, b Behavior) {
 	m.advance(now)
 	m.behavior = b
+}
+
+// TakeChanges advances to now and returns the power changes since the
+// last call, oldest first (at most the last 64), and forgets them.
+func (m *Machine) TakeChanges(now time.Time) []Change {
+	m.advance(now)
+	out := m.changes
+	m.changes = nil
+	return out
+}
+
+// NextChange is when the transition in progress ends by itself; false
+// when the machine is in a steady state (On, Off), which only a command
+// or an event ends.
+func (m *Machine) NextChange() (time.Time, bool) {
+	if m.phase.transitional() {
+		return m.until, true
+	}
+	return time.Time{}, false
 }
 
 // Timing returns the machine's transition durations.

@@ -513,3 +513,65 @@ func TestMachineEveryResetFromEveryPhase(t *testing.T) {
 		}
 	}
 }
+
+func TestMachineChangesAreStampedWhenTheyHappenedNotWhenRead(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	timing := Timing{PowerOn: 10 * time.Second, PowerOff: time.Second, RestartOff: 2 * time.Second}
+	m := New(t0, PowerOn, timing, Behavior{})
+	if got := m.TakeChanges(t0); len(got) != 0 {
+		t.Fatalf("a new machine reported changes %v; its initial state is not a change", got)
+	}
+	if err := m.Reset(t0, ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	if next, ok := m.NextChange(); !ok || !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("NextChange() = %v, %v; want the end of PoweringOff at +1s", next, ok)
+	}
+	if err := m.Event(t0.Add(5*time.Second), EventPowerRestore); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Event(t0.Add(20*time.Second), EventOSReboot); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody read the machine in between: the log still has every change,
+	// each at the instant it happened.
+	got := m.TakeChanges(t0.Add(time.Minute))
+	want := []Change{
+		{At: t0, From: PowerOn, To: PowerPoweringOff},
+		{At: t0.Add(time.Second), From: PowerPoweringOff, To: PowerOff},
+		{At: t0.Add(5 * time.Second), From: PowerOff, To: PowerPoweringOn},
+		{At: t0.Add(15 * time.Second), From: PowerPoweringOn, To: PowerOn},
+		{At: t0.Add(20 * time.Second), From: PowerOn, To: PowerOff, Restart: true},
+		{At: t0.Add(22 * time.Second), From: PowerOff, To: PowerPoweringOn},
+		{At: t0.Add(32 * time.Second), From: PowerPoweringOn, To: PowerOn},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("TakeChanges (-want +got):\n%s", diff)
+	}
+	if got := m.TakeChanges(t0.Add(time.Minute)); len(got) != 0 {
+		t.Errorf("a second TakeChanges returned %v; changes are handed out once", got)
+	}
+	if _, ok := m.NextChange(); ok {
+		t.Errorf("NextChange reported a transition on a machine that is On")
+	}
+}
+
+func TestMachineChangeLogIsBounded(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := New(t0, PowerOn, Timing{}, Behavior{})
+	for i := 0; i < 100; i++ {
+		at := t0.Add(time.Duration(i) * time.Second)
+		if i%2 == 0 {
+			_ = m.SetPower(at, PowerOff)
+		} else {
+			_ = m.SetPower(at, PowerOn)
+		}
+	}
+	got := m.TakeChanges(t0.Add(time.Hour))
+	if len(got) != maxChanges {
+		t.Fatalf("%d changes kept; want the last %d", len(got), maxChanges)
+	}
+	if last := got[len(got)-1]; !last.At.Equal(t0.Add(99 * time.Second)) {
+		t.Errorf("the newest change kept is at %v; want the last one (+99s)", last.At)
+	}
+}

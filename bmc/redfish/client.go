@@ -52,9 +52,10 @@ const Provider = "redfish"
 // Fixed by DSP0266: the service root, the systems collection, and the
 // sessions collection live at these URIs on every Redfish service.
 const (
-	systemsURI  = "/redfish/v1/Systems"
-	chassisURI  = "/redfish/v1/Chassis"
-	sessionsURI = "/redfish/v1/SessionService/Sessions"
+	serviceRootURI = "/redfish/v1/"
+	systemsURI     = "/redfish/v1/Systems"
+	chassisURI     = "/redfish/v1/Chassis"
+	sessionsURI    = "/redfish/v1/SessionService/Sessions"
 )
 
 // maxBody bounds what is read of any answer: Redfish documents for one
@@ -131,15 +132,39 @@ func New(target bmc.Target) (*Client, error) {
 		base:   target.Address.Scheme + "://" + target.Address.HostPort(),
 		// Every request carries the operation's context; the client-wide
 		// timeout is a backstop for a context without a deadline.
-		hc: &http.Client{Transport: tr, Timeout: target.Timeout, CheckRedirect: noRedirect},
+		hc: &http.Client{Transport: tr, Timeout: target.Timeout, CheckRedirect: sameOrigin(target.Address)},
 	}, nil
 }
 
-// noRedirect refuses to follow redirects: a BMC that redirects Redfish
-// requests elsewhere would receive our credentials on a host we did not
-// choose.
-func noRedirect(req *http.Request, _ []*http.Request) error {
-	return fmt.Errorf("the BMC redirected to %s: redirects are not followed", req.URL.Redacted())
+// maxRedirects bounds a chain of redirects: sushy-tools answers a system's
+// Name with one 307 to its Id; a longer chain is a loop.
+const maxRedirects = 3
+
+// sameOrigin follows a redirect only to the target's own scheme, host and
+// port (sushy-tools answers GET /redfish/v1/Systems/<Name> with 307 to the
+// system's Id): a redirect to any other origin would hand our credentials,
+// Basic or session token, to a host we did not choose, so it is refused.
+func sameOrigin(ep bmc.Endpoint) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		u := req.URL
+		port := u.Port()
+		if port == "" {
+			switch strings.ToLower(u.Scheme) {
+			case "https":
+				port = "443"
+			case "http":
+				port = "80"
+			}
+		}
+		if !strings.EqualFold(u.Scheme, ep.Scheme) || !strings.EqualFold(u.Hostname(), ep.Host) || port != fmt.Sprint(ep.Port) {
+			return fmt.Errorf("%w: the BMC redirected to %s, another origin than %s: not followed (it would receive the credentials)",
+				bmc.ErrBMC, u.Redacted(), ep)
+		}
+		if len(via) > maxRedirects {
+			return fmt.Errorf("%w: the BMC redirected %d times (last to %s): not followed further", bmc.ErrBMC, len(via), u.Redacted())
+		}
+		return nil
+	}
 }
 
 // Target returns the target with defaults applied.
@@ -277,8 +302,8 @@ func (cn *conn) login() error {
 			// A refused login may mean there is no SessionService at all;
 			// the service root, which needs no login, says whether there is.
 			if !cn.hasSessionService() {
-				return fmt.Errorf("%w: the BMC has no Redfish SessionService (its service root names none; the login answered HTTP %d): use basic authentication (--auth basic)",
-					bmc.ErrUnsupported, resp.status)
+				return fmt.Errorf("%w: the BMC has no Redfish SessionService (its service root names none; the login answered HTTP %d): use basic authentication (%s)",
+					bmc.ErrUnsupported, resp.status, authSetting(cn.c.target.Names, bmc.AuthBasic))
 			}
 		}
 		return herr
@@ -302,7 +327,7 @@ func (cn *conn) login() error {
 // hasSessionService reports whether the service root links a
 // SessionService (true when that cannot be read: no claim is made then).
 func (cn *conn) hasSessionService() bool {
-	resp, err := cn.request(http.MethodGet, "/redfish/v1/", nil, true)
+	resp, err := cn.request(http.MethodGet, serviceRootURI, nil, true)
 	if err != nil || !resp.ok() {
 		return true
 	}

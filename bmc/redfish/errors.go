@@ -201,7 +201,8 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	case errors.Is(err, context.DeadlineExceeded) || expired(ctx) || (errors.As(err, &netErr) && netErr.Timeout()):
 		return fmt.Errorf("%w: no answer within %s", bmc.ErrTimeout, c.target.Timeout)
 	case errors.As(err, &unknownCA):
-		return fmt.Errorf("%w: certificate signed by an unknown authority: give the BMC's CA bundle, or mark this BMC insecure explicitly", bmc.ErrTLS)
+		n := c.target.Names
+		return fmt.Errorf("%w: certificate signed by an unknown authority: give the BMC's CA bundle with %s, or skip verification explicitly with %s", bmc.ErrTLS, n.CA, n.Insecure)
 	case errors.As(err, &hostErr):
 		return fmt.Errorf("%w: certificate is not valid for %s: %s", bmc.ErrTLS, c.target.Address.Host, msg)
 	case errors.As(err, &invalidCert), errors.As(err, &verifyErr), errors.As(err, &alert):
@@ -228,7 +229,7 @@ func (c *Client) classifyHTTP(e *httpError) error {
 		if code == http.StatusUnauthorized && c.target.Auth == bmc.AuthBasic && !strings.Contains(strings.ToLower(e.wwwAuth), "basic") {
 			// A BMC that refuses Basic auth altogether says so by not
 			// offering it; it may take the same credentials in a session.
-			hint += "; this BMC does not offer HTTP Basic authentication, try --auth session"
+			hint += "; this BMC does not offer HTTP Basic authentication, try " + authSetting(c.target.Names, bmc.AuthSession)
 		}
 		return fmt.Errorf("%w (%s): %s", bmc.ErrAuth, detail, hint)
 	case code == http.StatusNotFound:
@@ -238,6 +239,15 @@ func (c *Client) classifyHTTP(e *httpError) error {
 	default:
 		return fmt.Errorf("%w: %s %s: %s", bmc.ErrBMC, e.method, e.path, detail)
 	}
+}
+
+// authSetting says how to choose an authentication mode in the reader's
+// words: a flag takes a value after a space, a configuration key a colon.
+func authSetting(n bmc.SettingNames, mode bmc.AuthMode) string {
+	if strings.HasPrefix(n.Auth, "-") {
+		return n.Auth + " " + string(mode)
+	}
+	return n.Auth + ": " + string(mode)
 }
 
 // redact removes every form of the password from msg.

@@ -142,11 +142,14 @@ func (cn *conn) post(target, rt string, res *bmc.Result) error {
 		}
 		switch {
 		case resp.status == http.StatusAccepted:
+			res.Reply = ""
 			return cn.followTask(resp)
 		case resp.ok():
+			res.Reply = ""
 			return nil
 		}
 		herr := newHTTPError(http.MethodPost, target, resp)
+		res.Reply = cn.c.redact(herr.Error())
 		switch {
 		case herr.busy():
 			next := wait

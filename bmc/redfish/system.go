@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +22,23 @@ import (
 type resolved struct {
 	systemURI  string
 	chassisURI string // the system's first chassis; "" when it names none
+	// service is what the service root says the BMC is, read once, when
+	// the chassis rule first needs it.
+	service *serviceID
+	// known is the system's identity as last read from the system itself,
+	// with what it was read beside; a system that later answers 503 (AMI
+	// multi-system BMCs do while the host is off) is identified by it.
+	known *knownIdentity
+}
+
+// knownIdentity is a system's identity read from the system, bound to
+// what identifies its BMC and chassis at that time: the service root's
+// UUID and the chassis's URI, UUID and serial number. Only while all of
+// those read the same is it still the same machine's.
+type knownIdentity struct {
+	id          bmc.Identity
+	at          time.Time
+	fingerprint string
 }
 
 type link struct {
@@ -54,9 +71,11 @@ type systemDoc struct {
 }
 
 type chassisDoc struct {
-	ODataID    string  `json:"@odata.id"`
-	PowerState *string `json:"PowerState"`
-	Links      struct {
+	ODataID      string  `json:"@odata.id"`
+	UUID         string  `json:"UUID"`
+	SerialNumber string  `json:"SerialNumber"`
+	PowerState   *string `json:"PowerState"`
+	Links        struct {
 		ComputerSystems []link `json:"ComputerSystems"`
 	} `json:"Links"`
 }
@@ -77,6 +96,9 @@ func (c *Client) remember(sys *systemDoc, uri string) {
 		r.chassisURI = sys.Links.Chassis[0].ODataID
 	}
 	c.mu.Lock()
+	if c.cache.systemURI == uri {
+		r.service, r.known = c.cache.service, c.cache.known
+	}
 	c.cache = r
 	c.mu.Unlock()
 }
@@ -116,25 +138,10 @@ func (cn *conn) system() (*systemDoc, string, error) {
 }
 
 func (cn *conn) resolve(selector string) (*systemDoc, string, error) {
-	if selector != "" && validSegment(selector) {
-		uri := systemsURI + "/" + url.PathEscape(selector)
-		var sys systemDoc
-		err := cn.get(uri, &sys)
-		var herr *httpError
-		switch {
-		case err == nil:
-			// A BMC whose member URI and Id disagree is not one whose
-			// selection we trust.
-			if sys.ID != selector {
-				return nil, "", fmt.Errorf("%w: %s reports Id %q, not %q", bmc.ErrSystem, uri, sys.ID, selector)
-			}
-			return &sys, uri, nil
-		case errors.As(err, &herr) && (herr.status == http.StatusNotFound || herr.status == http.StatusBadRequest):
-			// Not an Id: perhaps a Name.
-		default:
-			return nil, uri, err
-		}
-	}
+	// The collection first, whatever the selector: a Name is looked up
+	// among the members, never sent as a per-system URI (sushy-tools
+	// answers one with a redirect, other BMCs with 404 or with another
+	// system whose Id happens to be that Name).
 	var coll collectionDoc
 	if err := cn.get(systemsURI, &coll); err != nil {
 		return nil, "", err
@@ -154,8 +161,26 @@ func (cn *conn) resolve(selector string) (*systemDoc, string, error) {
 			}
 			return &sys, links[0], nil
 		default:
-			return nil, "", fmt.Errorf("%w: the BMC has %d systems (Ids %s); choose one by Id", bmc.ErrSystem, len(links), strings.Join(linkIDs(links), ", "))
+			return nil, "", fmt.Errorf("%w: the BMC has %d systems (Ids %s); choose one with %s",
+				bmc.ErrSystem, len(links), strings.Join(linkIDs(links), ", "), cn.c.target.Names.System)
 		}
+	}
+	// A member whose URI ends in the selector is the one to try first: one
+	// GET for the usual selection by Id.
+	for _, l := range links {
+		if path.Base(strings.TrimSuffix(l, "/")) != selector {
+			continue
+		}
+		var sys systemDoc
+		if err := cn.get(l, &sys); err != nil {
+			return nil, l, err
+		}
+		if sys.ID == selector {
+			return &sys, l, nil
+		}
+		// A BMC whose member URI and Id disagree is not one whose
+		// selection we trust.
+		return nil, "", fmt.Errorf("%w: %s reports Id %q, not %q", bmc.ErrSystem, l, sys.ID, selector)
 	}
 	var named []*systemDoc
 	var namedURIs []string
@@ -177,16 +202,12 @@ func (cn *conn) resolve(selector string) (*systemDoc, string, error) {
 	case 1:
 		return named[0], namedURIs[0], nil
 	case 0:
-		return nil, "", fmt.Errorf("%w: no system with Id or Name %q (Ids %s)", bmc.ErrSystem, selector, strings.Join(linkIDs(links), ", "))
+		return nil, "", fmt.Errorf("%w: no system with Id or Name %q (Ids %s); give %s one of those",
+			bmc.ErrSystem, selector, strings.Join(linkIDs(links), ", "), cn.c.target.Names.System)
 	default:
-		return nil, "", fmt.Errorf("%w: %d systems are named %q (Ids %s); choose one by Id", bmc.ErrSystem, len(named), selector, strings.Join(linkIDs(namedURIs), ", "))
+		return nil, "", fmt.Errorf("%w: %d systems are named %q (Ids %s); choose one by Id with %s",
+			bmc.ErrSystem, len(named), selector, strings.Join(linkIDs(namedURIs), ", "), cn.c.target.Names.System)
 	}
-}
-
-// validSegment reports whether s can be a URI segment as it is: an Id with
-// a slash or a dot segment cannot be, and is looked for by Name instead.
-func validSegment(s string) bool {
-	return s != "." && s != ".." && !strings.ContainsAny(s, "/?#")
 }
 
 func linkIDs(links []string) []string {
@@ -199,21 +220,37 @@ func linkIDs(links []string) []string {
 
 // PowerStatus reads the power state and BootProgress. A system that reads
 // Off is checked against its chassis where the chassis reports power: Off
-// counts only if both say so. A system that answers 503 (AMI multi-node
-// BMCs do while the host is off) is read through its chassis.
+// counts only if both say so (the chassis rule), unless the chassis is set
+// aside (see bmc.ChassisPower). A system that answers 503 (AMI multi-node
+// BMCs do while the host is off) is read through its chassis. The status
+// says which resource's power it trusted, and why.
 func (c *Client) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
 	var st bmc.PowerStatus
 	err := c.run(ctx, bmc.OpPowerStatus, &st.Result, func(cn *conn) error {
 		return retryRead(cn, &st.Result, func() error {
 			s, err := cn.powerStatus()
 			if err == nil {
-				st.State, st.Raw, st.ChassisRaw, st.BootProgress = s.State, s.Raw, s.ChassisRaw, s.BootProgress
+				st.State, st.Raw, st.ChassisRaw, st.BootProgress, st.Trusted = s.State, s.Raw, s.ChassisRaw, s.BootProgress, s.Trusted
 			}
 			return err
 		})
 	})
 	return st, err
 }
+
+// Why a reading trusted what it trusted (bmc.PowerSource.Why).
+const (
+	whySystemOn     = "the system reads power; the chassis is read only to confirm an Off"
+	whyBothOff      = "the system reads Off and its chassis, which carries the real power (OpenBMC derives the system's PowerState from the host's firmware state), agrees"
+	whyChassisOn    = "the system reads Off but its chassis reads %s: the chassis carries the real power (OpenBMC derives the system's PowerState from the host's firmware state), so the machine is not off"
+	whyNoChassis    = "the system reads Off and names no chassis that reports power"
+	whySetAside     = "the system reads Off; its chassis reads %s and is set aside: %s"
+	whyConfigured   = "by configuration (%s %s): the operator says this BMC's system PowerState is the machine's power"
+	whyUnavailable  = "the system answers 503 while its host is off (AMI multi-system BMCs do); the power is its chassis's"
+	resourceSystem  = "system"
+	resourceChassis = "chassis"
+	resourceBoth    = "system and chassis"
+)
 
 func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 	var st bmc.PowerStatus
@@ -232,10 +269,17 @@ func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 	if sys.BootProgress != nil {
 		st.BootProgress = sys.BootProgress.LastState
 	}
+	st.Trusted = bmc.PowerSource{Resource: resourceSystem, Why: whySystemOn}
 	if st.State != bmc.PowerOff {
 		return st, nil
 	}
+	t := cn.c.target
+	if t.ChassisPower == bmc.ChassisPowerIgnore {
+		st.Trusted = bmc.PowerSource{Resource: resourceSystem, Why: fmt.Sprintf(whyConfigured, t.Names.ChassisPower, bmc.ChassisPowerIgnore), ChassisSetAside: true}
+		return st, nil
+	}
 	chassis := cn.c.cached().chassisURI
+	st.Trusted = bmc.PowerSource{Resource: resourceSystem, Why: whyNoChassis}
 	if chassis == "" {
 		return st, nil
 	}
@@ -251,15 +295,96 @@ func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 		return st, nil
 	}
 	st.ChassisRaw = *ch.PowerState
-	switch chState := bmc.ParseRedfishPowerState(st.ChassisRaw); chState {
-	case bmc.PowerOff:
+	chState := bmc.ParseRedfishPowerState(st.ChassisRaw)
+	if chState == bmc.PowerOff {
+		st.Trusted = bmc.PowerSource{Resource: resourceBoth, Why: whyBothOff}
+		return st, nil
+	}
+	if t.ChassisPower != bmc.ChassisPowerCheck {
+		svc, err := cn.service()
+		if err != nil {
+			return st, err
+		}
+		if svc.staticChassis != "" {
+			st.Trusted = bmc.PowerSource{Resource: resourceSystem, Why: fmt.Sprintf(whySetAside, strconv.Quote(st.ChassisRaw), svc.staticChassis), ChassisSetAside: true}
+			return st, nil
+		}
+	}
+	switch chState {
 	case bmc.PowerOn, bmc.PoweringOn, bmc.PoweringOff:
 		// The chassis has power: whatever the system says, it is not off.
 		st.State = chState
-	case bmc.PowerUnknown:
+	case bmc.PowerUnknown, bmc.PowerOff:
 		st.State = bmc.PowerUnknown
 	}
+	st.Trusted = bmc.PowerSource{Resource: resourceChassis, Why: fmt.Sprintf(whyChassisOn, strconv.Quote(st.ChassisRaw))}
 	return st, nil
+}
+
+// serviceID is what the service root says about the BMC.
+type serviceID struct {
+	uuid string
+	// staticChassis, when set, says why this service's chassis PowerState
+	// is no evidence: it names the emulator, identified positively from
+	// its service root, whose chassis is a static template.
+	staticChassis string
+}
+
+// Service roots of emulators whose chassis never follows the machine,
+// from their public sources.
+const (
+	// sushy-tools (opendev.org/openstack/sushy-tools,
+	// sushy_tools/emulator/templates/root.json): the service root is a
+	// fixed template, Id "RedvirtService", Name "Redvirt Service"; its
+	// chassis.json template hard-codes "PowerState": "On".
+	sushyRootID   = "RedvirtService"
+	sushyRootName = "Redvirt Service"
+	// HPE's ilo-redfish-emulator (github.com/HewlettPackard/ilo-redfish-
+	// emulator) replays recorded iLO mockups whose service root Product
+	// ends in "SIMULATED" ("ProLiant DL360 Gen10 Plus - SIMULATED"); its
+	// ComputerSystem.Reset changes the system and never Chassis/1.
+	iloEmulatorVendor  = "HPE"
+	iloEmulatorProduct = "SIMULATED"
+)
+
+// identifyService says whether a service root is a known emulator with a
+// static chassis. Only a positive match counts: an unknown service keeps
+// the chassis rule (a chassis that never changes is no evidence: on
+// OpenBMC a chassis whose power-off failed never changes either).
+func identifyService(root serviceRootDoc) serviceID {
+	id := serviceID{uuid: root.UUID}
+	switch {
+	case root.ID == sushyRootID && root.Name == sushyRootName:
+		id.staticChassis = fmt.Sprintf("the service root (Id %q, Name %q) is sushy-tools', whose chassis is a static template that always reads On", root.ID, root.Name)
+	case root.Vendor == iloEmulatorVendor && strings.HasSuffix(strings.TrimSpace(root.Product), iloEmulatorProduct):
+		id.staticChassis = fmt.Sprintf("the service root (Vendor %q, Product %q) is HPE's iLO emulator, whose ForceOff never changes the chassis", root.Vendor, root.Product)
+	}
+	return id
+}
+
+type serviceRootDoc struct {
+	ID      string `json:"Id"`
+	Name    string `json:"Name"`
+	UUID    string `json:"UUID"`
+	Vendor  string `json:"Vendor"`
+	Product string `json:"Product"`
+}
+
+// service reads the service root once per resolved system and keeps what
+// it says.
+func (cn *conn) service() (serviceID, error) {
+	if s := cn.c.cached().service; s != nil {
+		return *s, nil
+	}
+	var root serviceRootDoc
+	if err := cn.get(serviceRootURI, &root); err != nil {
+		return serviceID{}, err
+	}
+	id := identifyService(root)
+	cn.c.mu.Lock()
+	cn.c.cache.service = &id
+	cn.c.mu.Unlock()
+	return id, nil
 }
 
 // statusFromChassis reads the power of a system that answered 503 (without
@@ -280,6 +405,7 @@ func (cn *conn) statusFromChassis(sysURI string, sysErr *httpError) (bmc.PowerSt
 	}
 	st.ChassisRaw = *ch.PowerState
 	st.State = bmc.ParseRedfishPowerState(st.ChassisRaw)
+	st.Trusted = bmc.PowerSource{Resource: resourceChassis, Why: whyUnavailable}
 	return st, nil
 }
 
@@ -298,7 +424,10 @@ func (cn *conn) findChassis(sysURI string) (string, error) {
 		for _, s := range ch.Links.ComputerSystems {
 			if strings.TrimSuffix(s.ODataID, "/") == strings.TrimSuffix(sysURI, "/") {
 				cn.c.mu.Lock()
-				if cn.c.cache.systemURI == "" || cn.c.cache.systemURI == sysURI {
+				switch cn.c.cache.systemURI {
+				case sysURI:
+					cn.c.cache.chassisURI = m.ODataID
+				case "":
 					cn.c.cache = resolved{systemURI: sysURI, chassisURI: m.ODataID}
 				}
 				cn.c.mu.Unlock()
@@ -363,12 +492,28 @@ func remaining(ctx context.Context) time.Duration {
 }
 
 // Identity reads what identifies the machine, and the reset types it
-// allows (from AllowableValues, or the action's ActionInfo).
+// allows (from AllowableValues, or the action's ActionInfo). Each identity
+// read from the system is bound to what identifies its BMC and chassis
+// then (the service root's UUID, the chassis's URI, UUID and serial
+// number). A system that answers 503 while its host is off (AMI
+// multi-system BMCs) is identified by the identity last read from it by
+// this client, only while all of those still read the same; Source says
+// so. Never read from it, such a system cannot be identified.
 func (c *Client) Identity(ctx context.Context) (bmc.Identity, error) {
 	var id bmc.Identity
 	err := c.run(ctx, bmc.OpIdentity, &id.Result, func(cn *conn) error {
 		return retryRead(cn, &id.Result, func() error {
-			sys, _, err := cn.system()
+			sys, uri, err := cn.system()
+			var herr *httpError
+			if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 && uri != "" {
+				known, kerr := cn.identityWhileUnavailable(uri, herr)
+				if kerr == nil {
+					res := id.Result
+					id = known
+					id.Result = res
+				}
+				return kerr
+			}
 			if err != nil {
 				return err
 			}
@@ -376,10 +521,98 @@ func (c *Client) Identity(ctx context.Context) (bmc.Identity, error) {
 			id.SerialNumber, id.Manufacturer, id.Model = sys.SerialNumber, sys.Manufacturer, sys.Model
 			allowed, err := cn.allowedResets(sys)
 			id.AllowedResets = allowed
-			return err
+			if err != nil {
+				return err
+			}
+			cn.bind(uri, id)
+			return nil
 		})
 	})
 	return id, err
+}
+
+// fingerprint is what identifies the system's BMC and chassis now: the
+// service root's UUID (another BMC at this address has another) and the
+// chassis the system names (URI, UUID, serial number), which must list
+// the system among its ComputerSystems. "" when any of it is missing:
+// nothing to bind to.
+func (cn *conn) fingerprint(sysURI string) (string, error) {
+	var root serviceRootDoc
+	if err := cn.get(serviceRootURI, &root); err != nil {
+		return "", err
+	}
+	chURI := cn.c.cached().chassisURI
+	if chURI == "" {
+		var err error
+		if chURI, err = cn.findChassis(sysURI); err != nil {
+			return "", err
+		}
+	}
+	if root.UUID == "" || chURI == "" {
+		return "", nil
+	}
+	var ch chassisDoc
+	if err := cn.get(chURI, &ch); err != nil {
+		return "", err
+	}
+	if ch.UUID == "" && ch.SerialNumber == "" {
+		return "", nil
+	}
+	listed := false
+	for _, s := range ch.Links.ComputerSystems {
+		listed = listed || strings.TrimSuffix(s.ODataID, "/") == strings.TrimSuffix(sysURI, "/")
+	}
+	if !listed {
+		return "", nil
+	}
+	return fmt.Sprintf("service %s; chassis %s UUID %q serial %q", root.UUID, chURI, ch.UUID, ch.SerialNumber), nil
+}
+
+// bind remembers an identity just read from the system with its
+// fingerprint. A fingerprint that cannot be read leaves nothing bound: the
+// system itself answered, and that is what counts now.
+func (cn *conn) bind(sysURI string, id bmc.Identity) {
+	fp, err := cn.fingerprint(sysURI)
+	if err != nil || fp == "" {
+		return
+	}
+	k := &knownIdentity{id: id, at: time.Now(), fingerprint: fp}
+	k.id.Result = bmc.Result{}
+	cn.c.mu.Lock()
+	if cn.c.cache.systemURI == sysURI {
+		cn.c.cache.known = k
+	}
+	cn.c.mu.Unlock()
+}
+
+// identityWhileUnavailable identifies a system that answers 503 by the
+// identity last read from it, if its BMC and chassis still read as they
+// did then.
+func (cn *conn) identityWhileUnavailable(sysURI string, sysErr *httpError) (bmc.Identity, error) {
+	known := cn.c.cached().known
+	if known == nil {
+		return bmc.Identity{}, fmt.Errorf("%w: the system answers %s (it is unavailable while its host is off, as on AMI multi-system BMCs) and its identity was never read from it while it answered: it cannot be checked until the host is on",
+			bmc.ErrBMC, sysErr)
+	}
+	fp, err := cn.fingerprint(sysURI)
+	if err != nil {
+		return bmc.Identity{}, err
+	}
+	if fp != known.fingerprint {
+		return bmc.Identity{}, fmt.Errorf("%w: the system answers %s while its host is off, and what identified its BMC and chassis when its identity was read has changed (then: %s; now: %s): not the same machine for certain",
+			bmc.ErrBMC, sysErr, known.fingerprint, orNone(fp))
+	}
+	id := known.id
+	id.Source = fmt.Sprintf("read from the system at %s, while it answered (it answers 503 while its host is off); the BMC and chassis still read the same (%s)",
+		known.at.UTC().Format(time.RFC3339), fp)
+	return id, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing to compare"
+	}
+	return s
 }
 
 // allowedResets returns the ResetType values the system advertises: inline

@@ -59,6 +59,12 @@ type Config struct {
 	// AuthMode is what authentication the service takes; "" takes both
 	// HTTP Basic and sessions.
 	AuthMode AuthMode
+	// Events tunes the event service (heartbeat minute, SSE idle close
+	// and stream bound, push retries); the zero value is realistic.
+	Events EventsConfig
+	// PDUs are rack PDUs served under /redfish/v1/PowerEquipment, whose
+	// outlets feed the systems' power supplies (see PDUConfig).
+	PDUs []PDUConfig
 }
 
 // SystemConfig describes one ComputerSystem. Every field is optional.
@@ -92,6 +98,9 @@ type SystemConfig struct {
 	// accepted) ResetType@Redfish.AllowableValues: a BMC without ForceOff,
 	// say.
 	ResetTypes []ResetType
+	// PowerSupplies is the number of power supplies, 1 to 8. Default:
+	// DefaultPowerSupplies (2).
+	PowerSupplies int
 }
 
 // Systems returns n systems with every field defaulted: Ids "1".."n".
@@ -111,6 +120,7 @@ type systemSpec struct {
 	faults                 Faults
 	profile                Profile
 	resetTypes             []ResetType // nil: the profile's
+	psus                   int
 }
 
 // resolve fills in defaults and validates, naming the offending field of
@@ -123,6 +133,7 @@ func (c Config) resolve() (resolvedConfig, error) {
 		sessionTimeout: c.SessionTimeout,
 		seed:           c.Seed,
 		authMode:       c.AuthMode,
+		profile:        c.Profile,
 	}
 	if rc.maxSessions == 0 {
 		rc.maxSessions = DefaultMaxSessions
@@ -164,6 +175,7 @@ func (c Config) resolve() (resolvedConfig, error) {
 	default:
 		problem("authMode: %q: want both, basic-only or session-only", c.AuthMode)
 	}
+	problems = append(problems, c.Events.validate()...)
 
 	seenID := map[string]int{}
 	seenUUID := map[string]int{}
@@ -175,6 +187,13 @@ func (c Config) resolve() (resolvedConfig, error) {
 			power: sc.PowerState, username: sc.Username, password: sc.Password,
 			timing: c.Timing, faults: c.Faults,
 			profile: c.Profile, resetTypes: sc.ResetTypes,
+			psus: sc.PowerSupplies,
+		}
+		if spec.psus == 0 {
+			spec.psus = DefaultPowerSupplies
+		}
+		if spec.psus < 1 || spec.psus > 8 {
+			problem("%s.powerSupplies: %d: want 1 to 8 (0 for the default, %d)", field, sc.PowerSupplies, DefaultPowerSupplies)
 		}
 		if sc.Profile != "" {
 			spec.profile = sc.Profile
@@ -259,7 +278,10 @@ func (c Config) resolve() (resolvedConfig, error) {
 }
 
 type resolvedConfig struct {
-	authMode           AuthMode
+	authMode AuthMode
+	// profile is the service's own (Config.Profile): it decides what the
+	// service root says (sushy-tools' is a fixed template).
+	profile            Profile
 	username, password string
 	maxSessions        int
 	sessionTimeout     time.Duration
@@ -328,6 +350,31 @@ type fileConfig struct {
 	Profile        Profile           `json:"profile"`
 	AuthMode       string            `json:"authMode"`
 	Systems        []json.RawMessage `json:"systems"`
+	Events         *fileEvents       `json:"events"`
+	PDUs           []filePDU         `json:"pdus"`
+}
+
+type fileEvents struct {
+	HeartbeatMinute       machine.Duration `json:"heartbeatMinute"`
+	SSEIdleTimeout        machine.Duration `json:"sseIdleTimeout"`
+	MaxSSEStreams         int              `json:"maxSSEStreams"`
+	DeliveryRetryInterval machine.Duration `json:"deliveryRetryInterval"`
+	DeliveryRetryAttempts int              `json:"deliveryRetryAttempts"`
+	Buffer                int              `json:"buffer"`
+}
+
+type filePDU struct {
+	ID           flexString   `json:"id"`
+	Name         string       `json:"name"`
+	SerialNumber flexString   `json:"serialNumber"`
+	Outlets      []fileOutlet `json:"outlets"`
+}
+
+type fileOutlet struct {
+	ID         flexString      `json:"id"`
+	Name       string          `json:"name"`
+	Feeds      string          `json:"feeds"`
+	PowerState json.RawMessage `json:"powerState"`
 }
 
 type fileSystem struct {
@@ -342,6 +389,7 @@ type fileSystem struct {
 	Faults       json.RawMessage `json:"faults"`
 	Profile      Profile         `json:"profile"`
 	ResetTypes   []ResetType     `json:"resetTypes"`
+	PowerSupply  int             `json:"powerSupplies"`
 }
 
 func parseConfig(data []byte) (Config, error) {
@@ -385,14 +433,15 @@ func parseConfig(data []byte) (Config, error) {
 			}
 		}
 		sc := SystemConfig{
-			ID:           string(fs.ID),
-			Name:         fs.Name,
-			UUID:         fs.UUID,
-			SerialNumber: string(fs.SerialNumber),
-			Username:     fs.Username,
-			Password:     fs.Password,
-			Profile:      fs.Profile,
-			ResetTypes:   fs.ResetTypes,
+			ID:            string(fs.ID),
+			Name:          fs.Name,
+			UUID:          fs.UUID,
+			SerialNumber:  string(fs.SerialNumber),
+			Username:      fs.Username,
+			Password:      fs.Password,
+			Profile:       fs.Profile,
+			ResetTypes:    fs.ResetTypes,
+			PowerSupplies: fs.PowerSupply,
 		}
 		if sc.PowerState, err = parseFilePowerState(fs.PowerState); err != nil {
 			return Config{}, fmt.Errorf("%s.powerState: %w", field, err)
@@ -412,6 +461,27 @@ func parseConfig(data []byte) (Config, error) {
 			sc.Faults = &f
 		}
 		cfg.Systems = append(cfg.Systems, sc)
+	}
+	if e := file.Events; e != nil {
+		cfg.Events = EventsConfig{
+			HeartbeatMinute:       time.Duration(e.HeartbeatMinute),
+			SSEIdleTimeout:        time.Duration(e.SSEIdleTimeout),
+			MaxSSEStreams:         e.MaxSSEStreams,
+			DeliveryRetryInterval: time.Duration(e.DeliveryRetryInterval),
+			DeliveryRetryAttempts: e.DeliveryRetryAttempts,
+			Buffer:                e.Buffer,
+		}
+	}
+	for i, fp := range file.PDUs {
+		pc := PDUConfig{ID: string(fp.ID), Name: fp.Name, SerialNumber: string(fp.SerialNumber)}
+		for j, fo := range fp.Outlets {
+			state, err := parseFilePowerState(fo.PowerState)
+			if err != nil {
+				return Config{}, fmt.Errorf("pdus[%d].outlets[%d].powerState: %w", i, j, err)
+			}
+			pc.Outlets = append(pc.Outlets, OutletConfig{ID: string(fo.ID), Name: fo.Name, Feeds: fo.Feeds, PowerState: state})
+		}
+		cfg.PDUs = append(cfg.PDUs, pc)
 	}
 	return cfg, nil
 }

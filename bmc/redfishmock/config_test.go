@@ -185,6 +185,13 @@ func TestExampleConfigLoadsAndServes(t *testing.T) {
 	if b.Name != "node-b" || b.PowerState != redfishmock.PowerOff || b.Timing.PowerOn != 45*time.Second || !b.Faults.ConflictWhenOff {
 		t.Errorf("system 2 of the example = %+v", b)
 	}
+	p, err := m.PDU("1")
+	if err != nil || len(p.Outlets) != 3 || p.Outlets[1].Feeds != "1/2" || p.SerialNumber != "ZA1234567890" {
+		t.Errorf("PDU 1 of the example = %+v, %v", p, err)
+	}
+	if cfg.Events.HeartbeatMinute != time.Minute {
+		t.Errorf("events.heartbeatMinute = %v", cfg.Events.HeartbeatMinute)
+	}
 }
 
 func TestLoadConfigMissingFile(t *testing.T) {

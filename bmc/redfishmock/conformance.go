@@ -24,6 +24,12 @@ const schemaBase = "http://redfish.dmtf.org/schemas/v1/"
 // (DSP0266 "Link header": rel=describedby on GET of a resource).
 func writeDescribed(w http.ResponseWriter, schema string, v any) {
 	w.Header().Set("Link", "<"+schemaBase+schema+".json>; rel=describedby")
+	// An ETag on every resource (DSP0266 "ETags": a service should give
+	// one on GET of ManagerAccount; the Protocol Validator checks it), so
+	// clients can make conditional requests.
+	if w.Header().Get("ETag") == "" {
+		w.Header().Set("ETag", etagOf(v))
+	}
 	writeJSON(w, http.StatusOK, v)
 }
 
@@ -41,6 +47,9 @@ var metadataSchemas = []string{
 	"ManagerCollection", "Manager", "SessionService", "SessionCollection", "Session",
 	"AccountService", "ManagerAccountCollection", "ManagerAccount", "RoleCollection", "Role",
 	"TaskService", "TaskCollection", "Task", "ActionInfo", "Message",
+	"EventService", "EventDestinationCollection", "EventDestination", "Event",
+	"Power", "PowerSubsystem", "PowerSupplyCollection", "PowerSupply",
+	"PowerEquipment", "PowerDistributionCollection", "PowerDistribution", "OutletCollection", "Outlet",
 }
 
 // writeMetadata serves /redfish/v1/$metadata: the CSDL document that names
@@ -212,9 +221,11 @@ func (m *Mock) writeAccount(w http.ResponseWriter, who principal, id string) {
 		"Name":        "User Account",
 		"UserName":    name,
 		"RoleId":      role,
-		"Enabled":     true,
-		"Locked":      false,
-		"Password":    nil, // DSP0268: the password reads null
-		"Links":       map[string]any{"Role": link{"/redfish/v1/AccountService/Roles/" + role}},
+		// Required by ManagerAccount v1.4 and later.
+		"AccountTypes": []string{"Redfish"},
+		"Enabled":      true,
+		"Locked":       false,
+		"Password":     nil, // DSP0268: the password reads null
+		"Links":        map[string]any{"Role": link{"/redfish/v1/AccountService/Roles/" + role}},
 	})
 }

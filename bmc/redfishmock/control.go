@@ -44,6 +44,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 // loopback by default.
 func (m *Mock) serveControl(w http.ResponseWriter, r *http.Request, path string) {
 	seg := strings.Split(strings.TrimPrefix(path, "/mock"), "/")[1:] // path starts with "/mock/" here, or is "/mock"
+	if m.serveEventControl(w, r, seg) {
+		return
+	}
 	switch {
 	case len(seg) == 1 && seg[0] == "reset":
 		if !allowMethod(w, r, http.MethodPost) {

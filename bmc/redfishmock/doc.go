@@ -3,8 +3,9 @@
 // a realistic power state machine and injectable faults. It is what the
 // BMC adapter's unit tests, the end-to-end harness (one process, one system
 // per Kubernetes node) and `make demo` talk to, and it is checked against
-// independent clients: gofish v0.20.0, bmclib v2.3.5, fence_redfish,
-// redfishtool and sushy.
+// independent clients: fence_redfish, redfishtool and sushy here, gofish
+// v0.23.0 and bmclib v2.3.5 in test/redfishclients, and DMTF's published
+// schemas (schema_test.go).
 //
 // # Redfish surface
 //
@@ -17,14 +18,24 @@
 //	GET  /redfish/v1/Chassis[/{id}]  /redfish/v1/Managers[/{id}]   one each per system, same id
 //	GET  /redfish/v1/SessionService
 //	GET  /redfish/v1/SessionService/Sessions
-//	POST /redfish/v1/SessionService/Sessions          {"UserName","Password"} → 201, X-Auth-Token, Location (no auth)
+//	POST /redfish/v1/SessionService/Sessions[/Members]  {"UserName","Password"} → 201, X-Auth-Token, Location (no auth)
 //	GET|DELETE /redfish/v1/SessionService/Sessions/{id}
 //	GET  /redfish/v1/AccountService[/Accounts[/{n}]|/Roles[/{role}]]   predefined roles Administrator, Operator, ReadOnly
 //	GET  /redfish/v1/TaskService[/Tasks[/{n}]]        tasks of 202 answers
 //	GET|DELETE /redfish/v1/TaskService/TaskMonitors/{n}   202 while the task runs, then 204
+//	GET  /redfish/v1/EventService                     ServerSentEventUri per profile (see "Events")
+//	GET|POST /redfish/v1/EventService/Subscriptions   EventDestinations: push (POST) and SSE (open streams)
+//	GET|PATCH|DELETE /redfish/v1/EventService/Subscriptions/{id}   DELETE of an SSE one closes its stream
+//	POST /redfish/v1/EventService/Actions/EventService.SubmitTestEvent
+//	GET  the profile's SSE URI                        text/event-stream; Last-Event-ID; $filter
+//	GET  /redfish/v1/Chassis/{id}/Power               legacy PowerSupplies: input per supply
+//	GET  /redfish/v1/Chassis/{id}/PowerSubsystem[/PowerSupplies[/{n}]]   LineInputStatus per supply
+//	GET  /redfish/v1/PowerEquipment[/RackPDUs[/{id}[/Outlets[/{o}]]]]   rack PDUs (administrator only)
+//	POST /redfish/v1/PowerEquipment/RackPDUs/{id}/Outlets/{o}/Actions/Outlet.PowerControl  {"PowerState":"Off"}
 //
 // Every answer carries OData-Version: 4.0; a GET of a resource a Link
-// rel=describedby naming its DMTF schema and an Allow header; a request
+// rel=describedby naming its DMTF schema, an ETag and an Allow header; the
+// service root links the TaskService as Tasks (DSP0268); a request
 // asking for another OData-Version is refused with 412 (DSP0266).
 //
 // Everything else needs HTTP Basic credentials or an X-Auth-Token; without
@@ -58,6 +69,10 @@
 //	supermicro  ForceOn offered; 200 with a Base.Success message; no BootProgress
 //	ami-multi   GET of the system answers 503 while it reads Off; Reset answers 202 with
 //	            a task monitor; no BootProgress
+//	sushy       OpenStack sushy-tools (its public source): the service root is its
+//	            template (Id RedvirtService, Name "Redvirt Service"); the chassis always
+//	            reads On; a system addressed by Name is answered 307 to its Id; Reset 204;
+//	            no BootProgress
 //
 // SystemConfig.ResetTypes replaces a profile's AllowableValues (a BMC
 // without ForceOff, say). Config.AuthMode makes the service basic-only (no
@@ -104,6 +119,60 @@
 // matters for clients such as bmclib that read every system in the
 // collection.
 //
+// # Events
+//
+// The EventService publishes every power change of a system as it
+// happens (transitions that end by themselves are stamped with their end),
+// numbered with one sequence: the SSE id and the EventId agree. Per
+// profile (eventSpecs names the sources):
+//
+//	generic, xcc, openbmc  DMTF ResourceEvent registry: ResourcePoweringOff, ResourcePoweredOff,
+//	                       ResourcePoweringOn, ResourcePoweredOn, MessageArgs [the system's URI],
+//	                       OriginOfCondition {"@odata.id": the system's URI}
+//	                       SSE at /redfish/v1/EventService/SSE (xcc: .../ServerSentEvent);
+//	                       openbmc at most 10 streams
+//	idrac9, idrac10        Dell Alerts: SYS1001 "System is turning off." (an off, or host power lost),
+//	                       SYS1003 "System CPU Resetting." (a restart), SYS1000 "System is turning on.";
+//	                       nothing when an off or on completes; EventType Alert, EventTimestamp with a
+//	                       +hhmm offset; bare ids on idrac9, IDRAC.2.9.-prefixed on idrac10;
+//	                       SSE at /redfish/v1/SSE, at most 2 streams, closed after an hour without data
+//	ilo5, ilo6, supermicro, ami-multi   push subscriptions only: no ServerSentEventUri
+//	sushy                  no EventService (and no PDUs): sushy-tools has none
+//
+// An SSE stream is an EventDestination (SubscriptionType SSE, a
+// service-generated Context) while it is open; Last-Event-ID replays the
+// buffered events after that id (EventBufferExceeded when the buffer of
+// 200 no longer has it). Push subscriptions (POST Destination, Protocol
+// Redfish) are delivered by POST, retried DeliveryRetryAttempts times,
+// then ended; with SendHeartbeat they get HeartbeatEvent
+// RedfishServiceFunctional every HeartbeatIntervalMinutes (EventsConfig.
+// HeartbeatMinute shortens a minute for tests). Heartbeats are not sent on
+// SSE: EventDestination says SendHeartbeat shall not apply to SSE.
+// A system-scoped user's streams and subscriptions see only its system.
+//
+// Event faults (per system, EventFaults): replay the last N events on
+// every new stream (ReplayStale), stop heartbeats (NoHeartbeats), publish
+// nothing (DropEvents); and actions: drop the streams (DropStreams), send
+// an event that did not happen, e.g. about another system (InjectEvent).
+// Nothing runs in the background until the first subscription: then one
+// goroutine publishes as transitions end, until Close.
+//
+// # Power supplies and PDUs
+//
+// A system has SystemConfig.PowerSupplies supplies (default 2); Config.PDUs
+// are rack PDUs whose outlets each feed one supply ("feeds": "1/2").
+// Switching an outlet off takes that supply's input away (Power:
+// UnavailableOffline, Critical, 0 V; PowerSubsystem: LineInputStatus
+// NoInput); a machine with one supply left runs on. A machine whose every
+// supply lost input is dead, its BMC with it: requests for it hang, its
+// events stop; when an input returns, the BMC answers again and the host
+// reads Off. Outlets meter OnWatts (320) split across the supplies with
+// input while the host is on, StandbyWatts (6) while it is off, 0 when it
+// is dead or the outlet is off. ComputerSystem.Links.PoweredBy lists the
+// outlets feeding a system. PDU faults: IgnoreCommands (accept and do
+// nothing), ConflictWhenOff (409 to Off of an off outlet), Hang.
+// Mock.PDUBank serves a PDU to pdu/snmpsim (SNMP, APC PowerNet-MIB).
+//
 // # Control API
 //
 // Under /mock/, without authentication, JSON in and out. The same
@@ -124,7 +193,14 @@
 //	DELETE /mock/systems/{id}/faults     clear every fault
 //	PUT    /mock/systems/{id}/power      {"state":"On"|"Off"}: set directly, no transition
 //	PUT    /mock/systems/{id}/profile    {"profile":"idrac9"}: the vendor behaviour from now on
-//	POST   /mock/reset                   every system back to its configured state; sessions end
+//	POST   /mock/reset                   every system back to its configured state; sessions and
+//	                                     subscriptions end; outlets back to their configured states
+//	GET|PUT|PATCH|DELETE /mock/systems/{id}/event-faults   {"replayStale":2,"noHeartbeats":true,"dropEvents":true}
+//	POST   /mock/systems/{id}/drop-streams   close every SSE stream that sees the system → {"dropped":n}
+//	POST   /mock/systems/{id}/inject-event   {"origin":"/redfish/v1/Systems/2","change":"PoweredOff"}
+//	GET    /mock/pdus, /mock/pdus/{id}   PDUStatus: outlets with state, watts and what they feed
+//	PUT    /mock/pdus/{id}/outlets/{o}   {"state":"Off"}: switched at the PDU itself
+//	GET|PUT /mock/pdus/{id}/faults       {"ignoreCommands":true,"conflictWhenOff":true,"hang":true}
 //
 // Successful changes answer 200 with the system's SystemStatus (POST
 // /mock/reset answers 204). Bad input is 400 with a message saying what to

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,9 @@ type Mock struct {
 	sessions *sessionTable
 
 	tasks *taskTable
+
+	events *eventHub // events.go
+	pdus   *pduTable // pdu.go
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -95,7 +99,24 @@ func New(cfg Config, opts ...Option) (*Mock, error) {
 			m.creds.add(spec.username, spec.password, s)
 		}
 	}
+	m.events = newEventHub(m, cfg.Events)
+	pdus, problems := buildPDUs(cfg.PDUs, m.byID)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(problems, "; "))
+	}
+	m.pdus = pdus
+	m.settleAll()
 	return m, nil
+}
+
+// settleAll derives every system's life from its supplies' inputs.
+func (m *Mock) settleAll() {
+	m.pdus.mu.Lock()
+	defer m.pdus.mu.Unlock()
+	now := m.clock.Now()
+	for _, s := range m.systems {
+		m.settleLocked(s, now)
+	}
 }
 
 // Close releases requests blocked by Faults.Hang or waiting out
@@ -104,6 +125,7 @@ func New(cfg Config, opts ...Option) (*Mock, error) {
 // Shutdown waits for hung requests forever.
 func (m *Mock) Close() {
 	m.closeOnce.Do(func() { close(m.closed) })
+	m.events.wg.Wait()
 }
 
 // system is one ComputerSystem with its chassis and manager.
@@ -120,6 +142,11 @@ type system struct {
 	// busyLeft counts the Resets still to be refused as busy after the
 	// last accepted one (profiles with busyAfterReset).
 	busyLeft int
+	// eventFaults: how its event service misbehaves (events.go).
+	eventFaults EventFaults
+	// dead: every power supply lost its input; the BMC died with the
+	// host and answers nothing (pdu.go).
+	dead bool
 }
 
 // restore puts the system back in its configured state.
@@ -130,6 +157,8 @@ func (s *system) restore(now time.Time, seed int64) {
 	s.faults = s.spec.faults
 	s.profile = s.spec.profile
 	s.busyLeft = 0
+	s.eventFaults = EventFaults{}
+	s.dead = false
 	s.applyFaultIdentity()
 	// Per-system stream: the same seed gives every system a different but
 	// reproducible sequence.
@@ -267,6 +296,7 @@ func (m *Mock) Event(id string, ev Event) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer m.events.kick()
 	return s.hw.Event(m.clock.Now(), ev)
 }
 
@@ -339,6 +369,7 @@ func (m *Mock) SetPower(id string, state PowerState) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer m.events.kick()
 	return s.hw.SetPower(m.clock.Now(), state)
 }
 
@@ -351,6 +382,9 @@ func (m *Mock) Reset() {
 	}
 	m.sessions.clear()
 	m.tasks.clear()
+	m.events.reset()
+	m.pdus.reset()
+	m.settleAll()
 }
 
 // wait blocks for d on the mock's clock. It returns early with an error when

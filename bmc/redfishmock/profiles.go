@@ -25,12 +25,13 @@ const (
 	ProfileOpenBMC    Profile = "openbmc"
 	ProfileSupermicro Profile = "supermicro"
 	ProfileAMIMulti   Profile = "ami-multi"
+	ProfileSushy      Profile = "sushy"
 )
 
 // Profiles lists every profile, generic first.
 func Profiles() []Profile {
 	return []Profile{ProfileGeneric, ProfileIDRAC9, ProfileIDRAC10, ProfileILO5, ProfileILO6,
-		ProfileXCC, ProfileOpenBMC, ProfileSupermicro, ProfileAMIMulti}
+		ProfileXCC, ProfileOpenBMC, ProfileSupermicro, ProfileAMIMulti, ProfileSushy}
 }
 
 // Valid reports whether p is a known profile ("" means generic).
@@ -85,6 +86,12 @@ type profileSpec struct {
 	unavailableWhenOff bool
 	// bootProgress: BootProgress is reported.
 	bootProgress bool
+	// staticChassis: the chassis's PowerState is a constant On, whatever
+	// the machine does (sushy-tools' chassis is a static template).
+	staticChassis bool
+	// nameRedirect: a system addressed by its Name instead of its Id is
+	// answered 307 to the same URI with the Id (sushy-tools).
+	nameRedirect bool
 	manufacturer string
 	model        string
 }
@@ -202,6 +209,25 @@ var profileSpecs = map[Profile]*profileSpec{
 		unavailableWhenOff: true,
 		manufacturer:       "NVIDIA", model: "DGXH100",
 	},
+	ProfileSushy: {
+		source: "OpenStack sushy-tools, the virtual BMC of Metal3's dev environment and of libvirt and KubeVirt labs " +
+			"(opendev.org/openstack/sushy-tools, sushy_tools/emulator): service root template root.json (Id RedvirtService, " +
+			"Name \"Redvirt Service\", RedfishVersion 1.5.0, no SessionService); chassis.json hard-codes PowerState On; " +
+			"system.json's ResetType@Redfish.AllowableValues On, ForceOff, GracefulShutdown, GracefulRestart, ForceRestart, " +
+			"Nmi, ForceOn; main.py answers a system addressed by Name with 307 to its Id (AliasAccessError) and a Reset with " +
+			"204; the libvirt driver powers a domain off at once (virsh destroy), a ForceOff of an Off domain does nothing",
+		allowed:       []ResetType{ResetOn, ResetForceOff, ResetGracefulShutdown, ResetGracefulRestart, ResetForceRestart, ResetNmi, ResetForceOn},
+		answer:        answerNoContent,
+		staticChassis: true,
+		nameRedirect:  true,
+		manufacturer:  "Sushy Emulator", model: "",
+	},
+}
+
+// sushyRoot is sushy-tools' service root template (root.json): what a
+// client identifies the emulator by.
+var sushyRoot = struct{ id, name, uuid, version string }{
+	id: "RedvirtService", name: "Redvirt Service", uuid: "85775665-c110-4b85-8989-e6162170b3ec", version: "1.5.0",
 }
 
 // write answers with the refusal.

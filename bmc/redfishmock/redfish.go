@@ -54,7 +54,9 @@ const (
 type route struct {
 	res       resource
 	systemID  string // for a system, its chassis, its manager, its Reset
-	sessionID string // also the Id of an account, a role or a task
+	sessionID string // also the Id of an account, a role, a task, a subscription, a power supply
+	pduID     string // a rack PDU (routes_ext.go)
+	outletID  string // one of its outlets
 }
 
 // parseRoute maps a path without trailing slash to a route.
@@ -71,6 +73,9 @@ func parseRoute(path string) (route, bool) {
 		return route{}, false
 	}
 	seg = seg[1:]
+	if rt, ok := parseExtRoute(seg); ok {
+		return rt, true
+	}
 	switch len(seg) {
 	case 0:
 		return route{res: resServiceRoot}, true
@@ -112,6 +117,11 @@ func parseRoute(path string) (route, bool) {
 		}
 	case 3:
 		switch {
+		case seg[0] == "SessionService" && seg[1] == "Sessions" && seg[2] == "Members":
+			// OData's alternate URI of a collection's members: DSP0266 lets
+			// a client create a session by POST to it (the DMTF Protocol
+			// Validator does).
+			return route{res: resSessions}, true
 		case seg[0] == "SessionService" && seg[1] == "Sessions":
 			return route{res: resSession, sessionID: seg[2]}, true
 		case seg[0] == "Systems" && seg[2] == "ResetActionInfo":
@@ -135,6 +145,9 @@ func parseRoute(path string) (route, bool) {
 
 // methods lists the HTTP methods a resource answers (HEAD goes with GET).
 func (rt route) methods() []string {
+	if ms, ok := rt.extMethods(); ok {
+		return ms
+	}
 	switch rt.res {
 	case resSystemReset:
 		return []string{http.MethodPost}
@@ -208,6 +221,13 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 	var target *system
 	if rt.systemID != "" {
 		s, ok := m.byID[rt.systemID]
+		if !ok {
+			if named := m.byName(rt.systemID, who); named != nil && named.profileSpec().nameRedirect {
+				// sushy-tools: the Name is an alias, redirected to the Id.
+				m.redirectToID(w, r, path, rt.systemID, named.spec.id)
+				return
+			}
+		}
 		if !ok || !who.sees(s) {
 			writeNotFound(w, path)
 			return
@@ -233,6 +253,10 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 		}
 	}
 
+	if rt.res >= resExtBase {
+		m.serveExt(w, r, rt, who, target, path)
+		return
+	}
 	switch rt.res {
 	case resVersions:
 		writeJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
@@ -285,6 +309,38 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 	}
 }
 
+// byName finds the only system named name that who sees, or nil.
+func (m *Mock) byName(name string, who principal) *system {
+	var found *system
+	for _, s := range m.systems {
+		if s.spec.name == name && who.sees(s) {
+			if found != nil {
+				return nil
+			}
+			found = s
+		}
+	}
+	return found
+}
+
+func (s *system) profileSpec() *profileSpec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.profile.spec()
+}
+
+// redirectToID answers 307 to path with the system's Name replaced by its
+// Id, as sushy-tools does (flask.redirect(url_for(...), code=307)): a
+// relative Location, the same origin.
+func (m *Mock) redirectToID(w http.ResponseWriter, r *http.Request, path, name, id string) {
+	const prefix = "/redfish/v1/Systems/"
+	to := prefix + id + strings.TrimPrefix(strings.TrimPrefix(path, prefix), name)
+	w.Header().Set("Location", to)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusTemporaryRedirect)
+	_, _ = fmt.Fprintf(w, "<p>You should be redirected automatically to the target URL: <a href=%q>%s</a>.</p>\n", to, to)
+}
+
 // serveSystem answers GET of a ComputerSystem: 503 while the machine reads
 // Off on a profile whose BMC cannot reach an off host (AMI multi-node).
 func (m *Mock) serveSystem(w http.ResponseWriter, s *system) {
@@ -299,6 +355,7 @@ func (m *Mock) serveSystem(w http.ResponseWriter, s *system) {
 		return
 	}
 	doc := systemDocument(s, now)
+	doc.Links.PoweredBy = m.poweredBy(s)
 	// An ETag lets clients make conditional requests; gofish turns it into
 	// If-Match on every POST, which is how iDRAC10's 412 bites.
 	w.Header().Set("ETag", etagOf(doc))
@@ -326,10 +383,12 @@ func (m *Mock) attribute(target *system, who principal) *system {
 func (m *Mock) applyFaults(w http.ResponseWriter, r *http.Request, s *system, authenticated bool) (Faults, bool) {
 	s.mu.Lock()
 	f := s.faults
+	dead := s.dead
 	s.counters.Requests++
 	s.mu.Unlock()
 
-	if f.Hang {
+	if f.Hang || dead {
+		// A dead BMC (every power supply lost its input) answers nothing.
 		_ = m.block(r.Context()) // the client has given up; whatever we write is for the log
 		writeUnavailable(w, "The service did not respond (hang fault).")
 		return f, false
@@ -438,6 +497,7 @@ func (m *Mock) reset(w http.ResponseWriter, r *http.Request, s *system) {
 		duration = s.hw.Timing().PowerOff
 	}
 	s.mu.Unlock()
+	m.events.kick()
 
 	switch {
 	case refused != nil:
@@ -557,7 +617,7 @@ func (m *Mock) serveSession(w http.ResponseWriter, r *http.Request, who principa
 		writeNotFound(w, "/redfish/v1/SessionService/Sessions/"+id)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionDocument(&s))
+	writeDescribed(w, "Session.v1_7_0", sessionDocument(&s))
 }
 
 // readJSON decodes a bounded request body into v. Redfish services ignore
@@ -612,14 +672,18 @@ type serviceRootDoc struct {
 	Name           string `json:"Name"`
 	RedfishVersion string `json:"RedfishVersion"`
 	UUID           string `json:"UUID"`
-	Product        string `json:"Product"`
-	Vendor         string `json:"Vendor"`
+	Product        string `json:"Product,omitempty"`
+	Vendor         string `json:"Vendor,omitempty"`
 	Systems        link   `json:"Systems"`
 	Chassis        link   `json:"Chassis"`
 	Managers       link   `json:"Managers"`
 	SessionService *link  `json:"SessionService,omitempty"`
-	AccountService link   `json:"AccountService"`
-	TaskService    link   `json:"TaskService"`
+	AccountService *link  `json:"AccountService,omitempty"`
+	// Tasks is the TaskService (DSP0268 ServiceRoot names the property
+	// Tasks, not TaskService).
+	Tasks          *link `json:"Tasks,omitempty"`
+	EventService   *link `json:"EventService,omitempty"`
+	PowerEquipment *link `json:"PowerEquipment,omitempty"`
 	Links          struct {
 		Sessions *link `json:"Sessions,omitempty"`
 	} `json:"Links"`
@@ -639,8 +703,20 @@ func (m *Mock) serviceRoot() serviceRootDoc {
 		Systems:        link{"/redfish/v1/Systems"},
 		Chassis:        link{"/redfish/v1/Chassis"},
 		Managers:       link{"/redfish/v1/Managers"},
-		AccountService: link{"/redfish/v1/AccountService"},
-		TaskService:    link{"/redfish/v1/TaskService"},
+		AccountService: &link{"/redfish/v1/AccountService"},
+		Tasks:          &link{"/redfish/v1/TaskService"},
+		EventService:   &link{eventServiceURI},
+	}
+	if len(m.pdus.list) > 0 {
+		doc.PowerEquipment = &link{"/redfish/v1/PowerEquipment"}
+	}
+	if m.cfg.profile == ProfileSushy {
+		// sushy-tools' root.json, which clients identify it by. The
+		// emulator has no EventService.
+		doc.ID, doc.Name, doc.UUID, doc.RedfishVersion = sushyRoot.id, sushyRoot.name, sushyRoot.uuid, sushyRoot.version
+		doc.ODataType = "#ServiceRoot.v1_5_0.ServiceRoot"
+		doc.Product, doc.Vendor = "", ""
+		doc.AccountService, doc.Tasks, doc.EventService, doc.PowerEquipment = nil, nil, nil, nil
 	}
 	if m.cfg.authMode != AuthBasicOnly {
 		doc.SessionService = &link{"/redfish/v1/SessionService"}
@@ -706,6 +782,8 @@ type systemDoc struct {
 	Links struct {
 		Chassis   []link `json:"Chassis"`
 		ManagedBy []link `json:"ManagedBy"`
+		// PoweredBy: the PDU outlets that feed the system (pdu.go).
+		PoweredBy []link `json:"PoweredBy,omitempty"`
 	} `json:"Links"`
 }
 
@@ -791,9 +869,13 @@ type chassisDoc struct {
 	Manufacturer string    `json:"Manufacturer"`
 	Model        string    `json:"Model"`
 	SerialNumber string    `json:"SerialNumber"`
+	UUID         string    `json:"UUID,omitempty"`
 	PowerState   string    `json:"PowerState"`
 	Status       statusDoc `json:"Status"`
-	Links        struct {
+	// Power and PowerSubsystem report the power supplies (pdu.go).
+	Power          link `json:"Power"`
+	PowerSubsystem link `json:"PowerSubsystem"`
+	Links          struct {
 		ComputerSystems []link `json:"ComputerSystems"`
 		ManagedBy       []link `json:"ManagedBy"`
 	} `json:"Links"`
@@ -818,9 +900,15 @@ func chassisDocument(s *system, now time.Time) chassisDoc {
 		Manufacturer: spec.manufacturer,
 		Model:        spec.model,
 		SerialNumber: s.spec.serial,
+		UUID:         nameUUID("chassis/" + s.spec.uuid),
 		PowerState:   string(snap.Power),
 		Status:       statusOK,
 	}
+	if spec.staticChassis {
+		doc.PowerState = string(PowerOn) // sushy-tools' chassis.json
+	}
+	doc.Power = link{"/redfish/v1/Chassis/" + id + "/Power"}
+	doc.PowerSubsystem = link{"/redfish/v1/Chassis/" + id + "/PowerSubsystem"}
 	doc.Links.ComputerSystems = []link{{"/redfish/v1/Systems/" + id}}
 	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
 	return doc
@@ -903,7 +991,7 @@ func (m *Mock) writeSessions(w http.ResponseWriter, who principal) {
 		doc.Members = append(doc.Members, link{base + "/" + s.id})
 	}
 	doc.Count = len(doc.Members)
-	writeJSON(w, http.StatusOK, doc)
+	writeDescribed(w, "SessionCollection", doc)
 }
 
 type sessionDoc struct {

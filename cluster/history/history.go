@@ -38,6 +38,30 @@ const (
 // maxTimeline is the CRD's bound on status.timeline.
 const maxTimeline = 200
 
+// Suspicions that end without a power-off (the node renewed its Lease, or
+// came back before fenceAfter; the BMC could not be read; the storm guard
+// held it back) are recorded too, with outcome Cleared: they are the
+// near-misses and the failures nobody fenced that a review asks about,
+// and Events about them expire within an hour. Bounded so that they cannot
+// flood the API server or push a node's fences out of its history:
+//   - a node keeps its newest maxSuspicionsPerNode Cleared records, apart
+//     from its maxPerNode fence records;
+//   - new suspicion records are opened at most suspicionBurst at once and
+//     suspicionsPerHour after that, cluster-wide (a partition of 600 nodes
+//     opens 20, not 600); a suspicion over budget is logged, not recorded,
+//     until the budget allows (its record then starts at the failure's
+//     start all the same). A suspicion that becomes a fence (a power-off)
+//     is recorded whatever the budget: the storm guard bounds those.
+const (
+	maxSuspicionsPerNode = 3
+	suspicionBurst       = 20
+	suspicionsPerHour    = 20
+)
+
+// OutcomeCleared is a record's outcome when the suspicion ended without a
+// power-off; Fenced and Abandoned are fences'.
+const OutcomeCleared = "Cleared"
+
 // Nodes is what the recorder reads of *cluster.Cluster.
 type Nodes interface {
 	Nodes() []runner.NodeInfo
@@ -60,6 +84,18 @@ type Options struct {
 // Recorder writes the records; only the leader runs it.
 type Recorder struct {
 	opts Options
+	// budget of new suspicion records (tokens) as of budgetAt; overBudget
+	// holds the failure start of each node's suspicion already logged as
+	// unrecorded, so it is said once.
+	budget     float64
+	budgetAt   time.Time
+	overBudget map[string]time.Time
+	// listed holds the nodes whose records this recorder has listed since
+	// it started, and whether one was open then (kept as it opens and
+	// closes them): a node with nothing to record and no open record costs
+	// no API request. Listing every node's records on every pass cost 100
+	// requests a second at 300 nodes (make scale).
+	listed map[string]bool
 }
 
 // New builds a Recorder.
@@ -82,7 +118,35 @@ func New(opts Options) (*Recorder, error) {
 	if opts.Resync <= 0 {
 		opts.Resync = 2 * time.Second
 	}
-	return &Recorder{opts: opts}, nil
+	return &Recorder{opts: opts, budget: suspicionBurst, budgetAt: opts.Clock.Now(), overBudget: map[string]time.Time{}, listed: map[string]bool{}}, nil
+}
+
+// suspicionTokens refills the suspicion budget up to now and says whether
+// one token is there.
+func (r *Recorder) suspicionTokens(now time.Time) bool {
+	if d := now.Sub(r.budgetAt); d > 0 {
+		r.budget = min(suspicionBurst, r.budget+d.Hours()*suspicionsPerHour)
+		r.budgetAt = now
+	}
+	return r.budget >= 1
+}
+
+// takeSuspicionToken spends one of the suspicion budget, if there is one.
+func (r *Recorder) takeSuspicionToken(now time.Time) bool {
+	if !r.suspicionTokens(now) {
+		return false
+	}
+	r.budget--
+	return true
+}
+
+// overBudgetOnce logs, once per suspicion, that it is not recorded.
+func (r *Recorder) overBudgetOnce(node string, st fence.State) {
+	if r.overBudget[node] != st.FailureStart {
+		r.overBudget[node] = st.FailureStart
+		r.opts.Log.Info("suspicion not recorded (BMCFenceRecord): more than the budget of suspicion records opened recently; its Events and a fence, if one follows, are recorded",
+			zap.String("node", node), zap.Int("burst", suspicionBurst), zap.Int("perHour", suspicionsPerHour))
+	}
 }
 
 // Run records until ctx ends.
@@ -90,9 +154,18 @@ func (r *Recorder) Run(ctx context.Context) error {
 	t := r.opts.Clock.NewTicker(r.opts.Resync)
 	defer t.Stop()
 	for {
-		for _, n := range r.opts.Nodes.Nodes() {
+		nodes := r.opts.Nodes.Nodes()
+		seen := make(map[string]bool, len(nodes))
+		for _, n := range nodes {
+			seen[n.Name] = true
 			if err := r.Sync(ctx, n); err != nil {
 				r.opts.Log.Warn("fence record", zap.String("node", n.Name), zap.Error(err))
+			}
+		}
+		for name := range r.listed {
+			if !seen[name] {
+				delete(r.listed, name)
+				delete(r.overBudget, name)
 			}
 		}
 		select {
@@ -103,18 +176,21 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 }
 
-// recorded: a fence worth a record. Suspicion alone (a BMC read that found
-// the node On and then saw it renew, a reboot) is not a fence.
+// recorded: a fence, or a suspicion, worth a record (while it lasts).
 func recorded(st fence.State) bool {
 	switch st.Phase {
 	case fence.PoweringOff, fence.ConfirmingOff, fence.Tainting, fence.Detaching, fence.Fenced,
-		fence.PoweringOn, fence.Recovering, fence.Untainting, fence.Stuck:
+		fence.PoweringOn, fence.Recovering, fence.Untainting, fence.Stuck, fence.Suspect:
 		return true
-	case fence.Suspect:
-		return st.Manual || st.Attested
 	case fence.Healthy, fence.Maintenance:
 	}
 	return false
+}
+
+// suspicionOnly: the node is suspected and nothing more (no power-off yet,
+// no human's request): a record of it comes out of the suspicion budget.
+func suspicionOnly(st fence.State) bool {
+	return st.Phase == fence.Suspect && !st.Manual && !st.Attested
 }
 
 // Sync brings node's open record up to date: it opens one when a fence
@@ -128,6 +204,19 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 			return fmt.Errorf("decoding the fence state: %w", err)
 		}
 	}
+	now := r.opts.Clock.Now()
+	if open, known := r.listed[n.Name]; known && !open {
+		// Nothing open, as of our own writes: no request unless there is
+		// something to record.
+		switch {
+		case !recorded(st):
+			delete(r.overBudget, n.Name)
+			return nil
+		case suspicionOnly(st) && !r.suspicionTokens(now):
+			r.overBudgetOnce(n.Name, st)
+			return nil
+		}
+	}
 	records := r.opts.Client.BMCFenceRecords()
 	list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + n.Name})
 	if err != nil {
@@ -139,9 +228,13 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 			open = &list.Items[i]
 		}
 	}
-	now := r.opts.Clock.Now()
+	r.listed[n.Name] = open != nil
 	switch {
 	case open == nil && !recorded(st):
+		delete(r.overBudget, n.Name)
+		return nil
+	case open == nil && suspicionOnly(st) && !r.takeSuspicionToken(now):
+		r.overBudgetOnce(n.Name, st)
 		return nil
 	case open == nil:
 		rec, err := r.open(ctx, n, st, now)
@@ -149,16 +242,18 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 			return err
 		}
 		open = rec
+		r.listed[n.Name] = true
 		defer r.retain(ctx, n.Name, now)
 	}
 	next := open.DeepCopy()
+	acted := open.Status.Phase != "" && open.Status.Phase != fence.Suspect.String() && open.Status.Phase != fence.Healthy.String()
 	next.Status.Phase = st.Phase.String()
 	next.Status.Timeline = Merge(next.Status.Timeline, Timeline(st, r.opts.Who))
 	if !recorded(st) {
 		// Back to Healthy (or in maintenance): the fence is over.
 		t := metav1.NewTime(now)
 		next.Status.FinishedAt = &t
-		next.Status.Outcome = outcome(next.Status.Timeline)
+		next.Status.Outcome = outcome(next.Spec, acted, next.Status.Timeline)
 	} else if st.Phase == fence.Stuck {
 		next.Status.Outcome = "Stuck"
 	}
@@ -167,6 +262,9 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 	}
 	if _, err := records.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating record %s: %w", open.Name, err)
+	}
+	if next.Status.FinishedAt != nil {
+		r.listed[n.Name] = false
 	}
 	return nil
 }
@@ -216,18 +314,27 @@ func (r *Recorder) retain(ctx context.Context, node string, now time.Time) {
 	}
 }
 
-// Expired names the records retention removes: finished ones beyond the
-// newest maxPerNode (open ones count but are never removed), and finished
-// ones older than maxAge.
+// Expired names the records retention removes: finished fences beyond the
+// newest maxPerNode fences (open records count but are never removed),
+// finished suspicions (outcome Cleared) beyond the newest
+// maxSuspicionsPerNode suspicions, and anything finished more than maxAge
+// ago. Suspicions are counted apart, so a flapping node's near-misses
+// never push its fences out.
 func Expired(recs []v1alpha1.BMCFenceRecord, maxPerNode int, maxAge time.Duration, now time.Time) []string {
 	recs = slices.Clone(recs)
 	SortNewestFirst(recs)
 	var out []string
-	for i, rec := range recs {
+	fences, suspicions := 0, 0
+	for _, rec := range recs {
+		n, limit := &fences, maxPerNode
+		if rec.Status.Outcome == OutcomeCleared {
+			n, limit = &suspicions, maxSuspicionsPerNode
+		}
+		*n++
 		if rec.Status.FinishedAt == nil {
 			continue
 		}
-		if i >= maxPerNode || now.Sub(rec.Status.FinishedAt.Time) > maxAge {
+		if *n > limit || now.Sub(rec.Status.FinishedAt.Time) > maxAge {
 			out = append(out, rec.Name)
 		}
 	}
@@ -318,12 +425,23 @@ func sameReading(a, b string) bool {
 	return cut(a) == cut(b)
 }
 
-func outcome(tl []v1alpha1.TimelineEntry) string {
+// outcome of a finished record: Fenced once detach began; Cleared when a
+// suspicion ended with nothing done (no phase past Suspect, seen by the
+// recorder (acted) or in the timeline, and no human's request); else
+// Abandoned (a fence stopped before the taint).
+func outcome(spec v1alpha1.BMCFenceRecordSpec, acted bool, tl []v1alpha1.TimelineEntry) string {
+	acted = acted || spec.Trigger == v1alpha1.TriggerHuman
 	for _, e := range tl {
 		switch e.Phase {
 		case fence.Detaching.String(), fence.Fenced.String():
 			return "Fenced"
+		case fence.Healthy.String(), fence.Suspect.String(), fence.Maintenance.String(), "":
+		default:
+			acted = true
 		}
+	}
+	if !acted {
+		return OutcomeCleared
 	}
 	return "Abandoned"
 }

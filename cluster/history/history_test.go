@@ -2,11 +2,14 @@ package history
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
@@ -33,6 +36,11 @@ func rec(name string, created time.Duration, finishedAgo *time.Duration) v1alpha
 
 func ago(d time.Duration) *time.Duration { return &d }
 
+func cleared(r v1alpha1.BMCFenceRecord) v1alpha1.BMCFenceRecord {
+	r.Status.Outcome = OutcomeCleared
+	return r
+}
+
 func TestExpired(t *testing.T) {
 	day := 24 * time.Hour
 	tests := []struct {
@@ -44,6 +52,11 @@ func TestExpired(t *testing.T) {
 		{"beyond the count: the oldest go", []v1alpha1.BMCFenceRecord{rec("a", 0, ago(time.Hour)), rec("b", day, ago(day)), rec("c", 2*day, ago(2*day))}, []string{"a"}},
 		{"an open record is never removed", []v1alpha1.BMCFenceRecord{rec("a", 0, nil), rec("b", day, ago(day)), rec("c", 2*day, ago(2*day))}, nil},
 		{"too old", []v1alpha1.BMCFenceRecord{rec("a", 0, ago(31*day)), rec("b", 39*day, ago(day))}, []string{"a"}},
+		{"suspicions are counted apart from fences", []v1alpha1.BMCFenceRecord{
+			rec("f1", 0, ago(9*day)), rec("f2", day, ago(8*day)),
+			cleared(rec("s1", 2*day, ago(7*day))), cleared(rec("s2", 3*day, ago(6*day))), cleared(rec("s3", 4*day, ago(5*day))),
+			cleared(rec("s4", 5*day, ago(4*day))), cleared(rec("s5", 6*day, ago(3*day))),
+		}, []string{"s2", "s1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,9 +129,9 @@ func TestSyncAcrossLeaders(t *testing.T) {
 		}
 		return l.Items
 	}
-	sync(recorder("a1"), fence.State{Phase: fence.Suspect})
-	if n := len(list()); n != 0 {
-		t.Fatalf("%d records for suspicion alone, want none", n)
+	sync(recorder("a1"), fence.State{Phase: fence.Suspect, FailureStart: t0})
+	if n := len(list()); n != 1 {
+		t.Fatalf("%d records for the suspicion, want one", n)
 	}
 	sync(recorder("a1"), fence.State{Phase: fence.PoweringOff, FailureStart: t0})
 	sync(recorder("a2"), fence.State{Phase: fence.Detaching, FailureStart: t0})
@@ -135,5 +148,156 @@ func TestSyncAcrossLeaders(t *testing.T) {
 	r = list()[0]
 	if r.Status.FinishedAt == nil || r.Status.Outcome != "Abandoned" && r.Status.Outcome != "Fenced" {
 		t.Errorf("after recovery: status %+v", r.Status)
+	}
+}
+
+func newRecorder(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock) *Recorder {
+	t.Helper()
+	// The fake clientset does not generate names: as the API server would.
+	seq := 0
+	client.PrependReactor("create", "bmcfencerecords", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		o := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.BMCFenceRecord)
+		if o.Name == "" {
+			seq++
+			o.Name = fmt.Sprintf("%s%05d", o.GenerateName, seq)
+		}
+		return false, nil, nil
+	})
+	r, err := New(Options{Client: client.FencingV1alpha1(), Nodes: &fakeNodes{}, Who: "a1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func nodeState(t *testing.T, name string, st fence.State) runner.NodeInfo {
+	t.Helper()
+	i := info(t, st)
+	i.Name = name
+	return i
+}
+
+// A suspicion that ends without a power-off (the node renewed; the BMC
+// read On until then) is recorded, with outcome Cleared.
+func TestSuspicionThatEndsWithoutActionIsRecordedCleared(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	r := newRecorder(t, client, clk)
+	ctx := context.Background()
+	if err := r.Sync(ctx, nodeState(t, "w1", fence.State{Phase: fence.Suspect, FailureStart: t0})); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Minute)
+	if err := r.Sync(ctx, nodeState(t, "w1", fence.State{Phase: fence.Healthy})); err != nil {
+		t.Fatal(err)
+	}
+	l, err := client.FencingV1alpha1().BMCFenceRecords().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("%d records, want one for the suspicion", len(l.Items))
+	}
+	got := l.Items[0].Status
+	if got.Outcome != OutcomeCleared || got.FinishedAt == nil || !got.StartedAt.Time.Equal(t0) {
+		t.Errorf("status %+v; want Cleared, started at the failure's start, finished", got)
+	}
+}
+
+// Suspicion records are budgeted cluster-wide: a partition that makes 50
+// nodes suspect opens suspicionBurst records, then suspicionsPerHour; a
+// node whose suspicion becomes a power-off gets its record regardless.
+func TestSuspicionRecordsAreBudgeted(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	r := newRecorder(t, client, clk)
+	ctx := context.Background()
+	count := func() int {
+		t.Helper()
+		l, err := client.FencingV1alpha1().BMCFenceRecords().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	syncAll := func(n int) {
+		t.Helper()
+		for i := range n {
+			if err := r.Sync(ctx, nodeState(t, fmt.Sprintf("n%02d", i), fence.State{Phase: fence.Suspect, FailureStart: t0})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	syncAll(50)
+	if got := count(); got != suspicionBurst {
+		t.Fatalf("%d records for 50 suspected nodes, want the burst, %d", got, suspicionBurst)
+	}
+	syncAll(50)
+	if got := count(); got != suspicionBurst {
+		t.Errorf("%d records after syncing again at once, want still %d", got, suspicionBurst)
+	}
+	clk.Step(time.Hour / suspicionsPerHour)
+	syncAll(50)
+	if got := count(); got != suspicionBurst+1 {
+		t.Errorf("%d records %s later, want %d", got, time.Hour/suspicionsPerHour, suspicionBurst+1)
+	}
+	if err := r.Sync(ctx, nodeState(t, "n49", fence.State{Phase: fence.PoweringOff, FailureStart: t0})); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != suspicionBurst+2 {
+		t.Errorf("%d records after n49's power-off, want %d: a fence is recorded whatever the budget", got, suspicionBurst+2)
+	}
+}
+
+// A node with nothing to record and no open record costs one LIST when the
+// recorder starts, none after (every node's records every 2 s cost 100
+// requests a second at 300 nodes); a suspicion over budget costs none.
+func TestQuietNodesCostNoRequests(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	r := newRecorder(t, client, clk)
+	ctx := context.Background()
+	lists := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "list" {
+				n++
+			}
+		}
+		return n
+	}
+	sync := func(node string, st fence.State) {
+		t.Helper()
+		if err := r.Sync(ctx, nodeState(t, node, st)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		sync("w1", fence.State{Phase: fence.Healthy})
+	}
+	if got := lists(); got != 1 {
+		t.Errorf("%d LISTs for a healthy node synced 3 times, want 1", got)
+	}
+	// It fails, is fenced, recovers: its record opens and closes, then it
+	// is quiet again.
+	sync("w1", fence.State{Phase: fence.PoweringOff, FailureStart: t0})
+	sync("w1", fence.State{Phase: fence.Fenced, FailureStart: t0})
+	sync("w1", fence.State{Phase: fence.Healthy})
+	before := lists()
+	for range 3 {
+		sync("w1", fence.State{Phase: fence.Healthy})
+	}
+	if got := lists() - before; got != 0 {
+		t.Errorf("%d LISTs after the record closed, want 0", got)
+	}
+	// Spend the budget, then a suspicion over it costs nothing.
+	r.budget = 0
+	sync("w2", fence.State{Phase: fence.Healthy})
+	before = lists()
+	for range 3 {
+		sync("w2", fence.State{Phase: fence.Suspect, FailureStart: t0})
+	}
+	if got := lists() - before; got != 0 {
+		t.Errorf("%d LISTs for a suspicion over budget, want 0", got)
 	}
 }

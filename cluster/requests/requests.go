@@ -61,10 +61,19 @@ type Options struct {
 	// MaxRequestAge: a fence or confirm request not taken this long after
 	// we first saw it expires (fence.Policy.MaxRequestAge).
 	MaxRequestAge time.Duration
-	Clock         clock.WithTicker
-	Log           *zap.Logger
-	Resync        time.Duration
+	// TTL: a request whose outcome is final is deleted this long after it
+	// got it (config requests.ttl; default DefaultTTL).
+	TTL time.Duration
+	// Collected, when set, counts each request deleted by TTL, by its
+	// outcome (bmcfence_requests_collected_total).
+	Collected func(outcome v1alpha1.RequestOutcome)
+	Clock     clock.WithTicker
+	Log       *zap.Logger
+	Resync    time.Duration
 }
+
+// DefaultTTL keeps a finished request a day (config requests.ttl).
+const DefaultTTL = 24 * time.Hour
 
 // Controller serves BMCFenceRequests; only the leader runs it.
 type Controller struct {
@@ -98,6 +107,9 @@ func New(opts Options) (*Controller, error) {
 	}
 	if opts.MaxRequestAge <= 0 {
 		opts.MaxRequestAge = fence.DefaultPolicy().MaxRequestAge
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
 	}
 	reqs := opts.Client.BMCFenceRequests()
 	lw := &cache.ListWatch{
@@ -157,10 +169,64 @@ func (c *Controller) ReconcileAll(ctx context.Context) {
 		policyErr = c.opts.Policy(ctx)
 	}
 	for _, r := range reqs {
+		if c.collect(ctx, r) {
+			continue
+		}
 		if err := c.Reconcile(ctx, r, policyErr); err != nil {
 			c.opts.Log.Warn("fence request", zap.String("request", r.Name), zap.Error(err))
 		}
 	}
+}
+
+// collect deletes a request whose outcome is final once TTL has passed
+// since it got it, and reports whether it did. Nothing reads a finished
+// request but a human (the fence's evidence is in its BMCFenceRecord);
+// without this they pile up, one per kubectl fence command. Both the
+// outcome's time (our clock, or a previous leader's) and the creation
+// time (the API server's) must be TTL old, so that no one clock that is
+// off deletes a request whose outcome its requester has not read yet.
+// Pending requests are never collected: the agent still owes them an
+// answer.
+func (c *Controller) collect(ctx context.Context, r *v1alpha1.BMCFenceRequest) bool {
+	switch r.Status.Outcome {
+	case v1alpha1.OutcomeTaken, v1alpha1.OutcomeRefused, v1alpha1.OutcomeExpired:
+	case v1alpha1.OutcomePending, "":
+		return false
+	}
+	now := c.opts.Clock.Now()
+	finished := r.CreationTimestamp.Time
+	switch {
+	case r.Status.FinishedAt != nil:
+		finished = r.Status.FinishedAt.Time
+	case r.Status.SeenAt != nil && r.Status.SeenAt.After(finished):
+		// Finished by an agent before finishedAt existed: seenAt is the
+		// latest time it is known to have been open.
+		finished = r.Status.SeenAt.Time
+	}
+	if now.Sub(finished) < c.opts.TTL || now.Sub(r.CreationTimestamp.Time) < c.opts.TTL {
+		return false
+	}
+	// Conditional on what was read: a request changed meanwhile is judged
+	// again on the next pass.
+	err := c.opts.Client.BMCFenceRequests().Delete(ctx, r.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &r.UID, ResourceVersion: &r.ResourceVersion},
+	})
+	switch {
+	case err == nil:
+		c.opts.Log.Info("deleted a finished request", zap.String("request", r.Name), zap.String("node", r.Spec.NodeName),
+			zap.String("outcome", string(r.Status.Outcome)), zap.Duration("ttl", c.opts.TTL))
+		if c.opts.Collected != nil {
+			c.opts.Collected(r.Status.Outcome)
+		}
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+	default:
+		c.opts.Log.Warn("deleting a finished request", zap.String("request", r.Name), zap.Error(err))
+	}
+	c.mu.Lock()
+	delete(c.seen, r.UID)
+	delete(c.offered, r.UID)
+	c.mu.Unlock()
+	return true
 }
 
 func compareStrings(a, b string) int {
@@ -244,6 +310,8 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest,
 func (c *Controller) finish(ctx context.Context, r *v1alpha1.BMCFenceRequest, outcome v1alpha1.RequestOutcome, msg string) error {
 	st := r.DeepCopy()
 	st.Status.Outcome, st.Status.Message = outcome, msg
+	done := metav1.NewTime(c.opts.Clock.Now())
+	st.Status.FinishedAt = &done
 	if st.Status.SeenAt == nil {
 		c.mu.Lock()
 		t := metav1.NewTime(c.seen[r.UID])

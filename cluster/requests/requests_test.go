@@ -184,3 +184,73 @@ func TestCommandKind(t *testing.T) {
 		t.Errorf("commandKind(reboot) = %v, want ErrUnknownAction", err)
 	}
 }
+
+// A request's final outcome is stamped with when it got it, on our clock.
+func TestFinishStampsFinishedAt(t *testing.T) {
+	w := newWorld(t, nil, request("w1-abort-1", v1alpha1.ActionAbort))
+	w.reconcile(t, "w1-abort-1")
+	w.clock.Step(3 * time.Second)
+	w.cluster.taken("w1", "w1-abort-1")
+	r := w.reconcile(t, "w1-abort-1")
+	if r.Status.Outcome != v1alpha1.OutcomeTaken || r.Status.FinishedAt == nil || !r.Status.FinishedAt.Time.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("status = %+v, want Taken, finished at %s", r.Status, t0.Add(3*time.Second))
+	}
+}
+
+// Finished requests are deleted requests.ttl after their outcome (and
+// after their creation: no one clock that is off deletes an answer its
+// requester has not read); pending ones never; each deletion is counted
+// by outcome.
+func TestFinishedRequestsAreCollectedAfterTheirTTL(t *testing.T) {
+	const ttl = 24 * time.Hour
+	at := func(d time.Duration) *metav1.Time { m := metav1.NewTime(t0.Add(d)); return &m }
+	tests := []struct {
+		name    string
+		status  v1alpha1.BMCFenceRequestStatus
+		created time.Duration // relative to t0
+		now     time.Duration
+		deleted bool
+	}{
+		{"taken a day ago", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeTaken, SeenAt: at(0), FinishedAt: at(time.Minute)}, 0, time.Minute + ttl, true},
+		{"taken a minute short of a day ago", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeTaken, SeenAt: at(0), FinishedAt: at(time.Minute)}, 0, ttl, false},
+		{"refused a day ago", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeRefused, FinishedAt: at(0)}, 0, ttl, true},
+		{"expired a day ago", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeExpired, FinishedAt: at(15 * time.Minute)}, 0, 15*time.Minute + ttl, true},
+		{"expired just now, created long ago", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeExpired, FinishedAt: at(48 * time.Hour)}, 0, 48 * time.Hour, false},
+		{"a finishedAt from a clock far behind, created just now", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeTaken, FinishedAt: at(-72 * time.Hour)}, 0, time.Hour, false},
+		{"finished by an older agent (no finishedAt), seen two days ago", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeTaken, SeenAt: at(0)}, 0, 2 * ttl, true},
+		{"finished by an older agent, seen an hour ago", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeTaken, SeenAt: at(47 * time.Hour)}, 0, 48 * time.Hour, false},
+		{"pending for two days", v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomePending, SeenAt: at(0)}, 0, 2 * ttl, false},
+		{"never seen, two days old", v1alpha1.BMCFenceRequestStatus{}, 0, 2 * ttl, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := request("w1-fence-1", v1alpha1.ActionFence)
+			r.CreationTimestamp = metav1.NewTime(t0.Add(tt.created))
+			r.Status = tt.status
+			w := newWorld(t, nil, r)
+			collected := map[v1alpha1.RequestOutcome]int{}
+			w.c.opts.TTL = ttl
+			w.c.opts.Collected = func(o v1alpha1.RequestOutcome) { collected[o]++ }
+			w.clock.SetTime(t0.Add(tt.now))
+			ctx := context.Background()
+			got, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, r.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if did := w.c.collect(ctx, got); did != tt.deleted {
+				t.Errorf("collect = %v, want %v", did, tt.deleted)
+			}
+			_, err = w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, r.Name, metav1.GetOptions{})
+			if gone := err != nil; gone != tt.deleted {
+				t.Errorf("deleted = %v (%v), want %v", gone, err, tt.deleted)
+			}
+			want := map[v1alpha1.RequestOutcome]int{}
+			if tt.deleted {
+				want[tt.status.Outcome] = 1
+			}
+			if diff := cmp.Diff(want, collected); diff != "" {
+				t.Errorf("collected (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -45,7 +45,7 @@ func runValidate(ctx context.Context, fs *pflag.FlagSet, environ []string, stdou
 	for _, r := range cfg.Risks() {
 		fmt.Fprintf(stdout, "warning: %s\n", r.Message)
 	}
-	client, how, err := validateClient(cfg.Kubeconfig, environ)
+	client, rc, how, err := validateClient(cfg.Kubeconfig, environ)
 	if client == nil {
 		if err != nil {
 			fmt.Fprintf(stderr, "fence-agent validate: %v\n", err)
@@ -64,10 +64,15 @@ func runValidate(ctx context.Context, fs *pflag.FlagSet, environ []string, stdou
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "fence-agent validate: %v\n", p)
 	}
+	if len(problems) == 0 {
+		fmt.Fprintf(stdout, "ok: the inventory's Secrets and CA ConfigMaps in %s (%s)\n", cfg.Namespace, how)
+	}
+	if cfg.Inventory.UsesMetal3() && !checkBareMetalHosts(ctx, client, rc, cfg, stdout, stderr) {
+		return exitProblems
+	}
 	if len(problems) > 0 {
 		return exitProblems
 	}
-	fmt.Fprintf(stdout, "ok: the inventory's Secrets and CA ConfigMaps in %s (%s)\n", cfg.Namespace, how)
 	return exitOK
 }
 
@@ -77,14 +82,14 @@ var errUnreachable = errors.New("cluster unreachable")
 // in-cluster), and also through $KUBECONFIG or ~/.kube/config, as kubectl
 // would, so an operator can check before deploying. No client and no error
 // means no cluster is configured.
-func validateClient(kubeconfig string, environ []string) (kubernetes.Interface, string, error) {
+func validateClient(kubeconfig string, environ []string) (kubernetes.Interface, *rest.Config, string, error) {
 	var rc *rest.Config
 	var how string
 	switch {
 	case kubeconfig != "":
 		c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
-			return nil, "", fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+			return nil, nil, "", fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 		}
 		rc, how = c, "kubeconfig "+kubeconfig
 	default:
@@ -98,16 +103,16 @@ func validateClient(kubeconfig string, environ []string) (kubernetes.Interface, 
 		}
 		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
 		if err != nil {
-			return nil, "no cluster configured: no --kubeconfig, not in a cluster, no usable $KUBECONFIG or ~/.kube/config", nil
+			return nil, nil, "no cluster configured: no --kubeconfig, not in a cluster, no usable $KUBECONFIG or ~/.kube/config", nil
 		}
 		rc, how = c, "your kubeconfig"
 	}
 	rc.Timeout = validateTimeout
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	return client, how, nil
+	return client, rc, how, nil
 }
 
 func lookupEnv(environ []string, key string) (string, bool) {
@@ -150,6 +155,9 @@ func checkReferences(ctx context.Context, client kubernetes.Interface, cfg confi
 	var problems []error
 	ns := cfg.Namespace
 	for _, name := range sortedKeys(secrets) {
+		if inv.UsesMetal3() && name == inv.Metal3.KubeconfigSecret {
+			continue // a kubeconfig, not credentials: checkBareMetalHosts reads it
+		}
 		who := strings.Join(secrets[name], ", ")
 		sec, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -30,7 +32,15 @@ type bmcFlags struct {
 	insecure     bool
 	auth         string
 	cipherSuite  int
+	fallback     int
+	chassisPower string
 	timeout      time.Duration
+}
+
+// cliNames are the flags an adapter's error may ask the operator to change.
+var cliNames = bmc.SettingNames{
+	CA: "--ca-file", Insecure: "--insecure", System: "--system", Auth: "--auth",
+	CipherSuite: "--cipher-suite", CipherSuiteFallback: "--cipher-suite-fallback", ChassisPower: "--chassis-power",
 }
 
 func (f *bmcFlags) register(fs *pflag.FlagSet) {
@@ -42,7 +52,9 @@ func (f *bmcFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.caFile, "ca-file", "", "PEM bundle to verify the BMC's certificate (default: system roots)")
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify the BMC's TLS certificate")
 	fs.StringVar(&f.auth, "auth", "basic", "Redfish authentication: basic or session")
-	fs.IntVar(&f.cipherSuite, "cipher-suite", bmc.DefaultIPMICipherSuite, "IPMI cipher suite: 3 (HMAC-SHA1, AES-128) or 17 (HMAC-SHA256, AES-128)")
+	fs.IntVar(&f.cipherSuite, "cipher-suite", bmc.DefaultIPMICipherSuite, "IPMI cipher suite: 3 (HMAC-SHA1, AES-128) or 17 (HMAC-SHA256, AES-128); a BMC that does not offer it is refused, never downgraded")
+	fs.IntVar(&f.fallback, "cipher-suite-fallback", 0, "IPMI cipher suite to use when the BMC refuses --cipher-suite (e.g. 3 after 17); 0: none")
+	fs.StringVar(&f.chassisPower, "chassis-power", string(bmc.ChassisPowerAuto), "Redfish: auto (a system's Off counts only if its chassis agrees, except on sushy-tools and HPE's iLO emulator, whose chassis always reads On), check (always), or ignore (trust the system's PowerState)")
 	fs.DurationVar(&f.timeout, "timeout", bmc.DefaultTimeout, "time limit for each BMC operation")
 }
 
@@ -59,18 +71,25 @@ func (f *bmcFlags) target() (bmc.Target, error) {
 	if f.username == "" {
 		return bmc.Target{}, usageError("--username is required")
 	}
+	chassis, err := bmc.ParseChassisPower(f.chassisPower)
+	if err != nil {
+		return bmc.Target{}, usageError("--chassis-power %q: want auto, check or ignore", f.chassisPower)
+	}
 	pw, err := readPassword(f.passwordEnv, f.passwordFile)
 	if err != nil {
 		return bmc.Target{}, err
 	}
 	t := bmc.Target{
-		Address:            ep,
-		System:             f.system,
-		Credentials:        bmc.Credentials{Username: f.username, Password: pw},
-		Auth:               bmc.AuthMode(f.auth),
-		InsecureSkipVerify: f.insecure,
-		Timeout:            f.timeout,
-		IPMICipherSuite:    f.cipherSuite,
+		Address:                 ep,
+		System:                  f.system,
+		Credentials:             bmc.Credentials{Username: f.username, Password: pw},
+		Auth:                    bmc.AuthMode(f.auth),
+		InsecureSkipVerify:      f.insecure,
+		Timeout:                 f.timeout,
+		IPMICipherSuite:         f.cipherSuite,
+		IPMICipherSuiteFallback: f.fallback,
+		ChassisPower:            chassis,
+		Names:                   cliNames,
 	}
 	if f.caFile != "" {
 		if f.insecure {
@@ -134,21 +153,30 @@ with an exit code that says why, and an "error" object in JSON and YAML.`,
 
 // statusView is `bmc status` output. Raw is exactly what the BMC said.
 type statusView struct {
-	Address      string           `json:"address"`
-	System       string           `json:"system,omitempty"`
-	Protocol     bmc.Protocol     `json:"protocol"`
-	PowerState   bmc.PowerState   `json:"powerState"`
-	Raw          string           `json:"raw"`
-	ChassisRaw   string           `json:"chassisRaw,omitempty"`
-	BootProgress string           `json:"bootProgress,omitempty"`
-	Provider     string           `json:"provider,omitempty"`
-	Attempts     int              `json:"attempts"`
-	LatencyMs    int64            `json:"latencyMs"`
-	Error        *power.ErrorInfo `json:"error,omitempty"`
+	Address  string       `json:"address"`
+	System   string       `json:"system,omitempty"`
+	Protocol bmc.Protocol `json:"protocol"`
+	// UUID is the system's UUID (Redfish) or system GUID (IPMI), as the
+	// node's status.nodeInfo.systemUUID shows it: what an inventory's
+	// identity is checked against.
+	UUID         string         `json:"uuid,omitempty"`
+	SystemID     string         `json:"systemId,omitempty"`
+	PowerState   bmc.PowerState `json:"powerState"`
+	Raw          string         `json:"raw"`
+	ChassisRaw   string         `json:"chassisRaw,omitempty"`
+	BootProgress string         `json:"bootProgress,omitempty"`
+	// Trusted is the resource whose power PowerState is, and why.
+	Trusted     bmc.PowerSource  `json:"trusted"`
+	Provider    string           `json:"provider,omitempty"`
+	CipherSuite int              `json:"cipherSuite,omitempty"`
+	Attempts    int              `json:"attempts"`
+	LatencyMs   int64            `json:"latencyMs"`
+	Error       *power.ErrorInfo `json:"error,omitempty"`
 }
 
 func newBMCStatusCmd(s streams) *cobra.Command {
 	var f bmcFlags
+	var showUUID bool
 	out := outTable
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -166,15 +194,35 @@ func newBMCStatusCmd(s streams) *cobra.Command {
 			v := statusView{
 				Address: t.Address.String(), System: t.System, Protocol: t.Address.Protocol,
 				PowerState: st.State, Raw: st.Raw, ChassisRaw: st.ChassisRaw, BootProgress: st.BootProgress,
-				Provider: st.Provider, Attempts: st.Attempts, LatencyMs: st.Latency.Milliseconds(),
-				Error: errorInfo(err),
+				Trusted: st.Trusted, Provider: st.Provider, CipherSuite: st.CipherSuite, Attempts: st.Attempts,
+				LatencyMs: st.Latency.Milliseconds(), Error: errorInfo(err),
+			}
+			if err == nil && (out != outTable || showUUID) {
+				// The identity, so an inventory's expectedUUID can be
+				// checked before there is a cluster. The table reads it
+				// only when asked (--uuid): it costs a second IPMI
+				// session, and a few Redfish requests.
+				id, ierr := ctrl.Identity(cmd.Context())
+				if ierr != nil {
+					err = ierr
+					v.Error = errorInfo(err)
+				}
+				v.UUID, v.SystemID = id.UUID, id.SystemID
 			}
 			if err != nil && out == outTable {
 				return err // the one line on stderr says it all
 			}
 			if perr := printObject(s.Out, out, v, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "ADDRESS\tSYSTEM\tPOWER\tRAW\tBOOT PROGRESS\tLATENCY")
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), v.PowerState, dash(rawView(v)), dash(v.BootProgress), v.LatencyMs)
+				if showUUID {
+					fmt.Fprintln(w, "ADDRESS\tSYSTEM\tUUID\tPOWER\tRAW\tBOOT PROGRESS\tLATENCY")
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), dash(v.UUID), v.PowerState, dash(rawView(v)), dash(v.BootProgress), v.LatencyMs)
+				} else {
+					fmt.Fprintln(w, "ADDRESS\tSYSTEM\tPOWER\tRAW\tBOOT PROGRESS\tLATENCY")
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%dms\n", v.Address, dash(v.System), v.PowerState, dash(rawView(v)), dash(v.BootProgress), v.LatencyMs)
+				}
+				if v.Trusted.Resource != "" {
+					fmt.Fprintf(w, "Power trusted: %s\n", v.Trusted)
+				}
 			}); perr != nil {
 				return perr
 			}
@@ -183,6 +231,7 @@ func newBMCStatusCmd(s streams) *cobra.Command {
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
+	cmd.Flags().BoolVar(&showUUID, "uuid", false, "also read and show the system's UUID in the table (JSON and YAML always carry it)")
 	return cmd
 }
 
@@ -236,26 +285,43 @@ func controller(f *bmcFlags) (bmc.Controller, bmc.Target, error) {
 // settleFlags are the "off and staying off" parameters, defaulting to the
 // agent's policy so a human and the agent agree on what Off means.
 type settleFlags struct {
-	window time.Duration
-	reads  int
-	limit  time.Duration
+	window     time.Duration
+	unassisted time.Duration
+	reads      int
+	limit      time.Duration
+}
+
+// defaultOffLimit is bmc off's --power-timeout: the unassisted settle
+// window (60 s: an Off we did not cause must last that long) plus the
+// agent's power timeout (60 s) for a slow BMC, so that the longest honest
+// confirmation fits.
+var defaultOffLimit = fence.DefaultPolicy().UnassistedSettleWindow + fence.DefaultPolicy().PowerTimeout
+
+// bmcOffNames are the flags bmc off's reports and errors point at.
+var bmcOffNames = power.Names{
+	SettleWindow: "--settle-window", SettleReads: "--settle-reads", UnassistedSettleWindow: "--unassisted-settle-window",
+	OwnOffWithin: "the agent's policy.ownOffWithin", PowerTimeout: "--power-timeout",
 }
 
 func (f *settleFlags) register(fs *pflag.FlagSet, limitName string, limitDefault time.Duration) {
 	p := fence.DefaultPolicy()
-	fs.DurationVar(&f.window, "settle-window", p.SettleWindow, "the consecutive Off reads must span at least this long")
+	fs.DurationVar(&f.window, "settle-window", p.SettleWindow, "the consecutive Off reads after an accepted power-off must span at least this long")
+	fs.DurationVar(&f.unassisted, "unassisted-settle-window", p.UnassistedSettleWindow, "the same for an Off we did not cause (the BMC answered \"already off\"): longer than any restart's off-dwell")
 	fs.IntVar(&f.reads, "settle-reads", p.SettleReads, "consecutive exact-Off reads needed")
-	fs.DurationVar(&f.limit, limitName, limitDefault, "give up when the BMC has not reached the state after this long")
+	fs.DurationVar(&f.limit, limitName, limitDefault, "give up after this long, every request to the BMC included")
 }
 
 func (f *settleFlags) policy() (fence.Policy, error) {
 	p := fence.DefaultPolicy()
-	p.SettleWindow, p.SettleReads, p.PowerTimeout = f.window, f.reads, f.limit
+	p.SettleWindow, p.SettleReads, p.PowerTimeout, p.UnassistedSettleWindow = f.window, f.reads, f.limit, f.unassisted
 	if f.reads < 2 {
 		return p, usageError("--settle-reads %d: at least 2 (one read proves nothing: a restart reads Off for a moment)", f.reads)
 	}
-	if f.window <= 0 || f.limit <= 0 {
-		return p, usageError("--settle-window and the time limit must be positive")
+	if f.window <= 0 || f.limit <= 0 || f.unassisted <= 0 {
+		return p, usageError("--settle-window, --unassisted-settle-window and the time limit must be positive")
+	}
+	if f.unassisted < f.window {
+		return p, usageError("--unassisted-settle-window %s is shorter than --settle-window %s: an Off we did not cause needs at least as long", f.unassisted, f.window)
 	}
 	if p.MaxReadGap < p.SettleInterval() {
 		p.MaxReadGap = 2 * p.SettleInterval()
@@ -265,8 +331,21 @@ func (f *settleFlags) policy() (fence.Policy, error) {
 
 func printReport(s streams, out outputFormat, r power.Report) error {
 	return printObject(s.Out, out, r, func(w *tabwriter.Writer) {
+		action := r.Action
+		if r.DryRun {
+			action += " (dry run)"
+		}
 		fmt.Fprintln(w, "ADDRESS\tSYSTEM\tACTION\tSENT\tANSWER\tPOWER\tCONFIRMED\tELAPSED")
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", r.Address, dash(r.System), r.Action, dash(r.Sent), dash(r.Answer), r.PowerState, r.Confirmed, dash(r.Elapsed))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", r.Address, dash(r.System), action, dash(r.Sent), dash(r.Answer), r.PowerState, r.Confirmed, dash(r.Elapsed))
+		if r.Plan != "" {
+			fmt.Fprintf(w, "Plan: %s\n", r.Plan)
+		}
+		if r.Reply != "" {
+			fmt.Fprintf(w, "BMC replied: %s\n", r.Reply)
+		}
+		if r.Trusted != nil {
+			fmt.Fprintf(w, "Power trusted: %s\n", r.Trusted)
+		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "Note: %s\n", r.Note)
 		}
@@ -291,7 +370,7 @@ func finishReport(s streams, out outputFormat, r power.Report, err error) error 
 func newBMCOffCmd(s streams) *cobra.Command {
 	var f bmcFlags
 	var sf settleFlags
-	var yes, dryRun bool
+	var yes, dryRun, quiet bool
 	out := outTable
 	cmd := &cobra.Command{
 		Use:   "off",
@@ -319,20 +398,24 @@ never reads Off (a lying BMC) fails with exit code 7.`,
 				return err
 			}
 			if dryRun {
-				return printReport(s, out, power.Report{Address: t.Address.String(), System: t.System, Action: "off (dry run: would send a hard power-off; nothing sent)"})
+				r, err := dryRunReport(cmd.Context(), ctrl, t, bmc.OpPowerOff)
+				return finishReport(s, out, r, err)
 			}
 			if err := confirm(s, yes, fmt.Sprintf("Power off %s%s now (a hard off: like pulling the plug)?", t.Address, systemSuffix(t.System))); err != nil {
 				return err
 			}
-			r, err := power.OffConfirmed(cmd.Context(), ctrl, p, newProgress(s).say)
+			r, err := power.OffConfirmedWith(cmd.Context(), ctrl, power.OffOptions{
+				Policy: p, Limit: sf.limit, Names: bmcOffNames, Say: newBMCProgress(s, quiet).say,
+			})
 			r.Address, r.System = t.Address.String(), t.System
 			return finishReport(s, out, r, err)
 		},
 	}
 	f.register(cmd.Flags())
-	sf.register(cmd.Flags(), "power-timeout", fence.DefaultPolicy().PowerTimeout)
+	sf.register(cmd.Flags(), "power-timeout", defaultOffLimit)
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be sent; send nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the BMC (reachable, credentials, system, the power it reads) and say what would be sent; send nothing")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
 	return cmd
 }
@@ -346,7 +429,7 @@ func systemSuffix(system string) string {
 
 func newBMCOnCmd(s streams) *cobra.Command {
 	var f bmcFlags
-	var yes, wait, dryRun bool
+	var yes, wait, dryRun, quiet bool
 	var limit time.Duration
 	out := outTable
 	cmd := &cobra.Command{
@@ -362,12 +445,13 @@ BMC reads On (a server can take a minute or more to get there).`,
 				return err
 			}
 			if dryRun {
-				return printReport(s, out, power.Report{Address: t.Address.String(), System: t.System, Action: "on (dry run: would send a power-on; nothing sent)"})
+				r, err := dryRunReport(cmd.Context(), ctrl, t, bmc.OpPowerOn)
+				return finishReport(s, out, r, err)
 			}
 			if err := confirm(s, yes, fmt.Sprintf("Power on %s%s?", t.Address, systemSuffix(t.System))); err != nil {
 				return err
 			}
-			r, err := power.On(cmd.Context(), ctrl, wait, limit, fence.DefaultPolicy().PowerPollInterval, newProgress(s).say)
+			r, err := power.On(cmd.Context(), ctrl, wait, limit, fence.DefaultPolicy().PowerPollInterval, newBMCProgress(s, quiet).say)
 			r.Address, r.System = t.Address.String(), t.System
 			return finishReport(s, out, r, err)
 		},
@@ -375,8 +459,55 @@ BMC reads On (a server can take a minute or more to get there).`,
 	f.register(cmd.Flags())
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the BMC reads On")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be sent; send nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the BMC (reachable, credentials, system, the power it reads) and say what would be sent; send nothing")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	cmd.Flags().DurationVar(&limit, "power-timeout", fence.DefaultPolicy().PowerOnTimeout, "with --wait: give up after this long")
 	cmd.Flags().VarP(&out, "output", "o", "output format: table, json or yaml")
 	return cmd
+}
+
+// dryRunReport checks everything a real command would need (the BMC
+// answers, takes the credentials, has the system; its power is read) and
+// says what the command would send. Nothing is sent.
+func dryRunReport(ctx context.Context, ctrl bmc.Controller, t bmc.Target, op bmc.Op) (power.Report, error) {
+	start := time.Now()
+	r := power.Report{Address: t.Address.String(), System: t.System, Action: "off", DryRun: true}
+	cmdWords := map[bmc.Protocol]string{bmc.Redfish: "redfish ComputerSystem.Reset ForceOff", bmc.IPMI: "ipmi chassis power off"}
+	if op == bmc.OpPowerOn {
+		r.Action = "on"
+		cmdWords = map[bmc.Protocol]string{bmc.Redfish: "redfish ComputerSystem.Reset On", bmc.IPMI: "ipmi chassis power on"}
+	}
+	elapsed := func() string { return time.Since(start).Round(time.Millisecond).String() }
+	id, err := ctrl.Identity(ctx)
+	if err != nil {
+		r.Elapsed = elapsed()
+		return r, err
+	}
+	r.UUID = id.UUID
+	if op == bmc.OpPowerOff && len(id.AllowedResets) > 0 && !slices.Contains(id.AllowedResets, "ForceOff") {
+		r.Elapsed = elapsed()
+		return r, fmt.Errorf("%w: the system offers no hard off (ResetType ForceOff; it allows %s): bmc off would send nothing", bmc.ErrUnsupported, strings.Join(id.AllowedResets, ", "))
+	}
+	st, err := ctrl.PowerStatus(ctx)
+	r.Elapsed = elapsed()
+	if err != nil {
+		return r, err
+	}
+	r.PowerState, r.CipherSuite = st.State, st.CipherSuite
+	if st.Trusted.Resource != "" {
+		tr := st.Trusted
+		r.Trusted = &tr
+	}
+	who := "the system"
+	if id.SystemID != "" {
+		who = "system " + id.SystemID
+	}
+	if id.UUID != "" {
+		who += " (UUID " + id.UUID + ")"
+	}
+	r.Plan = fmt.Sprintf("would send %s to %s, which reads %s; nothing was sent", cmdWords[t.Address.Protocol], who, st.State)
+	if op == bmc.OpPowerOff {
+		r.Plan += "; then it would wait for a settled Off read back"
+	}
+	return r, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -475,5 +476,147 @@ func TestBMCOverIPv6(t *testing.T) {
 				t.Error("machine not on at the end")
 			}
 		})
+	}
+}
+
+// bmc status names the system's UUID, so an inventory's expectedUUID can
+// be checked before there is a cluster, and says whose power it trusted.
+func TestBMCStatusJSONHasTheSystemUUID(t *testing.T) {
+	srv, flags := mockBMC(t)
+	out, errOut, code := cli(t, append([]string{"bmc", "status", "-o", "json"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var v struct {
+		UUID    string `json:"uuid"`
+		Trusted struct {
+			Resource, Why string
+		} `json:"trusted"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := srv.Mock.Status("1")
+	if v.UUID != st.UUID || v.Trusted.Resource == "" || v.Trusted.Why == "" {
+		t.Errorf("status %s; want uuid %s and the trusted resource", out, st.UUID)
+	}
+	out, _, _ = cli(t, append([]string{"bmc", "status", "--uuid"}, flags...)...)
+	if !strings.Contains(out, st.UUID) || !strings.Contains(out, "Power trusted: system") {
+		t.Errorf("table %q: want the UUID and the trusted resource", out)
+	}
+}
+
+// --dry-run talks to the BMC (reachable, credentials, system, its power)
+// and sends nothing; its JSON action is a token, the plan a sentence.
+func TestBMCOffDryRunChecksTheBMCAndSendsNothing(t *testing.T) {
+	srv, flags := mockBMC(t)
+	out, errOut, code := cli(t, append([]string{"bmc", "off", "--dry-run", "-o", "json"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r power.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := srv.Mock.Status("1")
+	if r.Action != "off" || !r.DryRun || r.PowerState != bmc.PowerOn || r.UUID != st.UUID || !strings.Contains(r.Plan, "ForceOff") || !strings.Contains(r.Plan, "nothing was sent") {
+		t.Errorf("dry run report %+v", r)
+	}
+	if st.Counters.Requests == 0 || len(st.Counters.Resets) != 0 {
+		t.Errorf("counters %+v: want the BMC read and nothing sent", st.Counters)
+	}
+	t.Setenv("BMC_PASSWORD", "wrong-Pa55word")
+	if _, errOut, code := cli(t, append([]string{"bmc", "off", "--dry-run"}, flags...)...); code != exitAuth {
+		t.Errorf("dry run with a wrong password: exit %d (%s), want %d", code, errOut, exitAuth)
+	}
+}
+
+// The CLI's errors name its flags, not the agent's settings.
+func TestBMCErrorsNameTheFlags(t *testing.T) {
+	srv, _ := mockBMC(t)
+	base := []string{"--address", srv.URL, "--username", "admin", "--password-env", "BMC_PASSWORD"}
+	_, errOut, code := cli(t, append([]string{"bmc", "status"}, base...)...)
+	if code != exitTLS || !strings.Contains(errOut, "--ca-file") || !strings.Contains(errOut, "--insecure") {
+		t.Errorf("untrusted certificate: exit %d, %q; want the flags --ca-file and --insecure", code, errOut)
+	}
+	_, errOut, code = cli(t, append([]string{"bmc", "status", "--insecure"}, base...)...)
+	if code != exitUnsupported || !strings.Contains(errOut, "--system") {
+		t.Errorf("two systems, none chosen: exit %d, %q; want --system named", code, errOut)
+	}
+}
+
+// The mock's sushy profile (sushy-tools: a chassis that always reads On)
+// is fenced: our own ForceOff, the chassis set aside, the report says so.
+// OpenBMC, whose chassis is the real power, is still refused while its
+// chassis reads power.
+func TestBMCOffSushyFencedOpenBMCRefusedWhileItsChassisIsOn(t *testing.T) {
+	t.Run("sushy", func(t *testing.T) {
+		cfg := redfishmock.Config{Username: "admin", Password: testPassword, Systems: redfishmock.Systems(1), Profile: redfishmock.ProfileSushy}
+		srv := redfishmocktest.Start(t, cfg)
+		out, errOut, code := cli(t, append(append([]string{"bmc", "off", "--yes"}, caFlags(t, srv, testPassword)...), fast...)...)
+		st, _ := srv.Mock.Status("1")
+		if code != 0 || st.Counters.Resets[redfishmock.ResetForceOff] != 1 || st.PowerState != redfishmock.PowerOff {
+			t.Fatalf("exit %d, resets %v, power %s: %s %s", code, st.Counters.Resets, st.PowerState, out, errOut)
+		}
+		if !strings.Contains(out, "Power trusted: system") || !strings.Contains(out, "sushy-tools") {
+			t.Errorf("report %q does not say the chassis was set aside for sushy-tools", out)
+		}
+	})
+	t.Run("openbmc", func(t *testing.T) {
+		cfg := redfishmock.Config{Username: "admin", Password: testPassword, Systems: redfishmock.Systems(1), Profile: redfishmock.ProfileOpenBMC,
+			Timing: redfishmock.Timing{PowerOn: time.Hour}}
+		srv := redfishmocktest.Start(t, cfg)
+		// The host is down, the chassis powering on (and staying so): the
+		// system reads Off, the chassis has power; the BMC ignores our off.
+		if err := srv.Mock.SetPower("1", redfishmock.PowerOff); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Mock.Event("1", redfishmock.EventPowerRestore); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Mock.SetFaults("1", redfishmock.Faults{IgnoreCommands: true}); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := cli(t, append(append([]string{"bmc", "off", "--yes", "-o", "json"}, caFlags(t, srv, testPassword)...),
+			"--settle-window", "200ms", "--settle-reads", "2", "--power-timeout", "2s")...)
+		if code != exitNotOff || !strings.Contains(out, `"resource": "chassis"`) {
+			t.Errorf("exit %d, %s %s; want exit %d trusting the chassis", code, out, errOut, exitNotOff)
+		}
+	})
+}
+
+// A BMC that answers 0xD5 to our power-off: the report shows its own
+// completion code, progress goes to stderr also without a terminal, in
+// the flags' words, and --power-timeout bounds the whole run.
+func TestBMCOffRefusedByTheBMCHonoursItsTimeout(t *testing.T) {
+	sim := pyghmisim.StartT(t, pyghmisim.Options{InitialPower: false})
+	if err := sim.SetBehavior(pyghmisim.Behavior{Mode: pyghmisim.Refusing}); err != nil {
+		t.Fatal(err)
+	}
+	flags := ipmiFlags(t, sim.Address(), sim.Username(), sim.Password())
+	start := time.Now()
+	out, errOut, code := cli(t, append(append([]string{"bmc", "off", "--yes", "-o", "json"}, flags...), "--power-timeout", "3s")...)
+	took := time.Since(start)
+	if code != exitNotOff || took > 6*time.Second {
+		t.Fatalf("exit %d after %v: %s %s; want %d within the 3s --power-timeout", code, took, out, errOut, exitNotOff)
+	}
+	var r power.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Reply, "completion code 0xd5") || r.Error == nil || !strings.Contains(r.Error.Message, "--power-timeout 3s is shorter") {
+		t.Errorf("report %+v; want the BMC's 0xd5 and the timeout's advice", r)
+	}
+	if !strings.Contains(errOut, "progress: ") || strings.Contains(errOut, "did nothing (BMC did nothing") || strings.Contains(errOut, "Policy.") {
+		t.Errorf("stderr %q: want progress lines in the flags' words", errOut)
+	}
+	// Confirmed after the unassisted window, the note names the flag.
+	out, errOut, code = cli(t, append(append([]string{"bmc", "off", "--yes"}, flags...),
+		"--settle-window", "200ms", "--settle-reads", "2", "--unassisted-settle-window", "1s", "--power-timeout", "10s")...)
+	if code != 0 || !strings.Contains(out, "--unassisted-settle-window") || !strings.Contains(out, "BMC replied: completion code 0xd5") {
+		t.Errorf("exit %d, %q %q; want a confirmed Off whose note names --unassisted-settle-window", code, out, errOut)
+	}
+	if regexp.MustCompile(`\(([3-9]|\d\d+) of 2\)`).MatchString(errOut) {
+		t.Errorf("progress counts past the reads needed: %q", errOut)
 	}
 }

@@ -21,9 +21,13 @@ func newCheckCmd(s streams, k *kubeFlags) *cobra.Command {
 		Long: `Checks, for every node, that its inventory entry resolves, that its BMC answers
 with those credentials and TLS settings, that the BMC's system UUID is the
 node's, and reads its power; and, for the cluster, the Kubernetes version
-(out-of-service taint GA in 1.28), the agent's namespace, ServiceAccount and
-RBAC, and pods that tolerate the out-of-service taint. Exits 1 if any check
-fails (warnings do not fail it). The BMCs are reached from where you run this.`,
+(out-of-service taint GA in 1.28, the manifests need 1.30), the agent's
+namespace, ServiceAccount and RBAC, the workloads whose pods tolerate the
+out-of-service taint (a fence does not move them), and whether
+kube-controller-manager runs with --disable-force-detach-on-timeout (read
+from its pod in kube-system where the API shows it, else unknown). Each
+finding says what to fix. Exits 1 if any check fails (warnings do not fail
+it). The BMCs are reached from where you run this.`,
 		Example: `  kubectl fence check
   kubectl fence check -o json`,
 		Args: cobra.NoArgs,
@@ -61,10 +65,13 @@ fails (warnings do not fail it). The BMCs are reached from where you run this.`,
 	return cmd
 }
 
-// metal3Namespaces are the BareMetalHosts' namespaces the agent reads, if
-// it reads any.
+// metal3Namespaces are the BareMetalHosts' namespaces the agent reads in
+// this cluster, if it reads any here: with inventory.metal3.kubeconfigSecret
+// the hosts are in a management cluster, read as that kubeconfig's user,
+// whose grants are there (each node's inventory check says what it could
+// not read).
 func metal3Namespaces(inv config.Inventory) []string {
-	if !inv.UsesMetal3() {
+	if !inv.UsesMetal3() || inv.Metal3.KubeconfigSecret != "" {
 		return nil
 	}
 	return inv.Metal3.Namespaces

@@ -71,6 +71,54 @@ func argsAreUsage(cmd *cobra.Command) {
 	}
 }
 
+// unknownCommandsAreUsage makes every command with subcommands answer an
+// unknown subcommand with a usage error (exit 2) and a suggestion, instead
+// of cobra's help and exit 0 ("power reboot x") or exit 1 (a typo at the
+// top level). Unknown flags after an unknown subcommand ("bmc cycle
+// --address …") are not what went wrong, so they do not hide it.
+func unknownCommandsAreUsage(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		unknownCommandsAreUsage(sub)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	// Not at the top: there an unknown flag is all that went wrong, and
+	// ignoring it would print the help and exit 0.
+	cmd.FParseErrWhitelist.UnknownFlags = cmd.HasParent()
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set only when cobra suggests itself
+	}
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			if !c.HasParent() {
+				return c.Help()
+			}
+			return usageError("%s needs a command: %s", c.CommandPath(), strings.Join(subcommandNames(c), ", "))
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if c.Name() == "bmc" && args[0] == "cycle" {
+			msg += `: a power cycle can leave a machine on, so bmcfence never fences with one; "bmc off", then "bmc on"`
+		} else if sugg := c.SuggestionsFor(args[0]); len(sugg) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", sugg[0])
+		} else {
+			msg += "; commands: " + strings.Join(subcommandNames(c), ", ")
+		}
+		return usageError("%s", msg)
+	}
+}
+
+func subcommandNames(c *cobra.Command) []string {
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return names
+}
+
 // isTerminal reports whether f is a terminal (progress and prompts go only
 // there). /dev/null is a character device but not a terminal, hence the
 // ioctl-based check.

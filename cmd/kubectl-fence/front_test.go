@@ -114,3 +114,20 @@ func TestBMCFrontHandsEveryOtherCommandToTheWholeCLI(t *testing.T) {
 		t.Errorf("bmc status from the front: exit %d, %s %s", code, out, errOut)
 	}
 }
+
+// The front answers a mistyped bmc subcommand as the whole CLI does: a
+// usage error (exit 2) with a suggestion, not bmc's help and exit 0.
+func TestBMCFrontRefusesAnUnknownSubcommand(t *testing.T) {
+	bin := buildFront(t)
+	cmd := exec.Command(bin, "bmc", "stat", "--address", "https://10.0.0.5")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != exitUsage || !strings.Contains(errOut.String(), `did you mean "status"`) || out.Len() != 0 {
+		t.Errorf("bmc stat: exit %d, stdout %q, stderr %q; want exit 2 and a suggestion", code, out.String(), errOut.String())
+	}
+}

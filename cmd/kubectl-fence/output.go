@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -82,5 +83,31 @@ func newProgress(s streams) progress { return progress{w: s.Err, on: isTerminal(
 func (p progress) say(format string, args ...any) {
 	if p.on {
 		fmt.Fprintf(p.w, format+"\n", args...)
+	}
+}
+
+// bmcProgress writes the bmc commands' progress to stderr, also without a
+// terminal: a minute of silence looks like a hang. Off a terminal each
+// line starts with "progress: " and the seconds since the start, so a
+// script can drop them (grep -v '^progress: ') and keep the one error
+// line, which starts "kubectl fence: ".
+type bmcProgress struct {
+	w     io.Writer
+	tty   bool
+	quiet bool
+	start time.Time
+}
+
+func newBMCProgress(s streams, quiet bool) bmcProgress {
+	return bmcProgress{w: s.Err, tty: isTerminal(s.Err), quiet: quiet, start: time.Now()}
+}
+
+func (p bmcProgress) say(format string, args ...any) {
+	switch {
+	case p.quiet:
+	case p.tty:
+		fmt.Fprintf(p.w, format+"\n", args...)
+	default:
+		fmt.Fprintf(p.w, "progress: [%5.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
 	}
 }

@@ -48,6 +48,9 @@ func newRoot(s streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &handOverError{err} })
 	root.AddCommand(newBMCCmd(s))
 	argsAreUsage(root)
+	// "bmc stat" is a usage error with a suggestion, as in the whole CLI,
+	// not bmc's help and exit 0.
+	unknownCommandsAreUsage(root)
 	return root
 }
 

@@ -83,6 +83,7 @@ type options struct {
 	seed           int64
 	maxSessions    int
 	sessionTimeout time.Duration
+	events         redfishmock.EventsConfig
 }
 
 func newFlagSet(o *options) *pflag.FlagSet {
@@ -117,6 +118,8 @@ func newFlagSet(o *options) *pflag.FlagSet {
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the error-rate RNG")
 	fs.IntVar(&o.maxSessions, "max-sessions", redfishmock.DefaultMaxSessions, "size of the session table")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", redfishmock.DefaultSessionTimeout, "idle timeout of a session")
+	fs.DurationVar(&o.events.HeartbeatMinute, "heartbeat-minute", 0, "how long one minute of a subscription's HeartbeatIntervalMinutes lasts (0: a minute; shorten it for tests)")
+	fs.DurationVar(&o.events.SSEIdleTimeout, "sse-idle-timeout", 0, "close an SSE stream after this long without data (0: the profile's, iDRAC an hour; negative: never)")
 
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level on stderr: debug (one line per request), info, warn, error")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
@@ -312,6 +315,8 @@ func buildConfig(fs *pflag.FlagSet, o *options, getenv func(string) string) (red
 		{"seed", func() { cfg.Seed = o.seed }},
 		{"max-sessions", func() { cfg.MaxSessions = o.maxSessions }},
 		{"session-timeout", func() { cfg.SessionTimeout = o.sessionTimeout }},
+		{"heartbeat-minute", func() { cfg.Events.HeartbeatMinute = o.events.HeartbeatMinute }},
+		{"sse-idle-timeout", func() { cfg.Events.SSEIdleTimeout = o.events.SSEIdleTimeout }},
 	}
 	for _, ov := range overrides {
 		// Without a file, the flag defaults are the config.

@@ -193,7 +193,11 @@ func ReadingOf(sent time.Time, st bmc.PowerStatus, err error) fence.Reading {
 	if err != nil {
 		return fence.Reading{At: sent, Failure: bmc.Reason(err) + ": " + err.Error()}
 	}
-	return fence.Reading{At: sent, Power: powerOf(st.State), OSRunning: st.OSRunning()}
+	rd := fence.Reading{At: sent, Power: powerOf(st.State), OSRunning: st.OSRunning()}
+	if st.Trusted.Resource != "" {
+		rd.Source = st.Trusted.String()
+	}
+	return rd
 }
 
 func powerOf(s bmc.PowerState) fence.Power {

@@ -149,6 +149,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.inv.Refresh(ctx)
 	go a.inv.Run(ctx, inventoryRefresh)
+	if a.cfg.Inventory.UsesMetal3() {
+		go a.watchMetal3(ctx)
+	}
 	a.ready.Store(true)
 	a.warnRiskySettings(ctx)
 
@@ -176,6 +179,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		Log: a.log.Named("leader"),
 	}, lead)
 }
+
+// watchMetal3 starts the BareMetalHost informers, retrying every
+// inventoryRefresh until they start (the kubeconfig Secret of a management
+// cluster created after the agent, a grant added later); meanwhile the
+// inventory lists the hosts at each refresh.
+func (a *Agent) watchMetal3(ctx context.Context) {
+	for {
+		err := a.inv.WatchMetal3(ctx, metal3SyncTimeout)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		a.log.Warn("cannot watch BareMetalHosts; listing them every "+inventoryRefresh.String()+" until the watch starts", zap.Error(err))
+		if !a.sleepUntil(ctx, a.clock.Now().Add(inventoryRefresh)) {
+			return
+		}
+	}
+}
+
+// metal3SyncTimeout bounds the first listing of the BareMetalHost
+// informers: a few thousand slim objects list in seconds.
+const metal3SyncTimeout = time.Minute
 
 // lead runs the runner and the probe until leadership ends.
 func (a *Agent) lead(ctx context.Context) error {
@@ -437,7 +461,8 @@ func (a *Agent) serveRequests(ctx context.Context) {
 	}
 	c, err := requests.New(requests.Options{
 		Client: a.fencing.FencingV1alpha1(), Cluster: a.cluster, Policy: a.requestPolicyBound,
-		MaxRequestAge: a.cfg.Policy.MaxRequestAge, Clock: a.clock, Log: a.log.Named("requests"),
+		MaxRequestAge: a.cfg.Policy.MaxRequestAge, TTL: a.cfg.Requests.TTL, Clock: a.clock, Log: a.log.Named("requests"),
+		Collected: func(o fencingv1alpha1.RequestOutcome) { a.metrics.RequestCollected(string(o)) },
 	})
 	if err != nil {
 		a.log.Error("request controller", zap.Error(err))

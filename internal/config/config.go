@@ -41,6 +41,7 @@ type Agent struct {
 	Inventory      Inventory      `mapstructure:"inventory"`
 	LeaderElection LeaderElection `mapstructure:"leaderElection"`
 	History        History        `mapstructure:"history"`
+	Requests       Requests       `mapstructure:"requests"`
 	Server         Server         `mapstructure:"server"`
 	Log            Log            `mapstructure:"log"`
 }
@@ -91,7 +92,19 @@ type Metal3 struct {
 	// Nodes. Listed explicitly: the agent is granted Secret reads in these
 	// namespaces only, never cluster-wide.
 	Namespaces []string `mapstructure:"namespaces"`
+	// KubeconfigSecret, when set, names a Secret in the agent's namespace
+	// whose key "kubeconfig" reaches the cluster that holds the
+	// BareMetalHosts (Cluster API usually keeps them in a management
+	// cluster, not in the workload cluster the agent fences). The hosts,
+	// Metal3Machines, Machines and the hosts' credentials Secrets are then
+	// read there, with that kubeconfig's identity; the Nodes stay the
+	// agent's own cluster's. Empty: the agent's own cluster.
+	KubeconfigSecret string `mapstructure:"kubeconfigSecret"`
 }
+
+// KubeconfigKey is the key of inventory.metal3.kubeconfigSecret that holds
+// the management cluster's kubeconfig.
+const KubeconfigKey = "kubeconfig"
 
 // UsesConfigMap reports whether the file's entries (and annotations) feed
 // the inventory.
@@ -114,6 +127,15 @@ type BMCSettings struct {
 	InsecureSkipVerify bool   `mapstructure:"insecureSkipVerify"`
 	Auth               string `mapstructure:"auth"`
 	CipherSuite        int    `mapstructure:"cipherSuite"`
+	// CipherSuiteFallback is the one IPMI suite tried when the BMC refuses
+	// CipherSuite (0: none: a BMC that does not offer the suite asked for
+	// is refused, never silently downgraded).
+	CipherSuiteFallback int `mapstructure:"cipherSuiteFallback"`
+	// ChassisPower is the Redfish chassis rule (auto, check, ignore; see
+	// bmc.ChassisPower): "ignore" trusts the system's PowerState on a BMC
+	// whose chassis never follows the machine (an emulator the service
+	// root does not identify).
+	ChassisPower string `mapstructure:"chassisPower"`
 	// SettleWindow and UnassistedSettleWindow override the policy's for
 	// these BMCs (0: the policy's): a vendor whose power cycle holds the
 	// machine off longer than the policy's unassisted window needs a longer
@@ -145,6 +167,13 @@ type NodeBMC struct {
 type History struct {
 	MaxPerNode int           `mapstructure:"maxPerNode"`
 	MaxAge     time.Duration `mapstructure:"maxAge"`
+}
+
+// Requests is the retention of humans' requests (BMCFenceRequest): one
+// whose outcome is final (Taken, Refused, Expired) is deleted TTL after it
+// got that outcome. Its evidence outlives it in the node's BMCFenceRecord.
+type Requests struct {
+	TTL time.Duration `mapstructure:"ttl"`
 }
 
 // LeaderElection configures the leader Lease.
@@ -184,7 +213,12 @@ func Defaults() Agent {
 		// often has a problem its recent history shows; a quarter covers
 		// an incident review.
 		History: History{MaxPerNode: 10, MaxAge: 90 * 24 * time.Hour},
-		Policy:  fence.DefaultPolicy(),
+		// A day: long enough to read what became of yesterday's request
+		// (kubectl get bmcfencerequests), short enough that a cluster
+		// fenced often does not pile them up; the fence's record keeps
+		// the evidence for history.maxAge.
+		Requests: Requests{TTL: 24 * time.Hour},
+		Policy:   fence.DefaultPolicy(),
 		BMC: BMC{
 			Timeout:     bmc.DefaultTimeout,
 			Concurrency: 8,
@@ -192,7 +226,8 @@ func Defaults() Agent {
 			// minute without loading BMCs that struggle.
 			ProbeInterval: time.Minute,
 		},
-		Inventory: Inventory{Source: SourceConfigMap, Defaults: BMCSettings{CredentialsSecret: "bmc-credentials", Auth: string(bmc.AuthBasic), CipherSuite: bmc.DefaultIPMICipherSuite}},
+		Inventory: Inventory{Source: SourceConfigMap, Defaults: BMCSettings{CredentialsSecret: "bmc-credentials", Auth: string(bmc.AuthBasic), CipherSuite: bmc.DefaultIPMICipherSuite,
+			ChassisPower: string(bmc.ChassisPowerAuto)}},
 		// kube-controller-manager's own leader election timings.
 		LeaderElection: LeaderElection{Enabled: true, Name: "bmcfence-agent", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 		Server:         Server{MetricsAddress: ":9500", HealthAddress: ":9501"},
@@ -404,6 +439,9 @@ func (a Agent) Validate() error {
 	if a.History.MaxAge < time.Hour {
 		bad("history.maxAge", "%s: must be at least 1h", a.History.MaxAge)
 	}
+	if a.Requests.TTL < 10*time.Minute || a.Requests.TTL > 90*24*time.Hour {
+		bad("requests.ttl", "%s: must be between 10m and 2160h (the CLI reads a request's outcome within minutes)", a.Requests.TTL)
+	}
 	errs = append(errs, policyErrors(a.Policy)...)
 	if a.BMC.Timeout < time.Second || a.BMC.Timeout > 5*time.Minute {
 		bad("bmc.timeout", "%s: must be between 1s and 5m", a.BMC.Timeout)
@@ -454,6 +492,9 @@ func (inv Inventory) validate() []error {
 	if inv.UsesMetal3() && len(inv.Metal3.Namespaces) == 0 {
 		errs = append(errs, fmt.Errorf("inventory.metal3.namespaces: must name at least one namespace with inventory.source %s (where the BareMetalHosts and their credentials Secrets are)", inv.Source))
 	}
+	if !inv.UsesMetal3() && inv.Metal3.KubeconfigSecret != "" {
+		errs = append(errs, fmt.Errorf("inventory.metal3.kubeconfigSecret: set, but inventory.source is %s: set inventory.source to metal3 or both, or remove it", inv.Source))
+	}
 	if !inv.UsesMetal3() && len(inv.Metal3.Namespaces) > 0 {
 		errs = append(errs, fmt.Errorf("inventory.metal3.namespaces: set, but inventory.source is %s: set inventory.source to metal3 or both, or remove it", inv.Source))
 	}
@@ -494,6 +535,9 @@ func (s BMCSettings) validate(field string) error {
 	if s.InsecureSkipVerify && s.CAConfigMap != "" {
 		return fmt.Errorf("%s: insecureSkipVerify and caConfigMap contradict each other; pick one", field)
 	}
+	if _, err := bmc.ParseChassisPower(s.ChassisPower); err != nil {
+		return fmt.Errorf("%s.chassisPower: %q: want auto, check or ignore", field, s.ChassisPower)
+	}
 	return nil
 }
 
@@ -514,6 +558,12 @@ func (n NodeBMC) Resolved(d BMCSettings) BMCSettings {
 	}
 	if s.CipherSuite == 0 {
 		s.CipherSuite = d.CipherSuite
+	}
+	if s.CipherSuiteFallback == 0 {
+		s.CipherSuiteFallback = d.CipherSuiteFallback
+	}
+	if s.ChassisPower == "" {
+		s.ChassisPower = d.ChassisPower
 	}
 	if s.SettleWindow == 0 {
 		s.SettleWindow = d.SettleWindow
@@ -553,11 +603,23 @@ func (n NodeBMC) Target(d BMCSettings) (bmc.Target, error) {
 	if ep.Protocol == bmc.IPMI && n.System != "" {
 		return bmc.Target{}, fmt.Errorf("system: %q: IPMI has no system selection; remove it", n.System)
 	}
-	return bmc.Target{
+	chassis, err := bmc.ParseChassisPower(s.ChassisPower)
+	if err != nil {
+		return bmc.Target{}, fmt.Errorf("chassisPower: %q: want auto, check or ignore", s.ChassisPower)
+	}
+	t := bmc.Target{
 		Address:            ep,
 		System:             n.System,
 		Auth:               bmc.AuthMode(s.Auth),
 		InsecureSkipVerify: s.InsecureSkipVerify && ep.Scheme == "https",
 		IPMICipherSuite:    s.CipherSuite,
-	}, nil
+		ChassisPower:       chassis,
+	}
+	// A default in inventory.defaults may name a setting of the other
+	// protocol: each takes only its own.
+	if ep.Protocol == bmc.IPMI {
+		t.IPMICipherSuiteFallback = s.CipherSuiteFallback
+		t.ChassisPower = bmc.ChassisPowerAuto
+	}
+	return t, nil
 }

@@ -96,6 +96,8 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"bare number cooldown", "policy:\n  cooldown: 30\n", nil, []string{"policy.cooldown: 30 has no unit"}},
 		{"bare number in env", "", []string{"BMCFENCE_BMC_TIMEOUT=10"}, []string{"bmc.timeout: 10 has no unit"}},
 		{"bad cipher suite", "inventory:\n  defaults: {cipherSuite: 99}\n", nil, []string{"inventory.defaults.cipherSuite: 99: want one of"}},
+		{"bad cipher suite fallback", "inventory:\n  defaults: {cipherSuiteFallback: 99}\n", nil, []string{"inventory.defaults.cipherSuiteFallback: 99"}},
+		{"bad chassis power", "inventory:\n  nodes:\n    - {name: w1, address: https://a, chassisPower: never}\n", nil, []string{`chassisPower: "never": want auto, check or ignore`}},
 		{"bad uuid", "inventory:\n  nodes:\n    - {name: w1, address: https://a, expectedUUID: not-a-uuid}\n", nil, []string{`inventory.nodes[0].expectedUUID: "not-a-uuid" is not a UUID`}},
 		{"bad node name", "inventory:\n  nodes:\n    - {name: Worker_1, address: https://a}\n", nil, []string{`inventory.nodes[0].name: "Worker_1" is not a node name`}},
 		{"bad namespace", "namespace: BMC.fence\n", nil, []string{`namespace: "BMC.fence"`}},

@@ -159,6 +159,11 @@ func (a Agent) validateNamesAndAddresses() []error {
 		}
 		seenNS[ns] = i
 	}
+	if s := a.Inventory.Metal3.KubeconfigSecret; s != "" {
+		for _, m := range validation.IsDNS1123Subdomain(s) {
+			bad("inventory.metal3.kubeconfigSecret", "%q: %s", s, m)
+		}
+	}
 	for i, n := range a.Inventory.Nodes {
 		field := fmt.Sprintf("inventory.nodes[%d]", i)
 		if n.Name != "" {
@@ -189,6 +194,9 @@ func (s BMCSettings) validateNames(field string) []error {
 	}
 	if s.CipherSuite != 0 && !validIPMICipherSuites[s.CipherSuite] {
 		errs = append(errs, fmt.Errorf("%s.cipherSuite: %d: want one of 1, 2, 3, 6, 7, 8, 11, 12, 15, 16, 17 (IPMI 2.0 suites with authentication; 3 and 17 are the common ones)", field, s.CipherSuite))
+	}
+	if s.CipherSuiteFallback != 0 && !validIPMICipherSuites[s.CipherSuiteFallback] {
+		errs = append(errs, fmt.Errorf("%s.cipherSuiteFallback: %d: want one of 1, 2, 3, 6, 7, 8, 11, 12, 15, 16, 17, or 0 for none", field, s.CipherSuiteFallback))
 	}
 	return errs
 }
@@ -307,6 +315,9 @@ func (inv Inventory) ReferencedNames() (secrets, configMaps []string) {
 		r := n.Resolved(inv.Defaults)
 		s[r.CredentialsSecret] = true
 		c[r.CAConfigMap] = true
+	}
+	if inv.UsesMetal3() {
+		s[inv.Metal3.KubeconfigSecret] = true
 	}
 	set := func(m map[string]bool) []string {
 		var out []string

@@ -98,6 +98,12 @@ type Inventory struct {
 	metal3         *metal3Listing
 	metal3Reported map[string]string
 	metal3Insecure map[string]bool
+	// m3src is the hosts' cluster (built on first use); watch its
+	// informers (WatchMetal3), nil while Refresh lists the hosts itself;
+	// kick asks Run for a refresh when they see a change.
+	m3src *metal3Source
+	watch *metal3Watch
+	kick  chan struct{}
 
 	// cached Secrets and when they were read (Options.SecretMaxAge); only
 	// Refresh touches them, under cacheMu.
@@ -161,7 +167,7 @@ func New(opts Options) *Inventory {
 	if opts.NewController == nil {
 		opts.NewController = func(t bmc.Target) (bmc.Controller, error) { return dial.New(t) }
 	}
-	return &Inventory{opts: opts, nodes: map[string]*Controller{}, problems: map[string]error{}, metal3Reported: map[string]string{}}
+	return &Inventory{opts: opts, nodes: map[string]*Controller{}, problems: map[string]error{}, metal3Reported: map[string]string{}, kick: make(chan struct{}, 1)}
 }
 
 // Controller implements runner.Inventory.
@@ -209,7 +215,8 @@ func (i *Inventory) Names() []string {
 	return names
 }
 
-// Run refreshes the inventory every interval until ctx ends.
+// Run refreshes the inventory every interval until ctx ends, and soon
+// after the BareMetalHost informers (WatchMetal3) see a change.
 func (i *Inventory) Run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -219,6 +226,18 @@ func (i *Inventory) Run(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-i.kick:
+			delay := time.NewTimer(kickDelay)
+			select {
+			case <-ctx.Done():
+				delay.Stop()
+				return
+			case <-delay.C:
+			}
+			select {
+			case <-i.kick:
+			default:
+			}
 		}
 	}
 }
@@ -277,7 +296,14 @@ func (i *Inventory) Refresh(ctx context.Context) {
 		}
 		if e.host != nil {
 			c.Source = "BareMetalHost " + e.host.Key() + " (" + e.via + ")"
-			c.hold = &metal3Hold{client: i.opts.Dynamic, host: *e.host}
+			if e.src != nil && e.src.remote {
+				c.Source = "BareMetalHost " + e.host.Key() + " in " + e.src.where + " (" + e.via + ")"
+			}
+			var dyn dynamic.Interface
+			if e.src != nil {
+				dyn = e.src.dynamic
+			}
+			c.hold = &metal3Hold{client: dyn, host: *e.host}
 		}
 		nodes[name] = c
 	}
@@ -299,6 +325,8 @@ type entry struct {
 	// annotation), via how it was tied to the node.
 	host *metal3.Host
 	via  string
+	// src is the host's cluster: its credentials Secret is read there.
+	src *metal3Source
 }
 
 // entries merges the sources: BareMetalHosts (source metal3 or both), then
@@ -371,20 +399,26 @@ func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*co
 	t.Timeout = i.opts.Timeout
 	s := e.Resolved(i.opts.Config.Defaults)
 	ns := e.secretNamespace
-	sec, ok := secrets[ns+"/"+s.CredentialsSecret]
+	client, cacheKey, where := i.opts.Client, ns+"/"+s.CredentialsSecret, ""
+	if e.src != nil && e.src.remote {
+		// The management cluster's Secret, cached apart from a namesake
+		// of the agent's own cluster.
+		client, cacheKey, where = e.src.core, "management:"+cacheKey, " in "+e.src.where
+	}
+	sec, ok := secrets[cacheKey]
 	if !ok {
-		sec, err = i.opts.Client.CoreV1().Secrets(ns).Get(ctx, s.CredentialsSecret, metav1.GetOptions{})
+		sec, err = client.CoreV1().Secrets(ns).Get(ctx, s.CredentialsSecret, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return t, fmt.Errorf("credentials Secret %s/%s not found (keys: username, password)", ns, s.CredentialsSecret)
+			return t, fmt.Errorf("credentials Secret %s/%s%s not found (keys: username, password)", ns, s.CredentialsSecret, where)
 		}
 		if err != nil {
-			return t, fmt.Errorf("reading credentials Secret %s/%s: %w", ns, s.CredentialsSecret, err)
+			return t, fmt.Errorf("reading credentials Secret %s/%s%s: %w", ns, s.CredentialsSecret, where, err)
 		}
-		secrets[ns+"/"+s.CredentialsSecret] = sec
+		secrets[cacheKey] = sec
 	}
 	user, pass := strings.TrimSpace(string(sec.Data["username"])), strings.TrimRight(string(sec.Data["password"]), "\r\n")
 	if user == "" || pass == "" {
-		return t, fmt.Errorf("credentials Secret %s/%s needs non-empty keys username and password", ns, s.CredentialsSecret)
+		return t, fmt.Errorf("credentials Secret %s/%s%s needs non-empty keys username and password", ns, s.CredentialsSecret, where)
 	}
 	t.Credentials = bmc.Credentials{Username: user, Password: bmc.Secret(pass)}
 	if s.CAConfigMap != "" && t.Address.Scheme == "https" {
@@ -409,8 +443,8 @@ func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*co
 // a rotated Secret or a changed setting rebuilds the controller.
 func targetKey(t bmc.Target, e entry) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|%s|%s|%s|%v|%s|%d|%s|%s|%v|%s|%s|", t.Address, t.System, t.Credentials.Username, t.Auth, t.InsecureSkipVerify, t.Timeout, t.IPMICipherSuite,
-		t.Credentials.Password.Reveal(), e.ExpectedUUID, e.AllowUnverifiedIdentity, e.SettleWindow, e.UnassistedSettleWindow)
+	fmt.Fprintf(h, "%s|%s|%s|%s|%v|%s|%d|%d|%s|%s|%s|%v|%s|%s|", t.Address, t.System, t.Credentials.Username, t.Auth, t.InsecureSkipVerify, t.Timeout, t.IPMICipherSuite,
+		t.IPMICipherSuiteFallback, t.ChassisPower, t.Credentials.Password.Reveal(), e.ExpectedUUID, e.AllowUnverifiedIdentity, e.SettleWindow, e.UnassistedSettleWindow)
 	if e.host != nil {
 		// Another host (or the same one re-created) is another entry.
 		fmt.Fprintf(h, "%s|%s|%s|", e.host.Key(), e.host.UID, e.via)

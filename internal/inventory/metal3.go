@@ -33,19 +33,24 @@ type metal3Listing struct {
 	hostErrs map[string]error
 }
 
-// listMetal3 lists BareMetalHosts, Metal3Machines and Machines in the
-// configured namespaces. Only the hosts are required: without Cluster API
-// (no Metal3Machine or Machine resource, or no grant to read them) nodes
-// are matched by providerID alone.
-func (i *Inventory) listMetal3(ctx context.Context) (*metal3Listing, error) {
-	if i.opts.Dynamic == nil {
-		return nil, errors.New("inventory.source reads BareMetalHosts, but the inventory has no dynamic client")
+// listMetal3 reads BareMetalHosts, Metal3Machines and Machines in the
+// configured namespaces: from the informers when WatchMetal3 started them,
+// else by listing. Only the hosts are required: without Cluster API (no
+// Metal3Machine or Machine resource, or no grant to read them) nodes are
+// matched by providerID alone.
+func (i *Inventory) listMetal3(ctx context.Context) (*metal3Listing, *metal3Source, error) {
+	src, err := i.metal3Source(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if l, err := i.watched(); err == nil {
+		return l, src, nil
 	}
 	l := &metal3Listing{hostErrs: map[string]error{}}
 	for _, ns := range i.opts.Config.Metal3.Namespaces {
-		hosts, err := i.opts.Dynamic.Resource(metal3.BareMetalHosts).Namespace(ns).List(ctx, metav1.ListOptions{})
+		hosts, err := src.dynamic.Resource(metal3.BareMetalHosts).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("listing BareMetalHosts in %s: %w", ns, err)
+			return nil, nil, fmt.Errorf("listing BareMetalHosts in %s (%s): %w", ns, src.where, err)
 		}
 		for k := range hosts.Items {
 			h, err := metal3.HostFrom(&hosts.Items[k])
@@ -55,7 +60,7 @@ func (i *Inventory) listMetal3(ctx context.Context) (*metal3Listing, error) {
 			}
 			l.objs.Hosts = append(l.objs.Hosts, h)
 		}
-		m3ms, err := i.opts.Dynamic.Resource(metal3.Metal3Machines).Namespace(ns).List(ctx, metav1.ListOptions{})
+		m3ms, err := src.dynamic.Resource(metal3.Metal3Machines).Namespace(ns).List(ctx, metav1.ListOptions{})
 		switch {
 		case err == nil:
 			for k := range m3ms.Items {
@@ -66,7 +71,7 @@ func (i *Inventory) listMetal3(ctx context.Context) (*metal3Listing, error) {
 		default:
 			i.opts.Log.Warn("cannot list Metal3Machines; matching nodes by providerID only", zap.String("namespace", ns), zap.Error(err))
 		}
-		machines, err := i.opts.Dynamic.Resource(metal3.Machines).Namespace(ns).List(ctx, metav1.ListOptions{})
+		machines, err := src.dynamic.Resource(metal3.Machines).Namespace(ns).List(ctx, metav1.ListOptions{})
 		switch {
 		case err == nil:
 			for k := range machines.Items {
@@ -77,7 +82,7 @@ func (i *Inventory) listMetal3(ctx context.Context) (*metal3Listing, error) {
 			i.opts.Log.Warn("cannot list Machines; matching nodes by providerID only", zap.String("namespace", ns), zap.Error(err))
 		}
 	}
-	return l, nil
+	return l, src, nil
 }
 
 // metal3Entries builds an entry for every node a BareMetalHost is tied to,
@@ -85,17 +90,17 @@ func (i *Inventory) listMetal3(ctx context.Context) (*metal3Listing, error) {
 // match, unsupported address, no credentials, a host the
 // baremetal-operator is provisioning).
 func (i *Inventory) metal3Entries(ctx context.Context) (map[string]entry, map[string]error) {
-	l, err := i.listMetal3(ctx)
+	l, src, err := i.listMetal3(ctx)
 	if err != nil {
 		i.mu.RLock()
-		last := i.metal3
+		last, lastSrc := i.metal3, i.m3src
 		i.mu.RUnlock()
-		if last == nil {
+		if last == nil || lastSrc == nil {
 			i.opts.Log.Warn("cannot read BareMetalHosts; no node has a BareMetalHost entry yet", zap.Error(err))
 			return map[string]entry{}, map[string]error{}
 		}
 		i.opts.Log.Warn("cannot read BareMetalHosts; keeping the last listing", zap.Error(err))
-		l = last
+		l, src = last, lastSrc
 	} else {
 		i.mu.Lock()
 		i.metal3 = l
@@ -127,6 +132,7 @@ func (i *Inventory) metal3Entries(ctx context.Context) (map[string]entry, map[st
 			problems[node] = err
 			continue
 		}
+		e.src = src
 		entries[node] = e
 		if e.InsecureSkipVerify {
 			insecure = append(insecure, m.Host.Key())
@@ -159,7 +165,11 @@ func metal3Entry(node string, m metal3.Match, d config.BMCSettings) (entry, erro
 	if _, err := e.Target(d); err != nil {
 		return entry{}, fmt.Errorf("BareMetalHost %s: %w", h.Key(), err)
 	}
-	return entry{NodeBMC: e, secretNamespace: h.Namespace, host: &h, via: m.Via}, nil
+	via := m.Via
+	if addr.Via != "" {
+		via += "; " + addr.Via
+	}
+	return entry{NodeBMC: e, secretNamespace: h.Namespace, host: &h, via: via}, nil
 }
 
 // reportHostProblems logs each host's problem once per change: an
@@ -260,6 +270,7 @@ func (m *metal3Hold) current(ctx context.Context) (*unstructured.Unstructured, m
 	if m.client == nil {
 		return nil, metal3.Host{}, fmt.Errorf("%w: no client to read BareMetalHost %s", ErrPowerHeld, m.host.Key())
 	}
+	// The hosts' cluster (a management cluster's, with its kubeconfig).
 	u, err := m.client.Resource(metal3.BareMetalHosts).Namespace(m.host.Namespace).Get(ctx, m.host.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, metal3.Host{}, fmt.Errorf("%w: reading BareMetalHost %s: %w", ErrPowerHeld, m.host.Key(), err)

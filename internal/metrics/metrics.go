@@ -39,6 +39,7 @@ type Metrics struct {
 	build       *prometheus.GaugeVec
 	keptOff     prometheus.Counter
 	contradicts prometheus.Counter
+	collected   *prometheus.CounterVec
 	own         []prometheus.Collector // the bmcfence_* ones above
 
 	mu       sync.Mutex
@@ -94,11 +95,14 @@ func New() *Metrics {
 		contradicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bmcfence_contradictions_total", Help: "Fences stopped because the node renewed its Lease after our accepted ForceOff or a human's attestation (wrong BMC in the inventory, or a BMC reporting a cached state).",
 		}),
+		collected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcfence_requests_collected_total", Help: "Finished BMCFenceRequests deleted requests.ttl after their outcome, by outcome (Taken, Refused, Expired).",
+		}, []string{"outcome"}),
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
 	}
 	m.own = []prometheus.Collector{m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts}
+		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected}
 	m.Registry.MustRegister(m.own...)
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -112,6 +116,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 }
+
+// RequestCollected counts a finished request deleted by its TTL.
+func (m *Metrics) RequestCollected(outcome string) { m.collected.WithLabelValues(outcome).Inc() }
 
 // Phase records a node's phase; only changes touch the gauges.
 func (m *Metrics) Phase(node string, p fence.Phase) {

@@ -34,7 +34,7 @@ func drive(t *testing.T, clk *clocktesting.FakeClock, ctrl bmc.Controller, durin
 	t.Helper()
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := offConfirmed(context.Background(), clk, ctrl, fence.DefaultPolicy(), func(string, ...any) {})
+		r, err := offConfirmed(context.Background(), clk, ctrl, OffOptions{Policy: fence.DefaultPolicy()})
 		done <- outcome{r: r, err: err, at: clk.Since(t0)}
 	}()
 	const step = 500 * time.Millisecond
@@ -204,5 +204,88 @@ func TestOffNotOursAfterOnOrLate(t *testing.T) {
 				t.Fatalf("confirmed Off at +%s, inside a power cycle's off-dwell we did not cause (report %+v)", o.at, o.r)
 			}
 		})
+	}
+}
+
+// driveWith is drive with options.
+func driveWith(t *testing.T, clk *clocktesting.FakeClock, ctrl bmc.Controller, o OffOptions) outcome {
+	t.Helper()
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := offConfirmed(context.Background(), clk, ctrl, o)
+		done <- outcome{r: r, err: err, at: clk.Since(t0)}
+	}()
+	for {
+		select {
+		case out := <-done:
+			return out
+		default:
+		}
+		if clk.HasWaiters() {
+			clk.Step(100 * time.Millisecond)
+			continue
+		}
+		if clk.Since(t0) > 10*time.Minute {
+			t.Fatal("OffConfirmed never returned")
+		}
+		runtime.Gosched()
+	}
+}
+
+// --power-timeout 8s means the operation ends within 8 s, whatever the BMC
+// answers; an Off we did not cause cannot settle in that time, and the
+// error says which setting to raise.
+func TestOffConfirmedHonoursItsLimit(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := bmctest.New(clk, bmctest.WithPower(false))
+	f.Fail(errAlready, bmc.OpPowerOff)
+	o := driveWith(t, clk, f, OffOptions{Policy: fence.DefaultPolicy(), Limit: 8 * time.Second,
+		Names: Names{UnassistedSettleWindow: "--unassisted-settle-window", PowerTimeout: "--power-timeout"}})
+	if !errors.Is(o.err, ErrNotOff) || o.at > 8*time.Second {
+		t.Fatalf("err %v after %v; want ErrNotOff within the 8s limit", o.err, o.at)
+	}
+	for _, want := range []string{"--unassisted-settle-window", "--power-timeout 8s is shorter"} {
+		if !strings.Contains(o.err.Error(), want) {
+			t.Errorf("error %q does not say %q", o.err, want)
+		}
+	}
+}
+
+// A BMC that answers "already in that state" while the machine reads On
+// will never power it off: the ForceOffs stop at PowerOffAttempts.
+func TestOffConfirmedStopsResendingToARefusingBMC(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := bmctest.New(clk)
+	f.Fail(errAlready, bmc.OpPowerOff)
+	o := driveWith(t, clk, f, OffOptions{Policy: fence.DefaultPolicy()})
+	p := fence.DefaultPolicy()
+	if !errors.Is(o.err, ErrNotOff) || f.Count(bmc.OpPowerOff) != p.PowerOffAttempts || !strings.Contains(o.err.Error(), "refuses") {
+		t.Fatalf("err %v with %d ForceOffs after %v; want ErrNotOff after %d", o.err, f.Count(bmc.OpPowerOff), o.at, p.PowerOffAttempts)
+	}
+	if o.at > 4*p.PowerPollInterval {
+		t.Errorf("gave up after %v; a refusing BMC is known after %d polls", o.at, p.PowerOffAttempts)
+	}
+}
+
+// Progress counts reads against the window, in the reader's words; the
+// note never names a Go identifier.
+func TestOffConfirmedSaysItInTheReadersWords(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := bmctest.New(clk, bmctest.WithPower(false))
+	f.Fail(errAlready, bmc.OpPowerOff)
+	var lines []string
+	o := driveWith(t, clk, f, OffOptions{Policy: fence.DefaultPolicy(), Names: Names{UnassistedSettleWindow: "--unassisted-settle-window"},
+		Say: func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }})
+	if o.err != nil || !o.r.Confirmed {
+		t.Fatalf("%v %+v", o.err, o.r)
+	}
+	all := strings.Join(lines, "\n") + "\n" + o.r.Note
+	for _, bad := range []string{"Policy.", "did nothing (BMC did nothing", " of 3)"} {
+		if strings.Contains(all, bad) {
+			t.Errorf("progress says %q:\n%s", bad, all)
+		}
+	}
+	if !strings.Contains(o.r.Note, "--unassisted-settle-window") {
+		t.Errorf("note %q does not name the flag", o.r.Note)
 	}
 }

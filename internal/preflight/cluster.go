@@ -23,21 +23,32 @@ const (
 	CheckServiceAccount = "serviceaccount"
 	CheckRBAC           = "rbac"
 	CheckTolerations    = "tolerations"
+	CheckForceDetach    = "force-detach"
 )
 
 // Checks deliberately left out, each for a reason:
 //
 //   - Pods that tolerate node.kubernetes.io/unreachable (or not-ready)
-//     forever, or StatefulSets with a long terminationGracePeriodSeconds:
-//     they slow failover only without bmcfence. The out-of-service taint is
-//     another key, its NoExecute effect evicts such pods anyway, and pod GC
-//     force-deletes them, grace period or not. Only a toleration of the
-//     out-of-service taint itself (or of every taint) defeats it, and
-//     checkTolerations finds those.
+//     forever: they slow failover only without bmcfence. The out-of-service
+//     taint is another key, its NoExecute effect evicts such pods anyway.
+//     Only a toleration of the out-of-service taint itself (or of every
+//     taint) defeats it, and checkTolerations finds those.
+//   - StatefulSets whose terminationGracePeriodSeconds is long (longer than
+//     policy.detachTimeout, or kube-controller-manager's 6-minute
+//     maxWaitForUnmountDuration): it never delays a fenced node's failover.
+//     The taint eviction controller deletes the pods of a tainted node with
+//     their grace period, which makes them terminating at once; pod GC
+//     (gcTerminating, Kubernetes 1.34: markFailedAndDeletePod with
+//     NewDeleteOptions(0)) and the agent's forceDeletePods
+//     (cluster.DeleteTerminatingPods, GracePeriodSeconds 0) then delete
+//     them with no grace at all, and the attach/detach controller detaches
+//     at once on the taint. A lint on it would warn about every database
+//     and be wrong every time.
 //   - Credentials Secrets and CA ConfigMaps: every node's inventory check
 //     resolves them and names the one that is missing.
-//   - kube-controller-manager flags (--disable-force-detach-on-timeout,
-//     node-monitor-grace-period): the API does not expose them.
+//   - kube-controller-manager's --node-monitor-grace-period: it sets when
+//     a node turns NotReady, which bmcfence does not wait for (it watches
+//     the Lease itself).
 func checkCluster(ctx context.Context, o Options) []Result {
 	return []Result{
 		checkVersion(o),
@@ -45,6 +56,7 @@ func checkCluster(ctx context.Context, o Options) []Result {
 		checkServiceAccount(ctx, o),
 		checkRBAC(ctx, o),
 		checkTolerations(ctx, o),
+		checkForceDetach(ctx, o),
 	}
 }
 
@@ -53,6 +65,11 @@ func checkCluster(ctx context.Context, o Options) []Result {
 // attach/detach controller force-detaches) went GA. It was beta in 1.26 and
 // 1.27, alpha before: a cluster there may run with it off.
 var outOfServiceGA = version.MajorMinor(1, 28)
+
+// admissionPolicyGA is the release in which ValidatingAdmissionPolicy
+// went GA (admissionregistration.k8s.io/v1): deploy/base and the chart
+// install the request identity policy at v1 (Chart.yaml's kubeVersion).
+var admissionPolicyGA = version.MajorMinor(1, 30)
 
 // checkVersion reads the API server's version. The controllers that act on
 // the taint run in kube-controller-manager, which the API does not report;
@@ -81,8 +98,13 @@ func checkVersion(o Options) Result {
 		r.Message = fmt.Sprintf("Kubernetes %s: the out-of-service taint is GA from 1.28 (beta, feature gate NodeOutOfServiceVolumeDetach, in 1.26-1.27); below, a fenced node's pods and volumes may never be released: upgrade the control plane", info.GitVersion)
 		return r
 	}
+	if !v.AtLeast(admissionPolicyGA) {
+		r.Status = StatusWarn
+		r.Message = fmt.Sprintf("Kubernetes %s: the out-of-service taint is GA (1.28+), but deploy/base and the chart need 1.30: the ValidatingAdmissionPolicy that authenticates kubectl fence's requests is admissionregistration.k8s.io/v1 (GA in 1.30), and without it the agent refuses every request; kube-controller-manager's --disable-force-detach-on-timeout is 1.30+ too: upgrade the control plane to 1.30 or later", info.GitVersion)
+		return r
+	}
 	r.Status = StatusOK
-	r.Message = fmt.Sprintf("Kubernetes %s: the out-of-service taint is GA (1.28+)", info.GitVersion)
+	r.Message = fmt.Sprintf("Kubernetes %s: the out-of-service taint is GA (1.28+), the request admission policy's API (1.30+) is served", info.GitVersion)
 	return r
 }
 
@@ -162,7 +184,8 @@ func checkRBAC(ctx context.Context, o Options) Result {
 // taint's NoExecute effect never evicts them, so they are never moved off a
 // fenced node and pod GC never force-deletes them (it only takes pods
 // already terminating). A toleration with no key and operator Exists
-// tolerates every taint, this one included.
+// tolerates every taint, this one included. They are named by workload
+// (Deployment, StatefulSet, ...), where the toleration is to be fixed.
 //
 // DaemonSet and static (mirror) pods are left out: they belong to their
 // node, nothing replaces them elsewhere, and many system DaemonSets
@@ -176,7 +199,12 @@ func checkTolerations(ctx context.Context, o Options) Result {
 		return r
 	}
 	taint := cluster.OutOfServiceTaint()
-	var found []string
+	type finding struct {
+		pods    int
+		every   bool
+		seconds *int64
+	}
+	found := map[string]*finding{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if boundToNode(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -186,13 +214,17 @@ func checkTolerations(ctx context.Context, o Options) Result {
 			if !t.ToleratesTaint(&taint) {
 				continue
 			}
-			name := p.Namespace + "/" + p.Name
-			if t.TolerationSeconds != nil {
-				// Evicted after that long: failover is delayed, not
-				// prevented, but the delay is worth knowing.
-				name += fmt.Sprintf(" (for %ds)", *t.TolerationSeconds)
+			w := workloadOf(p)
+			f := found[w]
+			if f == nil {
+				f = &finding{}
+				found[w] = f
 			}
-			found = append(found, name)
+			f.pods++
+			f.every = f.every || t.Key == ""
+			if t.TolerationSeconds != nil {
+				f.seconds = t.TolerationSeconds
+			}
 			break
 		}
 	}
@@ -201,15 +233,55 @@ func checkTolerations(ctx context.Context, o Options) Result {
 		r.Message = "no pod tolerates the out-of-service taint (DaemonSet and static pods, which belong to their node, not counted)"
 		return r
 	}
-	sort.Strings(found)
-	r.Status = StatusWarn
-	subject := fmt.Sprintf("%d pods tolerate", len(found))
-	if len(found) == 1 {
-		subject = "1 pod tolerates"
+	names := make([]string, 0, len(found))
+	for w := range found {
+		names = append(names, w)
 	}
-	r.Message = fmt.Sprintf("%s %s=%s:%s and will not be moved off a fenced node: %s; remove the toleration (a toleration with operator Exists and no key tolerates every taint)",
-		subject, taint.Key, taint.Value, taint.Effect, list(found, 10))
+	sort.Strings(names)
+	described := make([]string, 0, len(names))
+	for _, w := range names {
+		f := found[w]
+		var notes []string
+		if f.pods > 1 {
+			notes = append(notes, fmt.Sprintf("%d pods", f.pods))
+		}
+		if f.every {
+			notes = append(notes, "tolerates every taint")
+		}
+		if f.seconds != nil {
+			// Evicted after that long: failover is delayed, not
+			// prevented, but the delay is worth knowing.
+			notes = append(notes, fmt.Sprintf("for %ds", *f.seconds))
+		}
+		if len(notes) > 0 {
+			w += " (" + strings.Join(notes, ", ") + ")"
+		}
+		described = append(described, w)
+	}
+	r.Status = StatusWarn
+	subject := fmt.Sprintf("%d workloads tolerate", len(found))
+	if len(found) == 1 {
+		subject = "1 workload tolerates"
+	}
+	r.Message = fmt.Sprintf("%s %s=%s:%s, so a fence does not move their pods off the fenced node: %s; fix: remove that toleration from the workload's pod template (a toleration with operator Exists and no key tolerates every taint: give it the key it is meant for)",
+		subject, taint.Key, taint.Value, taint.Effect, list(described, 10))
 	return r
+}
+
+// workloadOf names the workload a pod is fixed in: its Deployment (its
+// ReplicaSet's name less the pod-template-hash the Deployment appended),
+// StatefulSet, Job, ... or the pod itself.
+func workloadOf(p *corev1.Pod) string {
+	ref := metav1.GetControllerOf(p)
+	if ref == nil {
+		return "Pod " + p.Namespace + "/" + p.Name
+	}
+	if ref.Kind == "ReplicaSet" {
+		if hash := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; hash != "" && strings.HasSuffix(ref.Name, "-"+hash) {
+			return "Deployment " + p.Namespace + "/" + strings.TrimSuffix(ref.Name, "-"+hash)
+		}
+	}
+	return ref.Kind + " " + p.Namespace + "/" + ref.Name
 }
 
 // boundToNode reports DaemonSet pods and static pods' mirrors.

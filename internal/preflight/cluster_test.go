@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -89,6 +90,17 @@ func ownedBy(kind, apiVersion string) podOpt {
 	}
 }
 
+// ownedByNamed: a controller owner by name; hash, when set, is the
+// pod-template-hash label a Deployment's ReplicaSet puts on its pods.
+func ownedByNamed(kind, name, hash string) podOpt {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: kind, APIVersion: "apps/v1", Name: name, Controller: ptr.To(true)}}
+		if hash != "" {
+			p.Labels = map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}
+		}
+	}
+}
+
 func mirror() podOpt {
 	return func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }
 }
@@ -124,8 +136,11 @@ func TestVersion(t *testing.T) {
 		contains string
 	}{
 		{name: "1.34 is fine", info: &version.Info{GitVersion: "v1.34.4"}, want: StatusOK, contains: "GA (1.28+)"},
-		{name: "exactly 1.28", info: &version.Info{GitVersion: "v1.28.0"}, want: StatusOK},
-		{name: "a vendor suffix", info: &version.Info{GitVersion: "v1.29.10-eks-7f9249a"}, want: StatusOK},
+		{name: "exactly 1.30", info: &version.Info{GitVersion: "v1.30.0"}, want: StatusOK},
+		{name: "a vendor suffix", info: &version.Info{GitVersion: "v1.31.10-eks-7f9249a"}, want: StatusOK},
+		{name: "1.28 fences, but the manifests need 1.30", info: &version.Info{GitVersion: "v1.28.0"}, want: StatusWarn,
+			contains: "deploy/base and the chart need 1.30: the ValidatingAdmissionPolicy that authenticates kubectl fence's requests is admissionregistration.k8s.io/v1 (GA in 1.30)"},
+		{name: "1.29 with a vendor suffix", info: &version.Info{GitVersion: "v1.29.10-eks-7f9249a"}, want: StatusWarn, contains: "upgrade the control plane to 1.30"},
 		{name: "1.27 is too old", info: &version.Info{GitVersion: "v1.27.16"}, want: StatusFail, contains: "upgrade the control plane"},
 		{name: "Major.Minor when GitVersion is odd", info: &version.Info{GitVersion: "custom", Major: "1", Minor: "26+"}, want: StatusFail},
 		{name: "unparseable", info: &version.Info{GitVersion: "custom"}, want: StatusWarn, contains: `cannot parse the server version "custom"`},
@@ -229,24 +244,88 @@ func TestTolerations(t *testing.T) {
 		{name: "ordinary tolerations are fine", want: StatusOK, pods: []runtime.Object{
 			pod("db/a", tolerates(unreachable)), pod("db/b", tolerates(noSchedule)),
 		}},
-		{name: "a pod that tolerates everything", want: StatusWarn, pods: []runtime.Object{pod("db/a", tolerates(everything))},
-			contains: "1 pod tolerates node.kubernetes.io/out-of-service=nodeshutdown:NoExecute and will not be moved off a fenced node: db/a; remove the toleration"},
+		{name: "a pod that tolerates every taint", want: StatusWarn, pods: []runtime.Object{pod("db/a", tolerates(everything))},
+			contains: "1 workload tolerates node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, so a fence does not move their pods off the fenced node: Pod db/a (tolerates every taint); fix: remove that toleration from the workload's pod template (a toleration with operator Exists and no key tolerates every taint: give it the key it is meant for)"},
 		{name: "the key itself, and a delay", want: StatusWarn, pods: []runtime.Object{
 			pod("db/b", tolerates(outOfSvc)),
 			pod("db/a", tolerates(corev1.Toleration{Key: corev1.TaintNodeOutOfService, Operator: corev1.TolerationOpEqual, Value: "nodeshutdown", TolerationSeconds: ptr.To[int64](600)})),
-		}, contains: "2 pods tolerate node.kubernetes.io/out-of-service=nodeshutdown:NoExecute and will not be moved off a fenced node: db/a (for 600s), db/b;"},
+		}, contains: ": Pod db/a (for 600s), Pod db/b;"},
 		{name: "DaemonSet, static and finished pods belong to their node", want: StatusOK, pods: []runtime.Object{
 			pod("kube-system/cni", tolerates(everything), ownedBy("DaemonSet", "apps/v1")),
 			pod("kube-system/etcd-cp1", tolerates(everything), mirror()),
 			pod("db/job", tolerates(everything), phase(corev1.PodSucceeded)),
 		}},
-		{name: "a ReplicaSet's pod counts", want: StatusWarn, pods: []runtime.Object{pod("db/web", tolerates(everything), ownedBy("ReplicaSet", "apps/v1"))}},
-		{name: "more than ten are summed up", want: StatusWarn, pods: many, contains: "db/p09 and 2 more;"},
+		{name: "named by workload: a Deployment's pods through their ReplicaSet, a StatefulSet's", want: StatusWarn, pods: []runtime.Object{
+			pod("db/web-7d9f8-abcde", tolerates(everything), ownedByNamed("ReplicaSet", "web-7d9f8", "7d9f8")),
+			pod("db/web-7d9f8-fghij", tolerates(everything), ownedByNamed("ReplicaSet", "web-7d9f8", "7d9f8")),
+			pod("db/pg-0", tolerates(outOfSvc), ownedByNamed("StatefulSet", "pg", "")),
+			pod("db/legacy-x1", tolerates(everything), ownedByNamed("ReplicaSet", "legacy", "")),
+		}, contains: ": Deployment db/web (2 pods, tolerates every taint), ReplicaSet db/legacy (tolerates every taint), StatefulSet db/pg;"},
+		{name: "more than ten are summed up", want: StatusWarn, pods: many, contains: "Pod db/p09 (tolerates every taint) and 2 more;"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o, _ := clusterOptions(t, tt.pods...)
 			got := checkTolerations(context.Background(), o)
+			if got.Status != tt.want || !strings.Contains(got.Message, tt.contains) {
+				t.Errorf("got %s: %s\nwant %s containing %q", got.Status, got.Message, tt.want, tt.contains)
+			}
+		})
+	}
+}
+
+// kcmPod is a kube-controller-manager static pod's mirror as kubeadm
+// writes it.
+func kcmPod(name string, flags ...string) *corev1.Pod {
+	p := pod("kube-system/"+name, mirror())
+	p.Labels = map[string]string{"component": "kube-controller-manager", "tier": "control-plane"}
+	p.Spec.Containers = []corev1.Container{{Name: "kube-controller-manager",
+		Command: append([]string{"kube-controller-manager", "--controllers=*,bootstrapsigner,tokencleaner", "--leader-elect=true"}, flags...)}}
+	return p
+}
+
+// kube-controller-manager's --disable-force-detach-on-timeout, read from its
+// pod's command line where the API shows it; unknown (and how to check)
+// where it does not.
+func TestForceDetach(t *testing.T) {
+	tests := []struct {
+		name     string
+		version  string
+		objs     []runtime.Object
+		forbid   bool
+		want     Status
+		contains string
+	}{
+		{name: "set", objs: []runtime.Object{kcmPod("kube-controller-manager-cp1", "--disable-force-detach-on-timeout=true")},
+			want: StatusOK, contains: "runs with --disable-force-detach-on-timeout=true (kube-system/kube-controller-manager-cp1)"},
+		{name: "a bare flag is true", objs: []runtime.Object{kcmPod("kube-controller-manager-cp1", "--disable-force-detach-on-timeout")}, want: StatusOK},
+		{name: "not set", objs: []runtime.Object{kcmPod("kube-controller-manager-cp1")},
+			want: StatusWarn, contains: "runs without --disable-force-detach-on-timeout=true (kube-system/kube-controller-manager-cp1): kube-controller-manager then force-detaches a volume from an unhealthy node 6 minutes after its pod is gone"},
+		{name: "set, then unset: the last wins", objs: []runtime.Object{kcmPod("kube-controller-manager-cp1", "--disable-force-detach-on-timeout=true", "--disable-force-detach-on-timeout=false")},
+			want: StatusWarn, contains: "Fix: add --disable-force-detach-on-timeout=true to its flags (kubeadm: controllerManager.extraArgs"},
+		{name: "one control-plane node of three is not set", objs: []runtime.Object{
+			kcmPod("kube-controller-manager-cp1", "--disable-force-detach-on-timeout=true"),
+			kcmPod("kube-controller-manager-cp2"),
+			kcmPod("kube-controller-manager-cp3", "--disable-force-detach-on-timeout=true"),
+		}, want: StatusWarn, contains: "(kube-system/kube-controller-manager-cp2)"},
+		{name: "no such pod: a managed control plane, k3s", objs: []runtime.Object{pod("kube-system/coredns-1")},
+			want: StatusWarn, contains: "unknown: no kube-controller-manager pod in kube-system shows its flags"},
+		{name: "kube-system unreadable", forbid: true, want: StatusWarn, contains: "unknown: cannot list the pods in kube-system"},
+		{name: "before 1.30 there is no such flag", version: "v1.29.7", objs: []runtime.Object{kcmPod("kube-controller-manager-cp1")},
+			want: StatusWarn, contains: "Kubernetes v1.29.7 has no --disable-force-detach-on-timeout (1.30+)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, c := clusterOptions(t, tt.objs...)
+			if tt.version != "" {
+				setVersion(c, tt.version)
+			}
+			if tt.forbid {
+				c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New(`user "dev" cannot list pods in kube-system`))
+				})
+			}
+			got := checkForceDetach(context.Background(), o)
 			if got.Status != tt.want || !strings.Contains(got.Message, tt.contains) {
 				t.Errorf("got %s: %s\nwant %s containing %q", got.Status, got.Message, tt.want, tt.contains)
 			}
@@ -281,7 +360,7 @@ func TestRunOrdersClusterFirstThenNodesByName(t *testing.T) {
 	nodes := []*corev1.Node{node("w2"), node("w1", excluded()), node("a3")}
 	entries := []config.NodeBMC{redfish("w2"), redfish("a3")}
 	o := setup(t, nodes, entries, map[string]bmc.Controller{"w2": fakeBMC("w2"), "a3": fakeBMC("a3")},
-		namespaceObj(ns), serviceAccount("bmcfence-agent"))
+		namespaceObj(ns), serviceAccount("bmcfence-agent"), kcmPod("kube-controller-manager-cp1", "--disable-force-detach-on-timeout=true"))
 	c := o.Client.(*fake.Clientset)
 	setVersion(c, "v1.34.4")
 	grant(c, "*")
@@ -291,7 +370,7 @@ func TestRunOrdersClusterFirstThenNodesByName(t *testing.T) {
 	}
 	want := []row{
 		{ScopeCluster, CheckVersion, StatusOK}, {ScopeCluster, CheckNamespace, StatusOK}, {ScopeCluster, CheckServiceAccount, StatusOK},
-		{ScopeCluster, CheckRBAC, StatusOK}, {ScopeCluster, CheckTolerations, StatusOK},
+		{ScopeCluster, CheckRBAC, StatusOK}, {ScopeCluster, CheckTolerations, StatusOK}, {ScopeCluster, CheckForceDetach, StatusOK},
 	}
 	want = append(want, healthy("a3")...)
 	want = append(want, row{NodeScope("w1"), CheckExcluded, StatusOK})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
@@ -70,14 +71,16 @@ func TestOnARealControlPlane(t *testing.T) {
 	want := []row{
 		{ScopeCluster, CheckVersion, StatusOK}, {ScopeCluster, CheckNamespace, StatusOK},
 		{ScopeCluster, CheckServiceAccount, StatusFail}, {ScopeCluster, CheckRBAC, StatusFail},
-		{ScopeCluster, CheckTolerations, StatusOK},
+		{ScopeCluster, CheckTolerations, StatusOK}, {ScopeCluster, CheckForceDetach, StatusWarn},
 	}
 	want = append(want, healthy("n1")...)
 	want = append(want, healthy("n2")...)
 	want = append(want, healthy("n3")...)
 	want = append(want, ipmiNode()...)
+	// This control plane runs kube-controller-manager as a process: no pod
+	// shows its flags.
 	run("before the RBAC manifests", want,
-		"Kubernetes v1.34", "may not: get, list, watch, patch nodes;",
+		"Kubernetes v1.34", "may not: get, list, watch, patch nodes;", "unknown: no kube-controller-manager pod in kube-system shows its flags",
 		"TLS verified with the caConfigMap CA", "matches the Node's status.nodeInfo.systemUUID")
 
 	if err := tb.ApplyAgentRBAC(ctx); err != nil {
@@ -108,10 +111,20 @@ func TestOnARealControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A kubeadm-style kube-controller-manager pod with the flag (its
+	// static pod's mirror, as the API server returns it).
+	kcm := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-cp1", Namespace: metav1.NamespaceSystem, Labels: map[string]string{"component": "kube-controller-manager"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-controller-manager", Image: "registry.k8s.io/kube-controller-manager:v1.34.4",
+			Command: []string{"kube-controller-manager", "--leader-elect=true", "--disable-force-detach-on-timeout=true"}}}},
+	}
+	if _, err := client.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, kcm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	want = []row{
 		{ScopeCluster, CheckVersion, StatusOK}, {ScopeCluster, CheckNamespace, StatusOK},
 		{ScopeCluster, CheckServiceAccount, StatusOK}, {ScopeCluster, CheckRBAC, StatusOK},
-		{ScopeCluster, CheckTolerations, StatusOK},
+		{ScopeCluster, CheckTolerations, StatusOK}, {ScopeCluster, CheckForceDetach, StatusOK},
 	}
 	want = append(want, healthy("n1")...)
 	want = append(want, row{NodeScope("n2"), CheckInventory, StatusOK}, row{NodeScope("n2"), CheckBMC, StatusOK}, row{NodeScope("n2"), CheckIdentity, StatusFail})

@@ -62,12 +62,12 @@ func agentPermissions(ns, leaseName string) []permission {
 // (TestMetal3OverlayGrantsEveryCheckedPermission keeps the two in step).
 func metal3Permissions(ns string) []permission {
 	return []permission{
-		// The hosts: listed each refresh, read again and annotated
+		// The hosts: watched (an informer), read again and annotated
 		// (reboot.metal3.io/bmcfence) around our power commands.
-		{Group: "metal3.io", Resource: "baremetalhosts", Namespace: ns, Verbs: []string{"get", "list", "patch"}},
+		{Group: "metal3.io", Resource: "baremetalhosts", Namespace: ns, Verbs: []string{"get", "list", "watch", "patch"}},
 		// The consumer chain to the Node: Metal3Machine → Machine.
-		{Group: "infrastructure.cluster.x-k8s.io", Resource: "metal3machines", Namespace: ns, Verbs: []string{"list"}},
-		{Group: "cluster.x-k8s.io", Resource: "machines", Namespace: ns, Verbs: []string{"list"}},
+		{Group: "infrastructure.cluster.x-k8s.io", Resource: "metal3machines", Namespace: ns, Verbs: []string{"list", "watch"}},
+		{Group: "cluster.x-k8s.io", Resource: "machines", Namespace: ns, Verbs: []string{"list", "watch"}},
 		// Each host's spec.bmc.credentialsName.
 		{Resource: "secrets", Namespace: ns, Verbs: []string{"get"}},
 	}

@@ -160,47 +160,31 @@ func (e *env) fencing() fencingclient.Interface {
 	return c
 }
 
-// The NHC flow with the real NodeHealthCheck v0.12.0: a node loses power,
-// NHC creates our BMCFenceRemediation from our template, the agent (detection
-// external) fences it, the StatefulSet's pod fails over; the node comes
-// back, NHC deletes the CR, our taint goes. Prints "failover (NHC): X.Xs".
+// The NHC flow with the real NodeHealthCheck v0.12.0, configured with
+// configs/nodehealthcheck.example.yaml applied as it is (the example the
+// docs give): a node loses power, NHC creates our BMCFenceRemediation from
+// our template, the agent (detection external) fences it, the
+// StatefulSet's pod fails over; the node comes back, NHC deletes the CR,
+// our taint goes. Prints "failover (NHC): X.Xs".
 func TestNodeHealthCheckRemediation(t *testing.T) {
 	e := newEnv(t)
-	const ns = "nhc-system"
-	e.startNHC(ns)
+	e.startNHC("nhc-system")
 	ctx := context.Background()
 	fc := e.fencing().FencingV1alpha1()
-	tmpl := &v1alpha1.BMCFenceRemediationTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "bmcfence", Namespace: ns},
-		Spec: v1alpha1.BMCFenceRemediationTemplateSpec{Template: v1alpha1.BMCFenceRemediationTemplateResource{
-			Spec: v1alpha1.BMCFenceRemediationSpec{Reason: "NodeHealthCheck"}}},
-	}
-	if _, err := fc.BMCFenceRemediationTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
 		t.Fatal(err)
 	}
-	nhc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
-		"metadata": map[string]any{"name": "bmcfence-e2e"},
-		"spec": map[string]any{
-			"selector": map[string]any{"matchExpressions": []any{map[string]any{
-				"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}}},
-			"minHealthy": "50%",
-			"remediationTemplate": map[string]any{
-				"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "BMCFenceRemediationTemplate",
-				"name": "bmcfence", "namespace": ns,
-			},
-			"unhealthyConditions": []any{
-				map[string]any{"type": "Ready", "status": "False", "duration": "5s"},
-				map[string]any{"type": "Ready", "status": "Unknown", "duration": "5s"},
-			},
-		},
-	}}
-	if _, err := e.dynamic().Resource(nhcGVR).Create(ctx, nhc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	example := filepath.Join(root, "configs", "nodehealthcheck.example.yaml")
+	kubectl := filepath.Join(e.tb.CP.BinDir(), "kubectl")
+	if out, err := exec.Command(kubectl, "--kubeconfig", e.tb.CP.Kubeconfig(), "apply", "-f", example).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -f configs/nodehealthcheck.example.yaml: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
-		_ = e.dynamic().Resource(nhcGVR).Delete(context.Background(), "bmcfence-e2e", metav1.DeleteOptions{})
+		_ = exec.Command(kubectl, "--kubeconfig", e.tb.CP.Kubeconfig(), "delete", "--ignore-not-found", "-f", example).Run()
 	})
+	// Where the example's template makes NHC create the CRs.
+	const ns = "bmcfence-system"
 	e.agent("a1", "detection: external\n")
 	node := e.statefulSet("nhcdb", "web")
 

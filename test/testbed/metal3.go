@@ -54,6 +54,10 @@ const (
 // test/testdata/metal3 (already there is fine) and waits until gvrs are
 // served.
 func (b *Testbed) installCRDs(ctx context.Context, file string, gvrs ...schema.GroupVersionResource) error {
+	return installCRDs(ctx, b.CP, file, gvrs...)
+}
+
+func installCRDs(ctx context.Context, cp *controlplane.ControlPlane, file string, gvrs ...schema.GroupVersionResource) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -62,7 +66,7 @@ func (b *Testbed) installCRDs(ctx context.Context, file string, gvrs ...schema.G
 	if err != nil {
 		return err
 	}
-	dyn, err := b.Dynamic()
+	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		return err
 	}
@@ -88,7 +92,7 @@ func (b *Testbed) installCRDs(ctx context.Context, file string, gvrs ...schema.G
 		}
 	}
 	for _, gvr := range gvrs {
-		err := b.CP.WaitFor(ctx, gvr.Resource+" served", func() (bool, error) {
+		err := cp.WaitFor(ctx, gvr.Resource+" served", func() (bool, error) {
 			_, err := dyn.Resource(gvr).Namespace(Metal3Namespace).List(ctx, metav1.ListOptions{})
 			return err == nil, nil
 		})
@@ -103,6 +107,16 @@ func (b *Testbed) installCRDs(ctx context.Context, file string, gvrs ...schema.G
 // CAPM3's Metal3Machine (test/testdata/metal3/capi-standins.yaml).
 func (b *Testbed) InstallCAPIStandInCRDs(ctx context.Context) error {
 	return b.installCRDs(ctx, "capi-standins.yaml", metal3.Machines, metal3.Metal3Machines)
+}
+
+// InstallMetal3CRDs installs, on any control plane, the BareMetalHost CRD
+// (InstallBareMetalHostCRD) and the Cluster API stand-ins
+// (InstallCAPIStandInCRDs).
+func InstallMetal3CRDs(ctx context.Context, cp *controlplane.ControlPlane) error {
+	if err := installCRDs(ctx, cp, "metal3.io_baremetalhosts.yaml", metal3.BareMetalHosts); err != nil {
+		return err
+	}
+	return installCRDs(ctx, cp, "capi-standins.yaml", metal3.Machines, metal3.Metal3Machines)
 }
 
 // InstallBareMetalHostCRD installs the BareMetalHost CRD generated from the

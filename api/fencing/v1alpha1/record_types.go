@@ -78,8 +78,9 @@ type BMCFenceRecordStatus struct {
 	// Phase is the fence's last phase.
 	// +optional
 	Phase string `json:"phase,omitempty"`
-	// Outcome: empty while under way, then Fenced, Aborted, Stuck or
-	// Recovered.
+	// Outcome: empty while under way; Stuck while stuck; then Fenced (the
+	// node was tainted and detached), Abandoned (a fence stopped before
+	// that) or Cleared (a suspicion that ended without a power-off).
 	// +optional
 	Outcome string `json:"outcome,omitempty"`
 	// StartedAt and FinishedAt, on the agent's clock.

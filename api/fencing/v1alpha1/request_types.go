@@ -81,6 +81,11 @@ type BMCFenceRequestStatus struct {
 	// Record names the BMCFenceRecord the request went into.
 	// +optional
 	Record string `json:"record,omitempty"`
+	// FinishedAt is when the agent gave the request its final outcome
+	// (Taken, Refused or Expired), on its clock: the agent deletes the
+	// request requests.ttl (default 24h) after it.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
 // BMCFenceRequest is a human's authenticated request (kubectl fence

@@ -32,6 +32,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $names := list -}}
 {{- if and (ne (default "configmap" $inv.source) "metal3") (or $inv.fromAnnotations (empty $inv.nodes)) -}}{{- $names = append $names (default "" $d.credentialsSecret) -}}{{- end -}}
 {{- range $inv.nodes -}}{{- $names = append $names (default (default "" $d.credentialsSecret) .credentialsSecret) -}}{{- end -}}
+{{- if has (default "configmap" $inv.source) (list "metal3" "both") -}}{{- $names = append $names (default "" (default dict $inv.metal3).kubeconfigSecret) -}}{{- end -}}
 {{- $names | compact | uniq | sortAlpha | join "\n" -}}
 {{- end }}
 

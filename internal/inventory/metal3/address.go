@@ -21,8 +21,10 @@ import (
 )
 
 // ErrUnsupportedScheme is wrapped when a host's BMC address names a driver
-// bmcfence does not speak (iDRAC WS-Man, iLO RIBCL, iRMC, iBMC, ...): such a
-// host is reported, never fenced through a guessed protocol.
+// whose protocol bmcfence does not speak (iDRAC WS-Man, iLO RIBCL, iBMC's
+// client): such a host is reported, with the address of the same BMC's
+// Redfish or IPMI service that would work, and never fenced through a
+// guessed protocol.
 var ErrUnsupportedScheme = errors.New("BMC address scheme not supported by bmcfence")
 
 // ErrInvalidAddress is wrapped when a host's BMC address cannot be parsed,
@@ -39,13 +41,19 @@ type Address struct {
 	// System is the Redfish ComputerSystem Id from the address's path
 	// (/redfish/v1/Systems/<Id>); empty means the BMC's only system.
 	System string
+	// Via, when the driver's power goes through another protocol than
+	// its scheme names (irmc: IPMI), says so for the operator.
+	Via string
 }
 
-// redfishDrivers are the baremetal-operator schemes whose power interface
-// is Redfish (Ironic's redfish, idrac-redfish and ilo5-redfish hardware
-// types; the -virtualmedia variants differ only in how they boot), each
-// with an optional +http or +https transport, https by default.
-// redfish-uefihttp came after hardwareutils v0.5.1 and is Redfish too.
+// The baremetal-operator's drivers (pkg/hardwareutils/bmc, every one it
+// has registered from v0.5 to v0.13) by what powers the host off. Read from
+// each driver's factory and its Ironic driver_info and interfaces.
+
+// redfishDrivers are the schemes whose power interface is Redfish (Ironic's
+// redfish, idrac-redfish and ilo5-redfish hardware types; the -virtualmedia
+// and -uefihttp variants differ only in how they boot), each with an
+// optional +http or +https transport, https by default.
 var redfishDrivers = map[string]bool{
 	"redfish": true, "redfish-virtualmedia": true, "redfish-uefihttp": true,
 	"idrac-redfish": true, "idrac-virtualmedia": true,
@@ -56,20 +64,84 @@ var redfishDrivers = map[string]bool{
 // virtualbmc (IPMI) in front of a VM.
 var ipmiDrivers = map[string]bool{"ipmi": true, "libvirt": true}
 
-// otherDrivers are the baremetal-operator schemes whose protocol bmcfence
-// does not speak: named, so the report says what the driver is.
-var otherDrivers = map[string]string{
-	"idrac":             "iDRAC over WS-Man",
-	"ilo4":              "iLO 4 over RIBCL",
-	"ilo4-virtualmedia": "iLO 4 over RIBCL",
-	"ilo5":              "iLO 5 over RIBCL/proliantutils",
-	"irmc":              "Fujitsu iRMC",
-	"ibmc":              "Huawei iBMC",
+// ipmiPoweredDrivers speak a vendor protocol for everything else but power
+// the host through IPMI at the same address, with the same credentials:
+// the baremetal-operator's irmc driver (v0.5 to v0.12) gives Ironic's irmc
+// hardware type power_interface ipmitool and ipmi_address = the iRMC's
+// host; the address's port is the iRMC's HTTPS (SCCI) port, not IPMI's.
+// bmcfence powers them as the baremetal-operator does.
+var ipmiPoweredDrivers = map[string]string{
+	"irmc": "Fujitsu iRMC: the baremetal-operator's irmc driver powers the host through IPMI at the iRMC's address (Ironic's ipmitool power interface), and so does bmcfence",
+}
+
+// otherDriver is a scheme whose protocol bmcfence does not speak, what it
+// is, and the address of the same BMC's service that bmcfence (and the
+// baremetal-operator) can use instead.
+type otherDriver struct {
+	// what the driver speaks, and when the baremetal-operator dropped it.
+	what string
+	// instead builds the working address from the host (bracketed when
+	// IPv6), its port ("" if none) and the transport ("", http, https).
+	instead func(host, port, transport string) string
+	// why the instead address is the same BMC.
+	why string
+}
+
+func withPort(host, port string) string {
+	if port == "" {
+		return host
+	}
+	return host + ":" + port
+}
+
+func redfishInstead(scheme string) func(host, port, transport string) string {
+	return func(host, port, transport string) string {
+		if transport == "http" {
+			scheme += "+http"
+		}
+		return scheme + "://" + withPort(host, port)
+	}
+}
+
+var otherDrivers = map[string]otherDriver{
+	"idrac": {
+		what:    "iDRAC over WS-Man (Ironic's idrac hardware type through python-dracclient; dropped by the baremetal-operator in v0.6.0)",
+		instead: redfishInstead("idrac-redfish"),
+		why:     "the same iDRAC serves Redfish (every iDRAC 9; iDRAC 7 and 8 from firmware 2.40.40.40)",
+	},
+	"ilo4": {
+		what:    "iLO 4 through HPE's proliantutils over RIBCL, iLO's XML interface (Ironic's ilo hardware type; dropped by the baremetal-operator in v0.12.0)",
+		instead: func(host, _, _ string) string { return "ipmi://" + host },
+		why:     "iLO 4 serves IPMI over LAN on port 623 (enable \"IPMI/DCMI over LAN\" in iLO's Access Settings if it is off), as the baremetal-operator advises for iLO 4",
+	},
+	"ilo4-virtualmedia": {
+		what:    "iLO 4 through HPE's proliantutils over RIBCL, iLO's XML interface (Ironic's ilo hardware type; dropped by the baremetal-operator in v0.12.0)",
+		instead: func(host, _, _ string) string { return "ipmi://" + host },
+		why:     "iLO 4 serves IPMI over LAN on port 623 (enable \"IPMI/DCMI over LAN\" in iLO's Access Settings if it is off), as the baremetal-operator advises for iLO 4",
+	},
+	"ilo5": {
+		what:    "iLO 5 through HPE's proliantutils, not Redfish directly (Ironic's ilo5 hardware type; dropped by the baremetal-operator in v0.12.0)",
+		instead: redfishInstead("ilo5-redfish"),
+		why:     "iLO 5 serves standard Redfish on the same address",
+	},
+	"ibmc": {
+		what:    "Huawei iBMC through python-ibmcclient (Ironic's ibmc hardware type; dropped by the baremetal-operator in v0.6.0)",
+		instead: redfishInstead("redfish"),
+		why:     "iBMC serves Redfish on the same address, which the baremetal-operator advises using",
+	},
 }
 
 // dnsName is hardwareutils' checkDNSValid: a host that is not an IP must be
 // a DNS name.
 var dnsName = regexp.MustCompile(`^(([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])\.)*([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]{0,61}[A-Za-z0-9])$`)
+
+// bracket writes an IPv6 host as a URL needs it.
+func bracket(host string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
+	}
+	return host
+}
 
 // redfishSystemPath is the only path form bmcfence maps to a system: Ironic
 // hands the path to sushy as the system's URI, and bmcfence selects systems
@@ -152,8 +224,20 @@ func ParseAddress(address string) (Address, error) {
 		if p := q.Get("privilegelevel"); p != "" && !strings.EqualFold(p, "ADMINISTRATOR") {
 			return Address{}, fmt.Errorf("%w: privilegelevel %q: bmcfence opens IPMI sessions as ADMINISTRATOR", ErrInvalidAddress, p)
 		}
-	case otherDrivers[driver] != "":
-		return Address{}, fmt.Errorf("%w: scheme %q is %s: bmcfence speaks Redfish and IPMI only (use a redfish:// or ipmi:// address for this BMC, or list the node in inventory.nodes)", ErrUnsupportedScheme, u.Scheme, otherDrivers[driver])
+	case ipmiPoweredDrivers[driver] != "" && transport == "":
+		// The port is the vendor service's; IPMI is on 623.
+		if u.Path != "" && u.Path != "/" {
+			return Address{}, fmt.Errorf("%w: %q: an %s address takes no path", ErrInvalidAddress, address, driver)
+		}
+		a.Endpoint.Protocol, a.Endpoint.Scheme, a.Endpoint.Port = bmc.IPMI, "ipmi", 623
+		a.Via = fmt.Sprintf("%s:// is %s (ipmi://%s)", driver, ipmiPoweredDrivers[driver], bracket(host))
+		return a, nil
+	case otherDrivers[driver].what != "":
+		o := otherDrivers[driver]
+		if transport != "" && transport != "http" && transport != "https" {
+			return Address{}, fmt.Errorf("%w: scheme %q is not a baremetal-operator BMC type", ErrUnsupportedScheme, u.Scheme)
+		}
+		return Address{}, fmt.Errorf("%w: scheme %q is %s, which bmcfence does not speak (it speaks Redfish and IPMI); %s: set spec.bmc.address to %s", ErrUnsupportedScheme, u.Scheme, o.what, o.why, o.instead(bracket(host), u.Port(), transport))
 	default:
 		return Address{}, fmt.Errorf("%w: scheme %q is not a baremetal-operator BMC type (a bare HOST:PORT is IPMI only with an IP address; write ipmi://HOST:PORT)", ErrUnsupportedScheme, u.Scheme)
 	}

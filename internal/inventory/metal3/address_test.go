@@ -18,6 +18,12 @@ func ipmiAt(driver, host string, port int) Address {
 	return Address{Driver: driver, Endpoint: bmc.Endpoint{Protocol: bmc.IPMI, Scheme: "ipmi", Host: host, Port: port}}
 }
 
+func irmcAt(host string) Address {
+	a := ipmiAt("irmc", host, 623)
+	a.Via = "irmc:// is Fujitsu iRMC: the baremetal-operator's irmc driver powers the host through IPMI at the iRMC's address (Ironic's ipmitool power interface), and so does bmcfence (ipmi://" + bracket(host) + ")"
+	return a
+}
+
 func TestParseAddress(t *testing.T) {
 	tests := []struct {
 		address string
@@ -54,6 +60,11 @@ func TestParseAddress(t *testing.T) {
 		{"10.0.0.8:6230", ipmiAt("ipmi", "10.0.0.8", 6230)},
 		{"[fd00::8]:6230", ipmiAt("ipmi", "fd00::8", 6230)},
 		{"bmc-8.example.com", ipmiAt("ipmi", "bmc-8.example.com", 623)},
+		// irmc: the baremetal-operator powers it through IPMI on 623 at the
+		// iRMC's host (its port is the iRMC's HTTPS port), and so do we.
+		{"irmc://10.0.0.9", irmcAt("10.0.0.9")},
+		{"irmc://10.0.0.9:443", irmcAt("10.0.0.9")},
+		{"irmc://[fd00::9]", irmcAt("fd00::9")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.address, func(t *testing.T) {
@@ -76,12 +87,23 @@ func TestParseAddressRefuses(t *testing.T) {
 	}{
 		{"", ErrInvalidAddress, "spec.bmc.address is empty"},
 		{"redfish://admin:pw@10.0.0.5", ErrInvalidAddress, "carries user info"},
+		// Each driver bmcfence does not speak: what it speaks, and the
+		// address of the same BMC's service that works.
 		{"idrac://10.0.0.6", ErrUnsupportedScheme, `scheme "idrac" is iDRAC over WS-Man`},
-		{"idrac+https://10.0.0.6", ErrUnsupportedScheme, `scheme "idrac+https" is iDRAC over WS-Man`},
-		{"ilo4://10.0.0.7", ErrUnsupportedScheme, "iLO 4 over RIBCL"},
-		{"ilo5://10.0.0.7", ErrUnsupportedScheme, "iLO 5 over RIBCL"},
-		{"irmc://10.0.0.7", ErrUnsupportedScheme, "Fujitsu iRMC"},
-		{"ibmc+https://10.0.0.7", ErrUnsupportedScheme, "Huawei iBMC"},
+		{"idrac://10.0.0.6", ErrUnsupportedScheme, "the same iDRAC serves Redfish (every iDRAC 9; iDRAC 7 and 8 from firmware 2.40.40.40): set spec.bmc.address to idrac-redfish://10.0.0.6"},
+		{"idrac+https://10.0.0.6:8443", ErrUnsupportedScheme, `scheme "idrac+https" is iDRAC over WS-Man`},
+		{"idrac+https://10.0.0.6:8443", ErrUnsupportedScheme, "set spec.bmc.address to idrac-redfish://10.0.0.6:8443"},
+		{"idrac+http://10.0.0.6", ErrUnsupportedScheme, "set spec.bmc.address to idrac-redfish+http://10.0.0.6"},
+		{"ilo4://10.0.0.7", ErrUnsupportedScheme, "iLO 4 through HPE's proliantutils over RIBCL"},
+		{"ilo4://10.0.0.7:443", ErrUnsupportedScheme, "iLO 4 serves IPMI over LAN on port 623"},
+		{"ilo4://10.0.0.7:443", ErrUnsupportedScheme, "set spec.bmc.address to ipmi://10.0.0.7"},
+		{"ilo4-virtualmedia://[fd00::7]", ErrUnsupportedScheme, "set spec.bmc.address to ipmi://[fd00::7]"},
+		{"ilo5://10.0.0.7", ErrUnsupportedScheme, "iLO 5 through HPE's proliantutils, not Redfish directly"},
+		{"ilo5://10.0.0.7", ErrUnsupportedScheme, "iLO 5 serves standard Redfish on the same address: set spec.bmc.address to ilo5-redfish://10.0.0.7"},
+		{"ibmc+https://10.0.0.7", ErrUnsupportedScheme, "Huawei iBMC through python-ibmcclient"},
+		{"ibmc+https://10.0.0.7", ErrUnsupportedScheme, "set spec.bmc.address to redfish://10.0.0.7"},
+		{"irmc://10.0.0.7/x", ErrInvalidAddress, "an irmc address takes no path"},
+		{"irmc+https://10.0.0.7", ErrUnsupportedScheme, `scheme "irmc+https" is not a baremetal-operator BMC type`},
 		{"https://10.0.0.5", ErrUnsupportedScheme, `scheme "https" is not a baremetal-operator BMC type`},
 		{"bmc.example.com:623", ErrUnsupportedScheme, `scheme "bmc.example.com" is not a baremetal-operator BMC type`},
 		{"redfish+ftp://10.0.0.5", ErrUnsupportedScheme, "redfish takes +http or +https"},
@@ -100,7 +122,7 @@ func TestParseAddressRefuses(t *testing.T) {
 		{"redfish://", ErrInvalidAddress, "has no host"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.address, func(t *testing.T) {
+		t.Run(tt.address+" "+tt.reason, func(t *testing.T) {
 			got, err := ParseAddress(tt.address)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("ParseAddress(%q) = %+v, %v; want an error wrapping %v", tt.address, got, err, tt.want)
@@ -122,7 +144,7 @@ func FuzzParseAddress(f *testing.F) {
 	for _, s := range []string{
 		"redfish://10.0.0.5/redfish/v1/Systems/1", "redfish+http://[fd00::5]:8000", "idrac-virtualmedia://h/redfish/v1/Systems/System.Embedded.1/",
 		"ipmi:10.0.0.8", "10.0.0.8:6230", "[fd00::8]:6230", "bmc.example.com", "libvirt://192.168.122.1:6233/?abc=def",
-		"idrac://10.0.0.6", "bmc.example.com:623", "redfish://admin:pw@h", "", "fd00::8", "redfish://h:0", "ipmi://h?privilegelevel=OPERATOR",
+		"idrac://10.0.0.6", "irmc://10.0.0.9:443", "ilo4://[fd00::7]", "bmc.example.com:623", "redfish://admin:pw@h", "", "fd00::8", "redfish://h:0", "ipmi://h?privilegelevel=OPERATOR",
 	} {
 		f.Add(s)
 	}

@@ -1,0 +1,509 @@
+package redfish
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/bmcfence/bmcfence/bmc"
+)
+
+// OpEvents names the event stream in errors.
+const OpEvents bmc.Op = "events"
+
+// StreamMode is whether a BMC's events reach us now.
+type StreamMode string
+
+const (
+	// StreamConnecting: discovering the stream or opening it.
+	StreamConnecting StreamMode = "connecting"
+	// StreamConnected: the stream is open; events arrive as they happen.
+	StreamConnected StreamMode = "connected"
+	// StreamPolling: no stream now (the BMC has none, refused it, closed
+	// it, or cannot be reached): what the engine knows comes from polling.
+	// Reason says why; NextAttempt when the stream is tried again.
+	StreamPolling StreamMode = "polling"
+	// StreamStopped: Run returned (the agent lost the lead, or stopped).
+	StreamStopped StreamMode = "stopped"
+)
+
+// StreamState is a stream's state for `kubectl fence status` and a metric.
+type StreamState struct {
+	BMC  string     `json:"bmc"`
+	Mode StreamMode `json:"mode"`
+	// Reason is one line on why the stream is not connected: what failed
+	// (redacted), or that the BMC offers none. Empty when connected.
+	Reason string `json:"reason,omitempty"`
+	// URI is the SSE URI in use or last tried.
+	URI string `json:"uri,omitempty"`
+	// Since is when Mode last changed, on our clock.
+	Since time.Time `json:"since"`
+	// Connects counts streams opened; Failures the attempts that failed
+	// since the last one that opened.
+	Connects int `json:"connects"`
+	Failures int `json:"failures"`
+	// LastEvent is when the last event arrived, on our clock.
+	LastEvent   time.Time `json:"lastEvent,omitempty"`
+	NextAttempt time.Time `json:"nextAttempt,omitempty"`
+}
+
+// Defaults of StreamOptions, each with its reason.
+const (
+	// DefaultStreamMinBackoff: a stream the BMC closed is usually back at
+	// once; a second is enough not to hammer one that is restarting.
+	DefaultStreamMinBackoff = time.Second
+	// DefaultStreamMaxBackoff caps the wait between attempts: a minute is
+	// the agent's probe interval, so the stream never lags the probe by
+	// more than that.
+	DefaultStreamMaxBackoff = time.Minute
+	// DefaultStreamRecheck: a BMC without SSE is asked again every ten
+	// minutes (a firmware update may bring it).
+	DefaultStreamRecheck = 10 * time.Minute
+	// dellReconnectDelay: Dell's iDRAC9 Redfish API guide asks clients to
+	// wait 20 to 30 seconds before opening a new SSE connection after one
+	// closed.
+	dellReconnectDelay = 20 * time.Second
+	// defaultSeenIDs: how many event ids a stream remembers to tell a
+	// replay (bmcweb keeps 200 events for Last-Event-ID).
+	defaultSeenIDs = 1024
+)
+
+// DefaultStreamKeepAlive probes an idle stream's TCP connection: a BMC that
+// lost power sends neither FIN nor RST, and an idle stream would wait for
+// it forever. Idle 15 s, then a probe every 5 s, 3 unanswered: about 30 s.
+var DefaultStreamKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}
+
+// StreamOptions tune a Stream. The zero value is usable.
+type StreamOptions struct {
+	// Clock times backoff and stamps events (k8s.io/utils/clock; a fake
+	// one in tests). Default: the real clock.
+	Clock clock.WithTicker
+	// MinBackoff and MaxBackoff bound the exponential backoff between
+	// attempts; each wait is jittered to [d/2, d).
+	MinBackoff, MaxBackoff time.Duration
+	// Jitter returns a number in [0, 1); default math/rand/v2.
+	Jitter func() float64
+	// Recheck is how often a BMC without SSE is asked again.
+	Recheck time.Duration
+	// KeepAlive configures TCP keep-alive probes on the stream.
+	KeepAlive *net.KeepAliveConfig
+	// OnState, when set, is called after every state change (for a metric
+	// or an Event); it must not block.
+	OnState func(StreamState)
+}
+
+// Stream holds one SSE connection to one BMC (one per BMC, whatever number
+// of systems it serves: iDRAC allows two connections in all), reconnects
+// with capped, jittered backoff, resumes with Last-Event-ID, tells replays
+// apart, and falls back to polling (saying why) when it cannot stream.
+type Stream struct {
+	client *Client // discovery, login, error classification
+	hc     *http.Client
+	opts   StreamOptions
+	clock  clock.WithTicker
+
+	mu     sync.Mutex
+	state  StreamState
+	lastID string // the last SSE id read, for Last-Event-ID
+	seen   *idRing
+}
+
+// NewStream prepares a stream for a Redfish target; Run opens it.
+func NewStream(target bmc.Target, opts StreamOptions) (*Stream, error) {
+	c, err := New(target)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultStreamMinBackoff
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(DefaultStreamMaxBackoff, opts.MinBackoff)
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = rand.Float64
+	}
+	if opts.Recheck <= 0 {
+		opts.Recheck = DefaultStreamRecheck
+	}
+	ka := DefaultStreamKeepAlive
+	if opts.KeepAlive != nil {
+		ka = *opts.KeepAlive
+	}
+	t := c.target
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: t.Timeout, KeepAliveConfig: ka}).DialContext,
+		TLSHandshakeTimeout:   t.Timeout,
+		ResponseHeaderTimeout: t.Timeout,
+		// The stream's bytes are read as they come; a compressed stream
+		// would be buffered.
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 1,
+	}
+	if t.Address.Scheme == "https" {
+		cfg, err := tlsConfig(t)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = cfg
+	}
+	s := &Stream{
+		client: c,
+		// No overall timeout: the stream is meant to last.
+		hc:    &http.Client{Transport: tr, CheckRedirect: sameOrigin(t.Address)},
+		opts:  opts,
+		clock: opts.Clock,
+		seen:  newIDRing(defaultSeenIDs),
+	}
+	s.state = StreamState{BMC: c.base, Mode: StreamStopped, Since: opts.Clock.Now()}
+	return s, nil
+}
+
+// State returns the stream's state now.
+func (s *Stream) State() StreamState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *Stream) update(f func(*StreamState)) {
+	s.mu.Lock()
+	before := s.state.Mode
+	f(&s.state)
+	if s.state.Mode != before {
+		s.state.Since = s.clock.Now()
+	}
+	st := s.state
+	s.mu.Unlock()
+	if s.opts.OnState != nil {
+		s.opts.OnState(st)
+	}
+}
+
+// errNoSSE: the BMC offers no SSE stream; it is not a failure.
+var errNoSSE = errors.New("the BMC offers no SSE stream")
+
+// Run streams events to sink until ctx ends, and returns ctx's error.
+// sink is called from Run's goroutine, in arrival order; it must not
+// block for long (a slow sink delays the stream, and a BMC drops a slow
+// reader).
+func (s *Stream) Run(ctx context.Context, sink func(PowerEvent)) error {
+	defer s.update(func(st *StreamState) {
+		st.Mode, st.Reason, st.NextAttempt = StreamStopped, "stopped", time.Time{}
+	})
+	failures := 0
+	for ctx.Err() == nil {
+		s.update(func(st *StreamState) { st.Mode, st.NextAttempt = StreamConnecting, time.Time{} })
+		uri, minDelay, err := s.discover(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		var wait time.Duration
+		var reason string
+		switch {
+		case errors.Is(err, errNoSSE):
+			failures = 0
+			wait = s.opts.Recheck
+			reason = err.Error()
+		case err != nil:
+			failures++
+			wait = s.backoff(failures)
+			reason = err.Error()
+		default:
+			opened, err := s.stream(ctx, uri, sink)
+			switch {
+			case errors.Is(err, errNoSSE):
+				failures = 0
+				wait = s.opts.Recheck
+			default:
+				if opened {
+					failures = 0
+				}
+				failures++
+				wait = max(s.backoff(failures), minDelay)
+			}
+			reason = err.Error()
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		next := s.clock.Now().Add(wait)
+		s.update(func(st *StreamState) {
+			st.Mode, st.Reason, st.NextAttempt, st.Failures = StreamPolling, reason+"; polling, next attempt in "+wait.Round(time.Millisecond).String(), next, failures
+			if uri != "" {
+				st.URI = uri
+			}
+		})
+		t := s.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C():
+		}
+	}
+	return ctx.Err()
+}
+
+// backoff is the wait before attempt n+1 after n failures in a row:
+// MinBackoff doubling up to MaxBackoff, jittered to [d/2, d) so a fleet of
+// agents does not reconnect in step.
+func (s *Stream) backoff(n int) time.Duration {
+	d := s.opts.MinBackoff
+	for i := 1; i < n && d < s.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, s.opts.MaxBackoff)
+	return d/2 + time.Duration(s.opts.Jitter()*float64(d/2))
+}
+
+// discover finds the SSE URI: the EventService's ServerSentEventUri, else
+// the vendor's documented path (iDRAC /redfish/v1/SSE, Lenovo XCC
+// /redfish/v1/EventService/ServerSentEvent, OpenBMC
+// /redfish/v1/EventService/SSE). minDelay is the vendor's least wait
+// before reconnecting.
+func (s *Stream) discover(ctx context.Context) (uri string, minDelay time.Duration, err error) {
+	var res bmc.Result
+	var noSSE error // not a failure: kept out of run's classification
+	err = s.client.run(ctx, OpEvents, &res, func(cn *conn) error {
+		var root struct {
+			Vendor       string          `json:"Vendor"`
+			Oem          json.RawMessage `json:"Oem"`
+			EventService *link           `json:"EventService"`
+		}
+		if err := cn.get("/redfish/v1/", &root); err != nil {
+			return err
+		}
+		vendorPath := ""
+		switch v := root.Vendor + " " + string(root.Oem); {
+		case strings.Contains(v, "Dell"):
+			vendorPath, minDelay = "/redfish/v1/SSE", dellReconnectDelay
+		case strings.Contains(v, "Lenovo"):
+			vendorPath = "/redfish/v1/EventService/ServerSentEvent"
+		case strings.Contains(v, "OpenBMC"):
+			vendorPath = "/redfish/v1/EventService/SSE"
+		}
+		if root.EventService == nil || root.EventService.ODataID == "" {
+			noSSE = fmt.Errorf("%w (its service root links no EventService)", errNoSSE)
+			return nil
+		}
+		var es struct {
+			ServiceEnabled *bool  `json:"ServiceEnabled"`
+			SSE            string `json:"ServerSentEventUri"`
+		}
+		if err := cn.get(root.EventService.ODataID, &es); err != nil {
+			return err
+		}
+		if es.ServiceEnabled != nil && !*es.ServiceEnabled {
+			noSSE = fmt.Errorf("%w (its EventService is disabled: ServiceEnabled false)", errNoSSE)
+			return nil
+		}
+		uri = onlyPath(es.SSE)
+		if uri == "" {
+			uri = vendorPath
+		}
+		if uri == "" {
+			noSSE = fmt.Errorf("%w (its EventService has no ServerSentEventUri; HPE iLO documents push subscriptions only)", errNoSSE)
+			return nil
+		}
+		if uri == "/redfish/v1/SSE" {
+			minDelay = max(minDelay, dellReconnectDelay)
+		}
+		return nil
+	})
+	if err == nil && noSSE != nil {
+		return "", 0, noSSE
+	}
+	return uri, minDelay, err
+}
+
+// stream opens one SSE connection and reads it until it ends. opened
+// reports whether the BMC accepted it; err says why it ended.
+func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) (opened bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.client.base+uri, nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("OData-Version", "4.0")
+	req.Header.Set("Cache-Control", "no-cache")
+	s.mu.Lock()
+	last := s.lastID
+	s.mu.Unlock()
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
+	t := s.client.target
+	if t.Auth == bmc.AuthSession {
+		lctx, lcancel := context.WithTimeout(ctx, t.Timeout)
+		cn := &conn{c: s.client, ctx: lctx}
+		err := cn.login()
+		lcancel()
+		if err != nil {
+			return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
+		}
+		cn.ctx = ctx
+		defer cn.logout()
+		req.Header.Set("X-Auth-Token", cn.token)
+	} else {
+		req.SetBasicAuth(t.Credentials.Username, t.Credentials.Password.Reveal())
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body := make([]byte, 64<<10)
+		n, _ := bufio.NewReader(resp.Body).Read(body)
+		herr := newHTTPError(http.MethodGet, uri, &response{status: resp.StatusCode, header: resp.Header, body: body[:n]})
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			return false, fmt.Errorf("%w (GET %s answered %d)", errNoSSE, uri, resp.StatusCode)
+		}
+		return false, s.client.opError(OpEvents, s.client.classifyHTTP(herr))
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
+		return false, s.client.opError(OpEvents, fmt.Errorf("%w: GET %s answered Content-Type %q, not text/event-stream", bmc.ErrBMC, uri, truncateText(ct, 60)))
+	}
+	connectedAt := s.clock.Now()
+	s.update(func(st *StreamState) {
+		st.Mode, st.Reason, st.URI, st.NextAttempt, st.Failures = StreamConnected, "", uri, time.Time{}, 0
+		st.Connects++
+	})
+	err = s.read(resp.Body, connectedAt, sink)
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	if err == nil {
+		return true, errors.New("the BMC closed the stream (iDRAC closes a stream idle for an hour)")
+	}
+	return true, s.client.opError(OpEvents, s.client.classify(ctx, err))
+}
+
+// maxLine bounds one SSE line: an event payload is a few kilobytes.
+const maxLine = maxEventBytes
+
+// read parses the SSE stream (WHATWG "server-sent events": fields id,
+// data, event, retry; ":" starts a comment; a blank line ends an event)
+// and hands each payload's events to sink. It returns nil at a clean end.
+func (s *Stream) read(body interface{ Read([]byte) (int, error) }, connectedAt time.Time, sink func(PowerEvent)) error {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 4096), maxLine)
+	var id string
+	var data bytes.Buffer
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if data.Len() > 0 {
+				s.dispatch(id, data.Bytes(), connectedAt, sink)
+			}
+			id = ""
+			data.Reset()
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue // a comment (a keep-alive)
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			if !strings.ContainsRune(value, 0) {
+				id = value
+			}
+		case "data":
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(value)
+		case "event", "retry":
+			// The event name is always Redfish's; retry is ours to choose.
+		}
+	}
+	return sc.Err()
+}
+
+// dispatch delivers one SSE event's payload.
+func (s *Stream) dispatch(id string, data []byte, connectedAt time.Time, sink func(PowerEvent)) {
+	now := s.clock.Now()
+	evs, err := ParseEvents(data)
+	if err != nil {
+		// Not an Event (a MetricReport, garbage): nothing to act on, but
+		// the stream is alive.
+		evs = []PowerEvent{{Kind: EventOther, MessageID: ""}}
+	}
+	s.mu.Lock()
+	if id != "" {
+		s.lastID = id
+	}
+	for i := range evs {
+		e := &evs[i]
+		e.BMC, e.StreamID, e.Received, e.ConnectedAt, e.Source = s.client.base, id, now, connectedAt, "sse"
+		if e.EventID == "" && len(evs) == 1 {
+			e.EventID = id
+		}
+		if e.Kind != EventHeartbeat && e.EventID != "" {
+			e.Replay = !s.seen.add(e.EventID)
+		}
+	}
+	s.state.LastEvent = now
+	s.mu.Unlock()
+	for _, e := range evs {
+		sink(e)
+	}
+}
+
+// idRing remembers the last n ids.
+type idRing struct {
+	ids  []string
+	next int
+	set  map[string]struct{}
+}
+
+func newIDRing(n int) *idRing {
+	return &idRing{ids: make([]string, n), set: make(map[string]struct{}, n)}
+}
+
+// add records id; false when it was already there.
+func (r *idRing) add(id string) bool {
+	if _, ok := r.set[id]; ok {
+		return false
+	}
+	if old := r.ids[r.next]; old != "" {
+		delete(r.set, old)
+	}
+	r.ids[r.next] = id
+	r.set[id] = struct{}{}
+	r.next = (r.next + 1) % len(r.ids)
+	return true
+}
+
+// SystemURI resolves the target's system and returns its URI
+// ("/redfish/v1/Systems/1"): what a PowerEvent's System must equal for the
+// event to be about this node's machine.
+func (c *Client) SystemURI(ctx context.Context) (string, error) {
+	var uri string
+	var res bmc.Result
+	err := c.run(ctx, bmc.OpIdentity, &res, func(cn *conn) error {
+		_, u, err := cn.system()
+		uri = strings.TrimRight(onlyPath(u), "/")
+		return err
+	})
+	return uri, err
+}
