@@ -12,6 +12,8 @@
 #   make chart   helm lint and helm template of charts/bmcfence
 #   make codegen deep-copy, CRDs and typed clients from api/ (pinned
 #                generators in hack/codegen); make test checks they are current
+#   make dashboard  the chart's Grafana dashboard from its declared panels
+#                (hack/dashboard); make test checks it is current
 #   make scale   the scale harness (test/scale): 1000 nodes on the real
 #                control plane; SCALE_ARGS='-nodes=300 -steady=2m' to shrink
 
@@ -30,7 +32,7 @@ LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PK
 
 COMMANDS := kubectl-fence redfish-mock fence-agent
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale
+.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale dashboard
 
 all: build
 
@@ -117,6 +119,9 @@ chart: helm
 
 codegen:
 	@hack/codegen.sh
+
+dashboard:
+	cd hack/dashboard && $(GO) run .
 
 # NodeHealthCheck v0.12.0's manager for the e2e (bin/tools/nhc), from its
 # wrapper module test/k8sbins/nhc; ~11 minutes cold.

@@ -7,6 +7,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -419,6 +420,36 @@ func TestChartValues(t *testing.T) {
 					if !strings.Contains(strings.Join(alerts, " "), a) {
 						t.Errorf("no alert %s in %v", a, alerts)
 					}
+				}
+			}},
+		{name: "Grafana dashboard, for kube-prometheus-stack's sidecar", sets: []string{"metrics.grafanaDashboard.enabled=true",
+			"metrics.grafanaDashboard.namespace=monitoring", "metrics.grafanaDashboard.annotations.grafana_folder=Infrastructure"},
+			check: func(t *testing.T, objs map[string]object) {
+				cm := objs["ConfigMap monitoring/bmcfence-grafana-dashboard"]
+				if cm == nil {
+					t.Fatalf("no dashboard ConfigMap in the namespace asked for; objects: %v", keys(objs))
+				}
+				if l := get(cm, "metadata", "labels", "grafana_dashboard"); l != "1" {
+					t.Errorf("label grafana_dashboard %v, want \"1\" (the sidecar's default)", l)
+				}
+				if a := get(cm, "metadata", "annotations", "grafana_folder"); a != "Infrastructure" {
+					t.Errorf("annotation grafana_folder %v", a)
+				}
+				raw, _ := get(cm, "data", "bmcfence.json").(string)
+				var d struct {
+					UID    string `json:"uid"`
+					Panels []struct {
+						Type string `json:"type"`
+					} `json:"panels"`
+				}
+				if err := json.Unmarshal([]byte(raw), &d); err != nil || d.UID != "bmcfence" || len(d.Panels) < 10 {
+					t.Errorf("bmcfence.json: %v, uid %q, %d panels; want the dashboard of charts/bmcfence/files/dashboards", err, d.UID, len(d.Panels))
+				}
+			}},
+		{name: "Grafana dashboard in the release's namespace by default", sets: []string{"metrics.grafanaDashboard.enabled=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				if objs["ConfigMap bmcfence-system/bmcfence-grafana-dashboard"] == nil {
+					t.Errorf("no dashboard ConfigMap in the release's namespace; objects: %v", keys(objs))
 				}
 			}},
 	}

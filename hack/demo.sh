@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-$PWD/bin}
 hack/e2e-bins.sh "$BIN/e2e"
-exec go run ./hack/demo -bin "$BIN"
+exec go run ./hack/demo -bin "$BIN" "$@"

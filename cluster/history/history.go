@@ -359,13 +359,7 @@ func Timeline(st fence.State, who string) []v1alpha1.TimelineEntry {
 		e := v1alpha1.TimelineEntry{Time: metav1.NewTime(rec.At), Phase: rec.Phase.String(), Who: who}
 		switch rec.Kind {
 		case fence.RecReading:
-			e.Kind, e.Message = v1alpha1.EntryReading, "BMC reads "+rec.Power.String()
-			if rec.Note != "" {
-				e.Message += ": " + rec.Note
-			}
-			if rec.Count > 1 {
-				e.Message += fmt.Sprintf(" (x%d until %s)", rec.Count, rec.Until.UTC().Format(time.RFC3339))
-			}
+			e.Kind, e.Message = v1alpha1.EntryReading, ReadingText{Power: rec.Power.String(), Note: rec.Note, Count: rec.Count, Until: rec.Until}.String()
 		case fence.RecTransition:
 			e.Kind, e.Message = v1alpha1.EntryDecision, fmt.Sprintf("%s → %s: %s", rec.From, rec.Phase, rec.Note)
 		case fence.RecAction:
@@ -383,6 +377,56 @@ func Timeline(st fence.State, who string) []v1alpha1.TimelineEntry {
 	return out
 }
 
+// ReadingText is a Reading entry's message: the power the BMC read, the
+// failure or remark beside it, and how many identical readings it stands
+// for, until when.
+type ReadingText struct {
+	Power string
+	Note  string
+	// Count > 1: the same reading Count times, the last at Until.
+	Count int
+	Until time.Time
+}
+
+const readingPrefix = "BMC reads "
+
+// String is the message: "BMC reads Off", "BMC reads Unknown: timeout",
+// "BMC reads Off (x3 until 2026-11-25T20:43:33Z)".
+func (r ReadingText) String() string {
+	s := readingPrefix + r.Power
+	if r.Note != "" {
+		s += ": " + r.Note
+	}
+	if r.Count > 1 {
+		s += fmt.Sprintf(" (x%d until %s)", r.Count, r.Until.UTC().Format(time.RFC3339))
+	}
+	return s
+}
+
+// ParseReading reads a Reading entry's message back; false when it is not
+// one String wrote.
+func ParseReading(msg string) (ReadingText, bool) {
+	rest, ok := strings.CutPrefix(msg, readingPrefix)
+	if !ok {
+		return ReadingText{}, false
+	}
+	r := ReadingText{Count: 1}
+	if i := strings.LastIndex(rest, " (x"); i >= 0 && strings.HasSuffix(rest, ")") {
+		var n int
+		var until string
+		if _, err := fmt.Sscanf(rest[i:], " (x%d until %s", &n, &until); err == nil {
+			if t, err := time.Parse(time.RFC3339, strings.TrimSuffix(until, ")")); err == nil && n > 1 {
+				r.Count, r.Until, rest = n, t, rest[:i]
+			}
+		}
+	}
+	r.Power, r.Note, _ = strings.Cut(rest, ": ")
+	if r.Power == "" {
+		return ReadingText{}, false
+	}
+	return r, true
+}
+
 func orOK(s string) string {
 	if s == "" {
 		return "ok"
@@ -393,12 +437,19 @@ func orOK(s string) string {
 // Merge appends to have the entries of more it does not hold yet (the
 // state's evidence ring repeats what it still holds, and a collapsed
 // reading's count grows in place), keeping at most maxTimeline entries:
-// the oldest readings go first, decisions and actions stay.
+// the oldest readings go first, decisions and actions stay. Times are
+// kept to the second, as the API server stores them (metav1.Time): have
+// is what it gave back, and more must match it.
 func Merge(have, more []v1alpha1.TimelineEntry) []v1alpha1.TimelineEntry {
 	out := slices.Clone(have)
+	for i := range out {
+		out[i].Time = out[i].Time.Rfc3339Copy()
+	}
 	for _, e := range more {
+		e.Time = e.Time.Rfc3339Copy()
 		i := slices.IndexFunc(out, func(h v1alpha1.TimelineEntry) bool {
-			return h.Time.Equal(&e.Time) && h.Kind == e.Kind && (h.Message == e.Message || (h.Kind == v1alpha1.EntryReading && sameReading(h.Message, e.Message)))
+			return h.Time.Equal(&e.Time) && h.Kind == e.Kind && h.Phase == e.Phase &&
+				(h.Message == e.Message || (h.Kind == v1alpha1.EntryReading && sameReading(h.Message, e.Message)))
 		})
 		switch {
 		case i < 0:

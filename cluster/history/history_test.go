@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -83,6 +84,52 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// apiRoundTrip is what the API server gives back: metav1.Time keeps
+// whole seconds.
+func apiRoundTrip(t *testing.T, tl []v1alpha1.TimelineEntry) []v1alpha1.TimelineEntry {
+	t.Helper()
+	b, err := json.Marshal(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []v1alpha1.TimelineEntry
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The recorder merges the state's evidence into the record it read back
+// from the API server every resync: evidence it stored before must match
+// its stored form, whose times are whole seconds, or the timeline fills
+// with copies (a demo's record held each entry up to 10 times).
+func TestMergeMatchesWhatTheAPIServerStored(t *testing.T) {
+	at := t0.Add(1500 * time.Millisecond)
+	evidence := []v1alpha1.TimelineEntry{
+		{Time: metav1.NewTime(at), Kind: v1alpha1.EntryDecision, Phase: "Suspect", Message: "Healthy → Suspect: Lease silent for 20s"},
+		{Time: metav1.NewTime(at.Add(100 * time.Millisecond)), Kind: v1alpha1.EntryReading, Phase: "Suspect", Message: "BMC reads Off"},
+	}
+	stored := apiRoundTrip(t, Merge(nil, evidence))
+	for i := range 3 {
+		stored = apiRoundTrip(t, Merge(stored, evidence))
+		if len(stored) != len(evidence) {
+			t.Fatalf("after %d resyncs: %d entries, want %d:\n%v", i+1, len(stored), len(evidence), stored)
+		}
+	}
+}
+
+// Two readings of the same power in one second but in different phases
+// are two pieces of evidence.
+func TestMergeKeepsTheSameReadingInTwoPhases(t *testing.T) {
+	a := entry(1, v1alpha1.EntryReading, "BMC reads Off")
+	a.Phase = "Suspect"
+	b := a
+	b.Phase = "PoweringOff"
+	if got := Merge(nil, []v1alpha1.TimelineEntry{a, b}); len(got) != 2 {
+		t.Errorf("merged into %d entries, want 2: %v", len(got), got)
+	}
+}
+
 type fakeNodes struct {
 	infos []runner.NodeInfo
 	by    map[string]string
@@ -148,6 +195,31 @@ func TestSyncAcrossLeaders(t *testing.T) {
 	r = list()[0]
 	if r.Status.FinishedAt == nil || r.Status.Outcome != "Abandoned" && r.Status.Outcome != "Fenced" {
 		t.Errorf("after recovery: status %+v", r.Status)
+	}
+}
+
+func TestReadingTextRoundTrips(t *testing.T) {
+	until := time.Date(2026, 11, 25, 20, 43, 33, 0, time.UTC)
+	for _, r := range []ReadingText{
+		{Power: "Off", Count: 1},
+		{Power: "On", Note: "OSRunning", Count: 1},
+		{Power: "Unknown", Note: "Get https://10.0.0.5: dial tcp: i/o timeout (x3 is not a count)", Count: 1},
+		{Power: "Off", Count: 3, Until: until},
+		{Power: "Unknown", Note: "HTTP 503: busy", Count: 12, Until: until},
+	} {
+		got, ok := ParseReading(r.String())
+		if !ok {
+			t.Errorf("%q: not parsed", r.String())
+			continue
+		}
+		if diff := cmp.Diff(r, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", r.String(), diff)
+		}
+	}
+	for _, msg := range []string{"PowerOff: ok", "BMC reads ", ""} {
+		if _, ok := ParseReading(msg); ok {
+			t.Errorf("%q parsed as a reading", msg)
+		}
 	}
 }
 

@@ -36,6 +36,10 @@ func TestUsageErrorsNeedNoCluster(t *testing.T) {
 		{[]string{"--bogus"}, "unknown flag: --bogus"},
 		{[]string{"bmc", "--bogus"}, "kubectl fence bmc needs a command: off, on, status"},
 		{[]string{"version", "extra"}, `unknown command "extra" for "kubectl fence version"`},
+		{[]string{"history", "n1", "--timeline"}, "--timeline draws one fence: name its record (kubectl fence history n1 RECORD --timeline"},
+		{[]string{"history", "n1", "-o", "svg"}, "-o svg draws one fence: name its record (kubectl fence history n1 RECORD -o svg"},
+		{[]string{"history", "n1", "r1", "--timeline", "-o", "json"}, "--timeline draws in the terminal: drop -o json, or use -o svg"},
+		{[]string{"history", "n1", "-o", "png"}, `output "png": want table, json, yaml or svg`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -7,12 +7,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,17 +25,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
+	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/cluster/history"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
 
 func main() {
-	bin := flag.String("bin", "bin", "directory holding fence-agent and bin/e2e")
+	var opts options
+	flag.StringVar(&opts.bin, "bin", "bin", "directory holding fence-agent, bmcfence-cli and bin/e2e")
+	flag.StringVar(&opts.svg, "svg", "", "also write the fence's timeline as SVG to this file (kubectl fence history NODE RECORD -o svg)")
+	flag.StringVar(&opts.record, "record", "", "also write the fence's BMCFenceRecord as JSON to this file")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin); err != nil {
+	if err := run(ctx, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo: %v\n", err)
 		os.Exit(1)
 	}
@@ -48,7 +58,15 @@ func step(format string, args ...any) {
 	fmt.Printf("\n%s== %s%s\n", bold, fmt.Sprintf(format, args...), reset)
 }
 
-func run(ctx context.Context, bin string) error {
+// options are the demo's flags.
+type options struct {
+	bin    string
+	svg    string
+	record string
+}
+
+func run(ctx context.Context, opts options) error {
+	bin := opts.bin
 	dir, err := os.MkdirTemp("", "bmcfence-demo-")
 	if err != nil {
 		return err
@@ -112,33 +130,17 @@ func run(ctx context.Context, bin string) error {
 	if err := tb.PowerLoss(node); err != nil {
 		return err
 	}
-	tl := timeline{start: start}
-	tl.mark("power lost")
+	pr := newProof(os.Stdout, start, time.Now, true)
+	pr.once(stepPowerLost, "power lost")
 	err = cp.WaitFor(ctx, "the failover", func() (bool, error) {
-		events := reasons(ctx, c, node, start)
-		if !tl.has("detected") && events["FenceSuspect"] {
-			tl.mark("detected: no heartbeat for 20s, reading the BMC")
+		v := failoverView{Node: node, Events: nodeEvents(ctx, c, node, start), VolumeOn: cp.AttachedNode(ctx, "demo", "data-db-0")}
+		if n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+			v.Tainted = cluster.HasOutOfServiceTaint(n)
 		}
-		if !tl.has("confirmed") && events["FenceConfirmedOff"] {
-			tl.mark("confirmed: BMC read Off 3 times over 6s")
+		if p, err := c.CoreV1().Pods("demo").Get(ctx, "db-0", metav1.GetOptions{}); err == nil {
+			v.PodNode, v.PodRunning = p.Spec.NodeName, p.Status.Phase == corev1.PodRunning
 		}
-		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err == nil && !tl.has("tainted") && cluster.HasOutOfServiceTaint(n) {
-			tl.mark("tainted: node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
-		}
-		p, err := c.CoreV1().Pods("demo").Get(ctx, "db-0", metav1.GetOptions{})
-		if !tl.has("pods moved") && (err != nil || p.Spec.NodeName != node) {
-			tl.mark("pods moved: the old db-0 is deleted")
-		}
-		on := cp.AttachedNode(ctx, "demo", "data-db-0")
-		if !tl.has("volumes detached") && tl.has("pods moved") && on != node {
-			tl.mark("volumes detached from " + node)
-		}
-		if err == nil && p.Spec.NodeName != node && p.Status.Phase == corev1.PodRunning && on == p.Spec.NodeName && on != "" {
-			tl.mark(fmt.Sprintf("replacement db-0 Running on %s with its volume", p.Spec.NodeName))
-			return true, nil
-		}
-		return false, nil
+		return pr.failover(v), nil
 	})
 	if err != nil {
 		return err
@@ -146,62 +148,117 @@ func run(ctx context.Context, bin string) error {
 	fmt.Printf("   %stotal: %.1fs from power loss to the replacement Running%s\n", green+bold, time.Since(start).Seconds(), reset)
 
 	step("Powering %s back on (the BMC's On; it boots in ~10s)", node)
-	back := timeline{start: time.Now()}
+	back := newProof(os.Stdout, time.Now(), time.Now, true)
 	if err := tb.PowerRestore(node); err != nil {
 		return err
 	}
-	back.mark("power restored")
+	back.once(stepPowerBack, "power restored")
 	err = cp.WaitFor(ctx, "the taint removed", func() (bool, error) {
 		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		if !back.has("Ready") && cluster.NodeReady(n) && cp.NodeAlive(node) {
-			back.mark(node + " Ready again, its kubelet renewing its lease")
-		}
-		if !cluster.HasOutOfServiceTaint(n) {
-			back.mark("our taint removed: " + node + " takes work again")
-			return true, nil
-		}
-		return false, nil
+		return back.recovery(recoveryView{Node: node, Ready: cluster.NodeReady(n) && cp.NodeAlive(node), Tainted: cluster.HasOutOfServiceTaint(n)}), nil
 	})
 	if err != nil {
+		return err
+	}
+
+	step("The fence's record, as a postmortem reads it")
+	if err := showRecord(ctx, cp, bin, cfg, node, opts); err != nil {
 		return err
 	}
 	step("Done. Everything stops now.")
 	return nil
 }
 
-// timeline prints events as they happen, with the time since start.
-type timeline struct {
-	start time.Time
-	seen  []string
-}
-
-func (t *timeline) mark(what string) {
-	t.seen = append(t.seen, what)
-	fmt.Printf("   %s+%5.1fs%s  %s\n", dim, time.Since(t.start).Seconds(), reset, what)
-}
-
-func (t *timeline) has(prefix string) bool {
-	for _, s := range t.seen {
-		if strings.HasPrefix(s, prefix) {
-			return true
+// showRecord waits for the node's fence record to be closed (the agent
+// closes it once the node is back), prints `kubectl fence history NODE
+// RECORD --timeline` of it, and writes what opts ask for.
+func showRecord(ctx context.Context, cp *controlplane.ControlPlane, bin, cfg, node string, opts options) error {
+	fc, err := fencingclient.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return err
+	}
+	var rec v1alpha1.BMCFenceRecord
+	err = cp.WaitFor(ctx, "the fence record closed", func() (bool, error) {
+		list, err := fc.FencingV1alpha1().BMCFenceRecords().List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + node})
+		if err != nil || len(list.Items) == 0 {
+			return false, nil
+		}
+		history.SortNewestFirst(list.Items)
+		rec = list.Items[0]
+		return rec.Status.FinishedAt != nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	if opts.record != "" {
+		b, err := json.MarshalIndent(rec, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(opts.record, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("   wrote %s (the BMCFenceRecord)\n", opts.record)
+	}
+	cli := func(args ...string) ([]byte, error) {
+		args = append(args, "--kubeconfig", cp.Kubeconfig(), "--config", cfg)
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "bmcfence-cli"), args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("kubectl fence %s: %w: %s", strings.Join(args[:len(args)-4], " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return out, nil
+	}
+	fmt.Printf("   $ kubectl fence history %s %s --timeline\n", node, rec.Name)
+	out, err := cli("history", node, rec.Name, "--timeline")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.SplitAfter(string(out), "\n") {
+		switch line {
+		case "":
+		case "\n":
+			fmt.Println()
+		default:
+			fmt.Print("   " + line)
 		}
 	}
-	return false
+	if opts.svg != "" {
+		svg, err := cli("history", node, rec.Name, "-o", "svg")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(opts.svg, svg, 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("   wrote %s (kubectl fence history %s %s -o svg)\n", opts.svg, node, rec.Name)
+	}
+	return nil
 }
 
-func reasons(ctx context.Context, c kubernetes.Interface, node string, since time.Time) map[string]bool {
-	out := map[string]bool{}
+// nodeEvents lists the node's Events since a time, oldest first (by
+// time, then by name: Event names end in the nanoseconds of their
+// creation, finer than their one-second timestamps).
+func nodeEvents(ctx context.Context, c kubernetes.Interface, node string, since time.Time) []nodeEvent {
 	list, err := c.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node})
 	if err != nil {
-		return out
+		return nil
 	}
-	for _, e := range list.Items {
-		if !e.LastTimestamp.Time.Before(since.Add(-time.Second)) {
-			out[e.Reason] = true
+	items := slices.DeleteFunc(list.Items, func(e corev1.Event) bool { return e.LastTimestamp.Time.Before(since.Add(-time.Second)) })
+	slices.SortStableFunc(items, func(a, b corev1.Event) int {
+		if c := a.FirstTimestamp.Compare(b.FirstTimestamp.Time); c != 0 {
+			return c
 		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	var out []nodeEvent
+	for _, e := range items {
+		out = append(out, nodeEvent{Reason: e.Reason, Message: e.Message})
 	}
 	return out
 }

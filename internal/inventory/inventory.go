@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,9 +42,10 @@ type NodeSource interface {
 	NodeObject(name string) (*corev1.Node, bool)
 }
 
-// Observer records BMC operations.
+// Observer records BMC operations, by protocol and by the BMC's vendor
+// (bmc.Vendor: a closed list; "unknown" until the BMC's identity was read).
 type Observer interface {
-	BMC(protocol bmc.Protocol, op bmc.Op, d time.Duration, err error)
+	BMC(protocol bmc.Protocol, vendor string, op bmc.Op, d time.Duration, err error)
 }
 
 // ErrIdentity is wrapped when a BMC's system is not the node it is listed
@@ -472,6 +474,9 @@ type Controller struct {
 	settings        config.BMCSettings
 	nodes           NodeSource
 	obs             Observer
+	// vendor is bmc.Vendor of the Manufacturer the BMC's last identity
+	// reported (nil: none read yet).
+	vendor atomic.Pointer[string]
 }
 
 var (
@@ -493,7 +498,7 @@ func (c *Controller) Policy(p fence.Policy) fence.Policy { return c.settings.Pol
 func (c *Controller) observe(op bmc.Op, start time.Time, err error) error {
 	err = bmc.RedactError(err, c.Target.Credentials.Password)
 	if c.obs != nil {
-		c.obs.BMC(c.Target.Address.Protocol, op, time.Since(start), err)
+		c.obs.BMC(c.Target.Address.Protocol, c.Vendor(), op, time.Since(start), err)
 	}
 	return err
 }
@@ -534,7 +539,20 @@ func (c *Controller) PowerOn(ctx context.Context) (bmc.Result, error) {
 func (c *Controller) Identity(ctx context.Context) (bmc.Identity, error) {
 	start := time.Now()
 	id, err := c.ctrl.Identity(ctx)
+	if err == nil && id.Manufacturer != "" {
+		v := bmc.Vendor(id.Manufacturer)
+		c.vendor.Store(&v)
+	}
 	return id, c.observe(bmc.OpIdentity, start, err)
+}
+
+// Vendor is the BMC's vendor for metrics (bmc.Vendor), learnt from its
+// identity; bmc.VendorUnknown before one was read.
+func (c *Controller) Vendor() string {
+	if v := c.vendor.Load(); v != nil {
+		return *v
+	}
+	return bmc.VendorUnknown
 }
 
 // AllowUnverified reports whether the entry lets the node be fenced without

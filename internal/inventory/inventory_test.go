@@ -299,3 +299,41 @@ func TestSecretMaxAgeKeepsSecretsBetweenRefreshes(t *testing.T) {
 		}
 	}
 }
+
+// observed records the labels of every BMC operation.
+type observed []string
+
+func (o *observed) BMC(protocol bmc.Protocol, vendor string, op bmc.Op, _ time.Duration, err error) {
+	*o = append(*o, fmt.Sprintf("%s %s %s %v", protocol, vendor, op, err != nil))
+}
+
+// The BMC metrics name the BMC's vendor, from the Manufacturer its identity
+// reports: unknown until it was read, then one of a closed list.
+func TestBMCOperationsNameTheVendorOnceIdentified(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1", System: "1"}}}
+	var obs observed
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: fake.NewClientset(secret("shared", "admin", "pw")), Observer: &obs,
+		Nodes: nodes{"w1": node("w1", "uuid-1", nil)},
+		NewController: func(bmc.Target) (bmc.Controller, error) {
+			return bmctest.New(clocktesting.NewFakeClock(time.Now()), bmctest.WithIdentity(bmc.Identity{UUID: "uuid-1", Manufacturer: "Dell Inc."})), nil
+		}})
+	inv.Refresh(context.Background())
+	c, err := inv.Lookup("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.PowerStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PowerStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"redfish unknown power-status false", "redfish dell identity false", "redfish dell power-status false"}
+	if fmt.Sprint(obs) != fmt.Sprint(want) {
+		t.Errorf("observed %q, want %q", obs, want)
+	}
+}

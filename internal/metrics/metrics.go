@@ -63,11 +63,11 @@ func New() *Metrics {
 			Name: "bmcfence_storm_guard_refusals_total", Help: "Fences the storm guard refused, by reason.",
 		}, []string{"reason"}),
 		bmcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "bmcfence_bmc_request_duration_seconds", Help: "BMC operations by protocol and operation.", Buckets: bmcBuckets,
-		}, []string{"protocol", "op"}),
+			Name: "bmcfence_bmc_request_duration_seconds", Help: "BMC operations by protocol, vendor (from the BMC's identity: a closed list, unknown until read) and operation.", Buckets: bmcBuckets,
+		}, []string{"protocol", "vendor", "op"}),
 		bmcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bmcfence_bmc_errors_total", Help: "Failed BMC operations by protocol, operation and reason.",
-		}, []string{"protocol", "op", "reason"}),
+			Name: "bmcfence_bmc_errors_total", Help: "Failed BMC operations by protocol, vendor, operation and reason.",
+		}, []string{"protocol", "vendor", "op", "reason"}),
 		toTaint: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bmcfence_time_to_confirmed_off_seconds", Help: "From the failure's start (last heartbeat seen) to the taint, after a settled Off.", Buckets: fenceBuckets,
 		}),
@@ -168,11 +168,12 @@ func (m *Metrics) KeptOff(string) { m.keptOff.Inc() }
 
 func (m *Metrics) Contradiction(string) { m.contradicts.Inc() }
 
-// BMC records one BMC operation.
-func (m *Metrics) BMC(protocol bmc.Protocol, op bmc.Op, d time.Duration, err error) {
-	m.bmcDuration.WithLabelValues(string(protocol), string(op)).Observe(d.Seconds())
+// BMC records one BMC operation. vendor is bmc.Vendor's (a closed list),
+// so the series stay bounded: protocols × vendors × operations.
+func (m *Metrics) BMC(protocol bmc.Protocol, vendor string, op bmc.Op, d time.Duration, err error) {
+	m.bmcDuration.WithLabelValues(string(protocol), vendor, string(op)).Observe(d.Seconds())
 	if err != nil {
-		m.bmcErrors.WithLabelValues(string(protocol), string(op), bmc.Reason(err)).Inc()
+		m.bmcErrors.WithLabelValues(string(protocol), vendor, string(op), bmc.Reason(err)).Inc()
 	}
 }
 
