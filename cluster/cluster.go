@@ -280,8 +280,13 @@ func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 		e.stale = false
 	}
 	info := e.info
+	// Judged at every read: a mark expires with time, not with an event.
+	// The runner re-reads every node at least every 30 s (fence's resync).
+	info.View.Maintenance, info.View.MaintenanceExpired = e.obs.maintenance.at(c.clock.Now())
 	info.View.Remediation = c.remediated[info.Name] != ""
-	if p, ok := c.requests[info.Name]; ok {
+	// A request another engine took in (the node names it) is not offered
+	// again; observeNode withdraws it.
+	if p, ok := c.requests[info.Name]; ok && e.node.Annotations[AnnotationRequestTaken] != p.id {
 		cmd := p.cmd
 		info.Command, info.CommandID = &cmd, p.id
 	}
@@ -408,8 +413,19 @@ func (c *Cluster) observeNode(obj any) {
 		e.adopted = "" // the informer has caught up
 	}
 	reqErr := c.takeNodeLocked(e, n, now)
+	takenElsewhere := c.takenElsewhereLocked(n)
 	c.mu.Unlock()
+	c.takeRequest(n.Name, takenElsewhere)
 	c.afterNode(n.Name, reqErr)
+}
+
+// takenElsewhereLocked returns the pending request for n that n names as
+// taken in (by another engine: our own take forgets it at once), or "".
+func (c *Cluster) takenElsewhereLocked(n *corev1.Node) string {
+	if p, ok := c.requests[n.Name]; ok && !p.taking && n.Annotations[AnnotationRequestTaken] == p.id {
+		return p.id
+	}
+	return ""
 }
 
 // adoptNode takes in a node we just read from or wrote to the API server,
@@ -431,7 +447,9 @@ func (c *Cluster) adoptNode(n *corev1.Node) {
 	}
 	reqErr := c.takeNodeLocked(e, n, now)
 	e.adopted, e.adoptedAt = n.ResourceVersion, now
+	takenElsewhere := c.takenElsewhereLocked(n)
 	c.mu.Unlock()
+	c.takeRequest(n.Name, takenElsewhere)
 	c.afterNode(n.Name, reqErr)
 }
 

@@ -35,8 +35,18 @@ const (
 	// agent removes it in the state write that acknowledges it.
 	AnnotationRequest = "bmcfence.dev/request"
 
+	// AnnotationRequestTaken names the last request (a BMCFenceRequest, by
+	// name) an engine took in for the node, written in the same
+	// compare-and-swap as the state that takes it in: an engine that finds
+	// its request named there does not take it again. Two engines may hold
+	// the same request: kubectl-fence drives the engine itself while no
+	// agent runs, and an agent that comes back offers the request too.
+	AnnotationRequestTaken = "bmcfence.dev/request-taken"
+
 	// AnnotationMaintenance: any non-empty value (by convention a JSON
-	// Maintenance) puts the node in maintenance: never fenced.
+	// Maintenance) puts the node in maintenance: never fenced, for as long
+	// as the mark's duration (Maintenance.For) on the agent's clock, if it
+	// has one.
 	AnnotationMaintenance = "bmcfence.dev/maintenance"
 
 	// LabelExclude=true excludes a node from fencing.

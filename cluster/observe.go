@@ -68,6 +68,40 @@ type observation struct {
 	// The request annotation as last seen (never acted on; see
 	// observeRequest).
 	requestRaw string
+
+	// maintenance: the maintenance mark as last seen, and since when.
+	maintenance maintenanceMark
+}
+
+// maintenanceMark is the maintenance annotation as we last saw it, when we
+// first saw that value (our clock), and the duration it carries.
+type maintenanceMark struct {
+	raw    string
+	seenAt time.Time
+	expiry time.Duration // 0: until removed
+}
+
+func newMaintenanceMark(raw string, now time.Time) maintenanceMark {
+	m := maintenanceMark{raw: raw, seenAt: now}
+	if d, err := DecodeMaintenance(raw); err == nil {
+		m.expiry = d.Expiry()
+	}
+	return m
+}
+
+// at says whether the mark is in force at now, or expired: a mark with a
+// duration holds until it has been seen, unchanged, for that long on our
+// clock. Its Since (the writer's clock, a laptop's) plays no part: one
+// clock per proof. A new value starts again; so does a restarted agent or
+// a new leader, whose first sight is its own start.
+func (m maintenanceMark) at(now time.Time) (inForce, expired bool) {
+	switch {
+	case m.raw == "":
+		return false, false
+	case m.expiry > 0 && now.Sub(m.seenAt) >= m.expiry:
+		return false, true
+	}
+	return true, false
 }
 
 func newObservation(now time.Time) *observation {
@@ -113,6 +147,9 @@ func (o *observation) observeNode(n *corev1.Node, now time.Time) {
 	o.ready = ready
 	o.nodeSeen = true
 	o.nodeVersion = n.ResourceVersion
+	if raw := n.Annotations[AnnotationMaintenance]; raw != o.maintenance.raw {
+		o.maintenance = newMaintenanceMark(raw, now)
+	}
 }
 
 // MaxRequestAge bounds how old a fence or confirm request may be when we
@@ -194,8 +231,10 @@ func ourTaintIndex(n *corev1.Node) int {
 	return -1
 }
 
-// InMaintenance reports whether a planned drain has put the node in
-// maintenance: it is never fenced until the mark is removed.
+// InMaintenance reports whether the node carries a maintenance mark, as
+// written (a planned drain puts it there). Whether the agent still honours
+// it (a mark may carry a duration, judged on the agent's clock) is the
+// observation builder's: fence.NodeView.Maintenance.
 func InMaintenance(n *corev1.Node) bool { return n.Annotations[AnnotationMaintenance] != "" }
 
 // HasOutOfServiceTaint reports whether the node carries a taint with the
@@ -219,7 +258,6 @@ func buildInfo(n *corev1.Node, o *observation, pods []*corev1.Pod, vas []*storag
 		NotReadySince: o.notReadySince,
 		HeartbeatAt:   o.heartbeatAt,
 		RenewedAt:     o.renewedAt,
-		Maintenance:   InMaintenance(n),
 		Excluded:      n.Labels[LabelExclude] == LabelExcludeValue,
 		Taint:         TaintStateOf(n),
 	}

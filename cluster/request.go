@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/bmcfence/bmcfence/fence"
 )
 
@@ -127,11 +129,32 @@ func kindName(k fence.CommandKind) (string, error) {
 }
 
 // Maintenance is the conventional value of AnnotationMaintenance (any
-// non-empty value counts; this one says who and why).
+// non-empty value counts; this one says who and why, what the drain did,
+// and how long it holds).
 type Maintenance struct {
-	By     string    `json:"by"`
-	Reason string    `json:"reason"`
-	Since  time.Time `json:"since"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+	// Since is when the writer (a CLI, on a laptop's clock) set the mark:
+	// shown to humans, never used to judge the expiry (one clock per proof).
+	Since time.Time `json:"since"`
+	// Cordoned: the drain cordoned the node, which was schedulable before.
+	// Undrain uncordons only then: a cordon from before the drain is
+	// someone else's.
+	Cordoned bool `json:"cordoned,omitempty"`
+	// For bounds the maintenance: the agent honours the mark until it has
+	// seen it, unchanged, for this long on its own clock (from its first
+	// sight of this value; never from Since), then may fence the node again
+	// like any other, and says so (FenceMaintenanceExpired). Unset: until
+	// undrain.
+	For *metav1.Duration `json:"for,omitempty"`
+}
+
+// Expiry is m.For, zero when the mark does not expire.
+func (m Maintenance) Expiry() time.Duration {
+	if m.For == nil || m.For.Duration <= 0 {
+		return 0
+	}
+	return m.For.Duration
 }
 
 // EncodeMaintenance returns the annotation value for m.

@@ -9,6 +9,9 @@ import (
 type pendingRequest struct {
 	id  string
 	cmd fence.Command
+	// taking: our own state write that takes it in is under way; a node
+	// that names it is that write's, not another engine's.
+	taking bool
 }
 
 // SetRequest offers a request to the engine for node: the runner sees it as
@@ -48,7 +51,8 @@ func (c *Cluster) OnRequestTaken(f func(node, id string)) {
 }
 
 // takeRequest forgets the pending request id of node after the state write
-// that acknowledged it, and reports it to the hook.
+// that acknowledged it (ours, or another engine's: the node names it in
+// AnnotationRequestTaken), and reports it to the hook.
 func (c *Cluster) takeRequest(node, id string) {
 	if id == "" {
 		return
@@ -65,5 +69,20 @@ func (c *Cluster) takeRequest(node, id string) {
 	c.mu.Unlock()
 	if ok && p.id == id && hook != nil {
 		hook(node, id)
+	}
+}
+
+// takingRequest marks (or unmarks) the pending request id of node as being
+// taken in by our own state write, so that the node naming it is not taken
+// for another engine's take (takenElsewhereLocked).
+func (c *Cluster) takingRequest(node, id string, taking bool) {
+	if id == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.requests[node]; ok && p.id == id {
+		p.taking = taking
+		c.requests[node] = p
 	}
 }

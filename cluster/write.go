@@ -86,6 +86,9 @@ func (c *Cluster) getNode(ctx context.Context, name string) (*corev1.Node, error
 // from the same state.
 func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID string) error {
 	attempts := 0
+	takenElsewhere := false
+	c.takingRequest(node, ackCommandID, true)
+	defer c.takingRequest(node, ackCommandID, false) // still pending: the write failed
 	err := retry.RetryOnConflict(c.writeBackoff, func() error {
 		attempts++
 		if err := ctx.Err(); err != nil {
@@ -95,19 +98,29 @@ func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID s
 		if err != nil {
 			return err
 		}
+		if ackCommandID != "" && n.Annotations[AnnotationRequestTaken] == ackCommandID {
+			// Another engine took it in (kubectl-fence while no agent
+			// ran, or the agent that came back): its state write won.
+			takenElsewhere = true
+			return fmt.Errorf("node %s: %w: request %s was already taken in by another engine", node, runner.ErrConflict, ackCommandID)
+		}
 		if cur := n.Annotations[AnnotationState]; cur != old {
 			return fmt.Errorf("node %s: %w: the state annotation is not what we last read", node, runner.ErrConflict)
 		}
 		annotations := map[string]*string{AnnotationState: nilIfEmpty(next)}
 		if ackCommandID != "" {
+			annotations[AnnotationRequestTaken] = &ackCommandID
 			if r, err := DecodeRequest(n.Annotations[AnnotationRequest]); err == nil && r.ID == ackCommandID {
 				annotations[AnnotationRequest] = nil
 			}
 		}
 		return c.patchNode(ctx, node, nodePatch{Metadata: nodePatchMeta{ResourceVersion: n.ResourceVersion, Annotations: annotations}})
 	})
-	if err == nil {
+	if err == nil || takenElsewhere {
+		// Taken, by us or by the other engine: no longer ours to offer.
 		c.takeRequest(node, ackCommandID)
+	}
+	if err == nil {
 		return nil
 	}
 	if errors.Is(err, runner.ErrConflict) {
@@ -166,7 +179,7 @@ func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, err
 	c.mu.Unlock()
 	return runner.Recheck{
 		LeaseRenewed: leaseSeen.newerThanObserved(renew) || beatSeen.newerThanObserved(beat),
-		Maintenance:  InMaintenance(n),
+		Maintenance:  c.maintenanceInForce(n),
 		Excluded:     n.Labels[LabelExclude] == LabelExcludeValue,
 		State:        n.Annotations[AnnotationState],
 	}, nil
@@ -184,6 +197,25 @@ func checkToken(n *corev1.Node, token string) error {
 		return fmt.Errorf("node %s: %w: the fence state is not the one this agent wrote (another agent took over)", n.Name, runner.ErrConflict)
 	}
 	return nil
+}
+
+// maintenanceInForce judges the mark on n, as read from the server, the
+// way the view does: the value we observed, by when we first saw it; a
+// value we have not observed yet is in force from now (it counts from our
+// first sight, which is now or later).
+func (c *Cluster) maintenanceInForce(n *corev1.Node) bool {
+	raw := n.Annotations[AnnotationMaintenance]
+	if raw == "" {
+		return false
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[n.Name]; e != nil && e.obs.maintenance.raw == raw {
+		inForce, _ := e.obs.maintenance.at(now)
+		return inForce
+	}
+	return true
 }
 
 // ErrMaintenance is returned by ApplyTaint when the node it read is in
@@ -229,7 +261,7 @@ func (c *Cluster) ApplyTaint(ctx context.Context, node, token string) error {
 		if HasOutOfServiceTaint(n) {
 			return nil, nil
 		}
-		if InMaintenance(n) {
+		if c.maintenanceInForce(n) {
 			return nil, ErrMaintenance
 		}
 		t := OutOfServiceTaint()

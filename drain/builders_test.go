@@ -227,6 +227,7 @@ func statefulSet(name string, replicas int32, strategy appsv1.StatefulSetUpdateS
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)},
 		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(replicas), UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: strategy},
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
+		Status: appsv1.StatefulSetStatus{Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas},
 	}
 }
 
@@ -336,4 +337,18 @@ func hasWarning(warnings []string, fragment string) bool {
 		}
 	}
 	return false
+}
+
+func hostPath(name, path string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: path}}})
+	}
+}
+
+// unavailable sets the Deployment's maxUnavailable (maxSurge stays 1).
+func unavailable(n int32) deployOpt {
+	return func(d *appsv1.Deployment) {
+		d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(n))
+	}
 }

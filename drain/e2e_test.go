@@ -549,13 +549,17 @@ func TestPlainEvictionDipsBelowDesired(t *testing.T) {
 }
 
 // TestBudgetBlockingAnEvictionIsReported: web has one pod on n1 and one on
-// n2, and a PodDisruptionBudget (minAvailable 2) that allows no eviction.
+// n2, a strategy that allows one missing replica, and a
+// PodDisruptionBudget (minAvailable 2) that allows no eviction.
 // The drain evicts (a replica runs elsewhere), is refused, retries until
 // its timeout, and reports the budget by name; the pod stays.
 func TestBudgetBlockingAnEvictionIsReported(t *testing.T) {
 	e := newEnv(t, "drain-pdb")
 	ctx := context.Background()
-	e.deploy(deploymentObject(e.ns, "web", 1), drained)
+	// maxUnavailable 1: the strategy allows the eviction, the budget not.
+	d := deploymentObject(e.ns, "web", 1)
+	d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	e.deploy(d, drained)
 	e.onlyOn([]string{"n2"}, func() {
 		if _, err := e.c.AppsV1().Deployments(e.ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
@@ -840,7 +844,7 @@ func TestUndrainUncordonsAndClearsMaintenance(t *testing.T) {
 	}
 	t.Logf("WaitReady saw a fresh Lease renewal after %s", time.Since(since).Round(time.Millisecond))
 
-	if err := drain.Undrain(ctx, e.c, drained, opts); err != nil {
+	if _, err := drain.Undrain(ctx, e.c, drained, opts); err != nil {
 		t.Fatalf("Undrain: %v", err)
 	}
 	n, _ = e.c.CoreV1().Nodes().Get(ctx, drained, metav1.GetOptions{})

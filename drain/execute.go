@@ -13,8 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/bmcfence/bmcfence/cluster"
 )
 
 // StatePending: a workload the drain had not started when it stopped.
@@ -53,7 +57,7 @@ func Execute(ctx context.Context, client kubernetes.Interface, plan Plan, opts O
 
 	runCtx, cancel := withClockTimeout(ctx, opts.Clock, opts.Timeout, errDrainTimeout)
 	defer cancel()
-	node, err := markMaintenance(runCtx, client, plan.Node, opts)
+	node, mark, err := markMaintenance(runCtx, client, plan.Node, opts)
 	if err != nil {
 		return rep, fmt.Errorf("cordon %s and mark it in maintenance (nothing was moved): %w", plan.Node, err)
 	}
@@ -66,7 +70,15 @@ func Execute(ctx context.Context, client kubernetes.Interface, plan Plan, opts O
 		rep.Warnings = append(rep.Warnings, err.Error())
 	}
 
-	x.runAll(runCtx)
+	// A node that goes down stops the drain at once: its pods can no
+	// longer leave by eviction, and the mark must not keep it from being
+	// fenced until the timeout.
+	workCtx, stopWork := context.WithCancelCause(runCtx)
+	watched := x.watchReadiness(workCtx, stopWork, node)
+	x.runAll(workCtx)
+	nodeWentDown := context.Cause(workCtx) == errNodeDown //nolint:errorlint // our own sentinel, never wrapped
+	stopWork(context.Canceled)
+	<-watched
 
 	// What is left is read and reported even when the timeout (or the
 	// caller) ended runCtx.
@@ -92,6 +104,15 @@ func Execute(ctx context.Context, client kubernetes.Interface, plan Plan, opts O
 	rep.Elapsed = elapsed.String()
 
 	if rep.Complete {
+		// The drain's hold on the node becomes the maintenance asked for:
+		// until undrain, or MaintenanceFor.
+		value, err := settleMark(wctx, client, plan.Node, mark, opts.MaintenanceFor)
+		rep.MaintenanceFor = markFor(value)
+		if err != nil {
+			rep.MaintenanceFor = markFor(mark)
+			return rep, fmt.Errorf("drained %s, but the maintenance mark could not be made to last (it lapses %s after bmcfence saw it; drain again to retry): %w",
+				plan.Node, rep.MaintenanceFor, err)
+		}
 		if err := recordEvent(wctx, client, node, opts, corev1.EventTypeNormal, ReasonDrainCompleted,
 			fmt.Sprintf("Drained %s in %s: %s", plan.Node, rep.Elapsed, doneSummary(rep))); err != nil {
 			rep.Warnings = append(rep.Warnings, err.Error())
@@ -103,14 +124,123 @@ func Execute(ctx context.Context, client kubernetes.Interface, plan Plan, opts O
 	if rep.TimedOut {
 		stopped = fmt.Sprintf("after %s (timeout %s)", rep.Elapsed, opts.Timeout)
 	}
+
+	// Work is left. On a node that is down it can never leave by
+	// eviction, and a fence is what frees it: the mark goes, the cordon
+	// stays.
+	var releaseErr error
+	if n, err := client.CoreV1().Nodes().Get(wctx, plan.Node, metav1.GetOptions{}); err != nil {
+		releaseErr = fmt.Errorf("read the node to see whether it is down: %w", err)
+	} else if rep.NodeDown = nodeWentDown || !cluster.NodeReady(n); rep.NodeDown {
+		removed, err := releaseMark(wctx, client, plan.Node, mark)
+		rep.Released = removed != "" && err == nil
+		releaseErr = err
+	}
+	if !rep.Released {
+		rep.MaintenanceFor = markFor(mark)
+	}
+	state := "it stays cordoned and in maintenance"
+	switch {
+	case rep.Released:
+		state = "it is not Ready: its maintenance mark is removed so that bmcfence may fence it; it stays cordoned"
+	case rep.NodeDown:
+		state = "it is not Ready, and it stays in maintenance"
+	case rep.MaintenanceFor != "":
+		state = "it stays cordoned, and in maintenance until the mark lapses, " + rep.MaintenanceFor + " after bmcfence saw it"
+	}
 	if err := recordEvent(wctx, client, node, opts, corev1.EventTypeWarning, ReasonDrainIncomplete,
-		fmt.Sprintf("Drain of %s incomplete %s; it stays cordoned and in maintenance: %s", plan.Node, stopped, why)); err != nil {
+		fmt.Sprintf("Drain of %s incomplete %s; %s: %s", plan.Node, stopped, state, why)); err != nil {
 		rep.Warnings = append(rep.Warnings, err.Error())
 	}
-	if ctx.Err() != nil && !rep.TimedOut {
+	switch {
+	case rep.Released:
+		return rep, fmt.Errorf("%w %s: %w: %s was given back to fencing (maintenance mark removed, still cordoned): %s", ErrIncomplete, stopped, ErrNodeDown, plan.Node, why)
+	case rep.NodeDown:
+		return rep, fmt.Errorf("%w %s: %w, but its maintenance mark could not be removed, so bmcfence will not fence it until the mark lapses (%v): %s",
+			ErrIncomplete, stopped, ErrNodeDown, releaseErr, why)
+	case ctx.Err() != nil && !rep.TimedOut:
 		return rep, fmt.Errorf("%w: interrupted %s: %s: %w", ErrIncomplete, stopped, why, ctx.Err())
 	}
+	if releaseErr != nil {
+		rep.Warnings = append(rep.Warnings, releaseErr.Error())
+	}
 	return rep, fmt.Errorf("%w %s: %s (run the drain again to continue)", ErrIncomplete, stopped, why)
+}
+
+// markFor is how long a mark holds, as the report says it: "" for until
+// undrain (or a value set by hand).
+func markFor(mark string) string {
+	m, err := cluster.DecodeMaintenance(mark)
+	if err != nil || m.Expiry() == 0 {
+		return ""
+	}
+	return m.Expiry().String()
+}
+
+// watchReadiness stops the drain (stop with errNodeDown) when the node,
+// Ready when the drain began, is seen not Ready: the node lifecycle
+// controller's verdict after its grace period (40-50 s without a
+// heartbeat), not a blip. A node that was not Ready to begin with (a drain
+// forced onto it) is not watched. The first watch starts before it returns
+// (from n's resourceVersion: nothing after the mark is missed); the
+// returned channel closes when the watching ends, after ctx.
+func (x *executor) watchReadiness(ctx context.Context, stop context.CancelCauseFunc, n *corev1.Node) <-chan struct{} {
+	done := make(chan struct{})
+	if !cluster.NodeReady(n) {
+		close(done)
+		return done
+	}
+	rv := n.ResourceVersion
+	sel := fields.OneTermEqualSelector("metadata.name", x.node).String()
+	start := func() (watch.Interface, error) {
+		return x.client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv})
+	}
+	w, err := start()
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if err != nil {
+				rv = ""
+				if sleep(ctx, x.opts.Clock, x.opts.PollInterval) != nil {
+					return
+				}
+				w, err = start()
+				continue
+			}
+			if x.watchOnce(ctx, w, &rv) {
+				stop(errNodeDown)
+				return
+			}
+			w, err = start()
+		}
+	}()
+	return done
+}
+
+// watchOnce reads w until it ends, ctx ends, or the node is seen not
+// Ready (true). rv follows the last version seen ("" after an error: start
+// again from the current one).
+func (x *executor) watchOnce(ctx context.Context, w watch.Interface, rv *string) bool {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return false
+			}
+			got, ok := ev.Object.(*corev1.Node)
+			if !ok || ev.Type == watch.Error {
+				*rv = ""
+				return false
+			}
+			*rv = got.ResourceVersion
+			if got.Name == x.node && ev.Type != watch.Deleted && !cluster.NodeReady(got) {
+				return true
+			}
+		}
+	}
 }
 
 // executor runs a plan's tasks.
@@ -121,6 +251,28 @@ type executor struct {
 	tasks  []*task
 
 	progressMu sync.Mutex // Options.Progress is called one call at a time
+
+	// ownerLocks serialise, per workload, the check that an eviction keeps
+	// it within its bound and the eviction itself: two of its pods evicted
+	// at once (separate tasks) must not both pass the check.
+	ownerLocksMu sync.Mutex
+	ownerLocks   map[string]*sync.Mutex
+}
+
+// lockOwner locks the workload key and returns its unlock.
+func (x *executor) lockOwner(key string) func() {
+	x.ownerLocksMu.Lock()
+	if x.ownerLocks == nil {
+		x.ownerLocks = map[string]*sync.Mutex{}
+	}
+	mu := x.ownerLocks[key]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		x.ownerLocks[key] = mu
+	}
+	x.ownerLocksMu.Unlock()
+	mu.Lock()
+	return mu.Unlock
 }
 
 // task moves one workload (a Deployment's rollout, a StatefulSet's pods in
@@ -283,7 +435,7 @@ func (t *task) doneMessage() string {
 	case ActionRolloutRestart:
 		return "successfully rolled out; its pods left " + t.x.node
 	case ActionEvictOneAtATime:
-		return fmt.Sprintf("%d pod(s) evicted one at a time, each replacement Ready", len(t.pods))
+		return fmt.Sprintf("%d pod(s) evicted one at a time, within its strategy", len(t.pods))
 	case ActionEvict:
 		return "evicted"
 	case ActionWait:

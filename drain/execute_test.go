@@ -144,7 +144,9 @@ func TestExecuteRollsOutTheSeedCase(t *testing.T) {
 	if restartedAt != t0.Format(time.RFC3339) {
 		t.Errorf("restartedAt = %q, want %q (the injected clock, kubectl's format)", restartedAt, t0.Format(time.RFC3339))
 	}
-	wantWrites := []string{"patch nodes", "create events", "patch deployments", "create events"}
+	// The mark a running drain holds expires (a drain that dies does not
+	// hold the node for ever); once complete, it holds until undrain.
+	wantWrites := []string{"patch nodes", "create events", "patch deployments", "patch nodes", "create events"}
 	if diff := cmp.Diff(wantWrites, writes(c)); diff != "" {
 		t.Errorf("writes (-want +got):\n%s", diff)
 	}
@@ -159,7 +161,7 @@ func TestExecuteRollsOutTheSeedCase(t *testing.T) {
 	if err != nil {
 		t.Fatalf("maintenance annotation: %v", err)
 	}
-	if diff := cmp.Diff(cluster.Maintenance{By: "ops@example.com", Reason: "firmware", Since: t0}, m); diff != "" || !n.Spec.Unschedulable {
+	if diff := cmp.Diff(cluster.Maintenance{By: "ops@example.com", Reason: "firmware", Since: t0, Cordoned: true}, m); diff != "" || !n.Spec.Unschedulable {
 		t.Errorf("node: unschedulable=%v, maintenance (-want +got):\n%s", n.Spec.Unschedulable, diff)
 	}
 	if diff := cmp.Diff([]State{StateStarted, StateWaiting, StateDone}, progress.states("Deployment shop/web")); diff != "" {
@@ -208,7 +210,7 @@ func (e *evictions) count() int {
 // budgetCase: web has three replicas, web-a on n1 and two on n2, and a
 // PodDisruptionBudget web-pdb that allows no disruption.
 func budgetCase() *fake.Clientset {
-	dep, rs := deployment("web", 3, 3)
+	dep, rs := deployment("web", 3, 3, unavailable(1))
 	return fake.NewClientset(node("n1"), node("n2"), dep, rs, budget("web-pdb", "web", 0, 3, 3),
 		pod("web-a", "n1", inDeployment("web")), pod("web-b", "n2", inDeployment("web")), pod("web-c", "n2", inDeployment("web")))
 }
@@ -313,7 +315,13 @@ func TestExecuteStatefulSetOneAtATime(t *testing.T) {
 			return true, nil, err
 		}
 		p := obj.(*corev1.Pod).DeepCopy()
-		p.Status.Conditions[0].Status = corev1.ConditionTrue
+		if p.Status.Conditions[0].Status != corev1.ConditionTrue {
+			// Ready from now on, for lists too.
+			p.Status.Conditions[0].Status = corev1.ConditionTrue
+			if err := c.Tracker().Update(podsResource, p, ns); err != nil {
+				return true, nil, err
+			}
+		}
 		return true, p, nil
 	})
 	rep, err := planAndExecute(t, c, opts, fc, 2)
@@ -522,7 +530,7 @@ func TestMarkMaintenanceRetriesConflicts(t *testing.T) {
 		return false, nil, nil
 	})
 	opts, _ := fakeOptions()
-	n, err := markMaintenance(context.Background(), c, "n1", opts.withDefaults())
+	n, _, err := markMaintenance(context.Background(), c, "n1", opts.withDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,9 +543,9 @@ func TestMarkMaintenanceRetriesConflicts(t *testing.T) {
 }
 
 func TestUndrain(t *testing.T) {
-	c := fake.NewClientset(node("n1", cordoned(), maintenance(`{"by":"alice","reason":"kernel","since":"2025-03-01T09:00:00Z"}`)))
+	c := fake.NewClientset(node("n1", cordoned(), maintenance(`{"by":"alice","reason":"kernel","since":"2025-03-01T09:00:00Z","cordoned":true}`)))
 	opts, _ := fakeOptions()
-	if err := Undrain(context.Background(), c, "n1", opts); err != nil {
+	if _, err := Undrain(context.Background(), c, "n1", opts); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := c.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
@@ -551,7 +559,7 @@ func TestUndrain(t *testing.T) {
 		t.Errorf("Events (-want +got):\n%s", diff)
 	}
 	c.ClearActions()
-	if err := Undrain(context.Background(), c, "n1", opts); err != nil {
+	if _, err := Undrain(context.Background(), c, "n1", opts); err != nil {
 		t.Fatal(err)
 	}
 	if w := writes(c); len(w) > 0 {

@@ -189,25 +189,144 @@ func (t *task) waitOne(ctx context.Context) error {
 	return t.waitGone(ctx, p, "terminating: waiting for it to go")
 }
 
-// evictInTurn evicts a StatefulSet's pods one at a time, highest ordinal
-// first (as the StatefulSet controller scales down), each replacement Ready
-// elsewhere before the next eviction: the set never loses more than one
-// pod to the drain.
+// evictInTurn evicts a workload's pods one at a time: each eviction waits
+// until the workload has room for it (room: one pod fewer still meets the
+// bound of its strategy), so the drain never takes it below that bound. A
+// StatefulSet's pods go highest ordinal first (as the StatefulSet
+// controller scales down), each replacement (same name) Ready elsewhere
+// before the next; a Deployment's replacements have other names, and the
+// room check waits for them to be available.
 func (t *task) evictInTurn(ctx context.Context) error {
 	pods := append([]PodPlan(nil), t.pods...)
-	sort.SliceStable(pods, func(i, j int) bool { return ordinal(pods[i].Name()) > ordinal(pods[j].Name()) })
-	for _, p := range pods {
-		t.podWhy(p.UID, "waiting its turn: a StatefulSet's pods go one at a time", nil)
+	statefulSet := pods[0].ownerKind() == "StatefulSet"
+	if statefulSet {
+		sort.SliceStable(pods, func(i, j int) bool { return ordinal(pods[i].Name()) > ordinal(pods[j].Name()) })
 	}
 	for _, p := range pods {
+		t.podWhy(p.UID, fmt.Sprintf("waiting its turn: %s's pods go one at a time", pods[0].Owner), nil)
+	}
+	for _, p := range pods {
+		if err := t.awaitRoom(ctx, p); err != nil {
+			return err
+		}
 		if err := t.evictAndWait(ctx, p); err != nil {
 			return err
+		}
+		if !statefulSet {
+			continue
 		}
 		if err := t.waitReplacement(ctx, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// awaitRoom waits until evicting p keeps its workload within its bound.
+func (t *task) awaitRoom(ctx context.Context, p PodPlan) error {
+	for {
+		ok, why, err := t.room(ctx, p)
+		switch {
+		case err != nil:
+			t.waiting("%s: %v", p.Pod, err)
+		case ok:
+			return nil
+		default:
+			t.podWhy(p.UID, why, nil)
+			t.waiting("%s", why)
+		}
+		if err := sleep(ctx, t.x.opts.Clock, t.x.opts.PollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// room reports whether evicting p now keeps its workload at or above the
+// fewest available replicas its strategy allows, or says what it waits for.
+// Availability is the lower of the workload's status (which counts
+// minReadySeconds) and its Ready, not terminating pods as read now (which
+// the status may not show yet, right after an eviction).
+func (t *task) room(ctx context.Context, p PodPlan) (bool, string, error) {
+	x := t.x
+	ns := p.Namespace()
+	pod, err := x.client.CoreV1().Pods(ns).Get(ctx, p.Name(), metav1.GetOptions{})
+	switch {
+	case isGone(pod, err, p.UID):
+		return true, "", nil
+	case err != nil:
+		return false, "", fmt.Errorf("reading the pod: %w", err)
+	case pod.DeletionTimestamp != nil || !podReady(pod):
+		return true, "", nil // evicting it takes nothing available away
+	}
+	var bound, status int32
+	var uid types.UID
+	var selector *metav1.LabelSelector
+	owner := p.ownerKind() + " " + ns + "/" + p.ownerName()
+	switch p.ownerKind() {
+	case "Deployment":
+		dep, err := x.client.AppsV1().Deployments(ns).Get(ctx, p.ownerName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil // deleted: the garbage collector takes its pods anyway
+		} else if err != nil {
+			return false, "", fmt.Errorf("reading %s: %w", owner, err)
+		}
+		bound, status, uid, selector = *deploymentBound(dep).MinAvailable, dep.Status.AvailableReplicas, dep.UID, dep.Spec.Selector
+	case "StatefulSet":
+		sts, err := x.client.AppsV1().StatefulSets(ns).Get(ctx, p.ownerName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		} else if err != nil {
+			return false, "", fmt.Errorf("reading %s: %w", owner, err)
+		}
+		bound, status, uid, selector = max(ptr.Deref(sts.Spec.Replicas, 1)-1, 0), sts.Status.AvailableReplicas, sts.UID, sts.Spec.Selector
+	default:
+		return true, "", nil
+	}
+	ready, err := x.readyPodsOf(ctx, ns, uid, p.ownerKind() == "Deployment", selector)
+	if err != nil {
+		return false, "", fmt.Errorf("counting the pods of %s: %w", owner, err)
+	}
+	available := min(status, ready)
+	if available-1 >= bound {
+		return true, "", nil
+	}
+	return false, fmt.Sprintf("%s has %d available (status %d, Ready pods %d), and its strategy keeps %d: waiting for a replacement to be available before evicting %s",
+		owner, available, status, ready, bound, p.Pod), nil
+}
+
+// readyPodsOf counts the Ready, not terminating pods that a workload (uid)
+// controls, directly or (viaReplicaSets, a Deployment) through its
+// ReplicaSets.
+func (x *executor) readyPodsOf(ctx context.Context, ns string, uid types.UID, viaReplicaSets bool, selector *metav1.LabelSelector) (int32, error) {
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return 0, err
+	}
+	owners := map[types.UID]bool{uid: true}
+	if viaReplicaSets {
+		owners = map[types.UID]bool{}
+		rss, err := x.client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		for _, rs := range rss.Items {
+			if ref := metav1.GetControllerOfNoCopy(&rs); ref != nil && ref.UID == uid {
+				owners[rs.UID] = true
+			}
+		}
+	}
+	pods, err := x.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return 0, err
+	}
+	var n int32
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && owners[ref.UID] && pod.DeletionTimestamp == nil && podReady(pod) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // evictAndWait evicts one pod through the Eviction API, retrying refusals
@@ -258,6 +377,24 @@ func (t *task) tryEvict(ctx context.Context, p PodPlan, backoff time.Duration) (
 	case pod.DeletionTimestamp != nil:
 		return evictionAccepted, nil // by us earlier, or by someone else
 	}
+	if p.Bound != nil && p.Bound.MinAvailable != nil {
+		// The plan found room for its evictions; what runs elsewhere may
+		// have changed since. Checked and evicted under the workload's
+		// lock: an accepted eviction marks the pod terminating at once,
+		// so the next check counts it gone.
+		unlock := x.lockOwner(p.Namespace() + "/" + p.Owner)
+		defer unlock()
+		ok, why, err := t.room(ctx, p)
+		switch {
+		case err != nil:
+			t.retrying(backoff, "%s: %v", p.Pod, err)
+			return evictionRetry, nil
+		case !ok:
+			t.podWhy(p.UID, why, nil)
+			t.retrying(backoff, "%s", why)
+			return evictionRetry, nil
+		}
+	}
 	err = x.client.PolicyV1().Evictions(p.Namespace()).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace(), Name: p.Name()},
 		// Only the planned pod: never a same-named replacement.
@@ -279,9 +416,19 @@ func (t *task) tryEvict(ctx context.Context, p PodPlan, backoff time.Duration) (
 		return evictionFailed, fmt.Errorf("evict %s: forbidden (may the user create pods/eviction? is the namespace terminating?): %w", p.Pod, err)
 	case ctx.Err() != nil:
 		return evictionRetry, nil // the sleep that follows returns at once
+	case apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"):
+		// A budget added since the plan: the API server answers the same
+		// for as long as both select the pod. The plan refuses such pods.
+		var names []string
+		if all, lerr := listBudgets(ctx, x.client, p.Namespace()); lerr == nil {
+			names = budgetNames(matchingBudgets(all, pod))
+		}
+		why := "selected by more than one PodDisruptionBudget (" + strings.Join(names, ", ") + "): the Eviction API never evicts it; change their selectors so that one budget selects it"
+		t.podWhy(p.UID, why, names)
+		return evictionFailed, fmt.Errorf("evict %s: %s: %w", p.Pod, why, err)
 	}
-	// 500 for a pod under several PodDisruptionBudgets, or a transient
-	// error: retried, and reported if it lasts.
+	// Any other error is taken as transient: retried, and reported if it
+	// lasts.
 	t.podWhy(p.UID, "eviction failed: "+err.Error(), nil)
 	t.retrying(backoff, "%s: eviction failed: %v", p.Pod, err)
 	return evictionRetry, nil

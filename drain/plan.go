@@ -138,7 +138,6 @@ func (p *planner) plan() (Plan, error) {
 			return Plan{}, err
 		}
 	}
-	p.warnNoBudget(groups)
 	if err := p.placeAll(decisions); err != nil {
 		return Plan{}, err
 	}
@@ -184,6 +183,7 @@ func (p *planner) decide(d *decision, groups map[string]*deploymentGroup) error 
 		if o.missing != "" {
 			why = fmt.Sprintf("its controller %s no longer exists: nothing would recreate it", o.missing)
 		}
+		d.plan.Bound = &Bound{Rule: "no controller: nothing recreates it"}
 		if p.opts.Force {
 			set(ActionEvict, "%s; evicting it anyway (Force): it is gone for good", why)
 		} else {
@@ -191,10 +191,16 @@ func (p *planner) decide(d *decision, groups map[string]*deploymentGroup) error 
 			d.refusals = append(d.refusals, why+" (Force evicts it for good)")
 		}
 	case o.deployment != nil:
-		a, reason := p.deploymentAction(o.deployment, groups[o.key(pod.Namespace)])
+		a, reason, refusal := p.deploymentAction(o.deployment, groups[o.key(pod.Namespace)])
 		set(a, "%s", reason)
+		if refusal != "" {
+			d.refusals = append(d.refusals, refusal)
+		}
+		b := deploymentBound(o.deployment)
+		d.plan.Bound = &b
 	case o.replicaSet != nil:
 		set(ActionEvict, "a ReplicaSet without a Deployment cannot roll: evicting (it recreates the pod elsewhere)")
+		d.plan.Bound = &Bound{Replicas: ptr.Deref(o.replicaSet.Spec.Replicas, 1), Rule: "a ReplicaSet has no update strategy: only PodDisruptionBudgets pace its evictions"}
 		rs := o.replicaSet
 		if g := groups[o.key(pod.Namespace)]; g != nil && rs.Status.AvailableReplicas-g.readyOnNode <= 0 {
 			p.warn("rs/"+podKeyOf(pod.Namespace, rs.Name), "ReplicaSet %s/%s: all its available replicas run on %s: it is down until their replacements are Ready",
@@ -207,23 +213,55 @@ func (p *planner) decide(d *decision, groups map[string]*deploymentGroup) error 
 		} else {
 			set(ActionEvictOneAtATime, "a StatefulSet cannot surge (a replacement takes the old pod's name): evicting its pods one at a time, each replacement Ready before the next")
 		}
-		if ptr.Deref(sts.Spec.Replicas, 1) <= 1 {
+		replicas := ptr.Deref(sts.Spec.Replicas, 1)
+		d.plan.Bound = &Bound{Replicas: replicas, MinAvailable: ptr.To(max(replicas-1, 0)),
+			Rule: fmt.Sprintf("StatefulSet: one pod at a time (%d replicas − 1), each replacement Ready before the next", replicas)}
+		if replicas <= 1 {
 			p.warn("sts/"+podKeyOf(pod.Namespace, sts.Name), "StatefulSet %s/%s has one replica: it is down from the eviction until its replacement is Ready",
 				pod.Namespace, sts.Name)
 		}
 	case o.kind == "Job":
 		set(ActionEvict, "Job pod: evicting; the Job controller decides whether it runs again (not waited for)")
+		d.plan.Bound = &Bound{Rule: "a Job has no availability strategy: only PodDisruptionBudgets pace its evictions"}
 	default:
 		set(ActionEvict, "unsupported owner %s: evicting without waiting for a replacement", o.kind)
+		d.plan.Bound = &Bound{Rule: o.kind + " is not a workload the drain knows: only PodDisruptionBudgets pace its evictions"}
 	}
 
 	if err := p.checkLocalStorage(d); err != nil {
 		return err
 	}
 	if d.plan.Action == ActionEvict || d.plan.Action == ActionEvictOneAtATime {
-		p.warnBlockedBudgets(pod)
+		p.checkBudgets(d)
 	}
 	return nil
+}
+
+// checkBudgets refuses a pod that more than one PodDisruptionBudget
+// selects: the Eviction API answers 500 for it, every time ("This pod has
+// more than one PodDisruptionBudget, which the eviction subresource does
+// not support"), so no retry can ever move it. Force does not help: it is
+// the budgets that must change. Otherwise it warns when the budget allows
+// no disruption now.
+func (p *planner) checkBudgets(d *decision) {
+	budgets := p.budgetsFor(d.pod)
+	if d.plan.Bound != nil {
+		d.plan.Bound.Budgets = budgetNames(budgets)
+	}
+	if len(budgets) > 1 {
+		d.refusals = append(d.refusals, fmt.Sprintf("selected by %d PodDisruptionBudgets (%s): the Eviction API refuses to evict a pod under more than one budget, every time; change their selectors so that one budget selects it",
+			len(budgets), strings.Join(budgetNames(budgets), ", ")))
+		return
+	}
+	p.warnBlockedBudgets(d.pod)
+}
+
+func budgetNames(budgets []*policyv1.PodDisruptionBudget) []string {
+	var names []string
+	for _, b := range budgets {
+		names = append(names, b.Namespace+"/"+b.Name)
+	}
+	return names
 }
 
 // deploymentGroup counts a Deployment's pods on the node.
@@ -257,16 +295,43 @@ func deploymentGroups(ds []*decision) map[string]*deploymentGroup {
 	return groups
 }
 
-// deploymentAction: a rollout restart when evicting would leave the
-// Deployment without an available replica, eviction otherwise.
-func (p *planner) deploymentAction(dep *appsv1.Deployment, g *deploymentGroup) (Action, string) {
+// deploymentBound is the fewest available replicas the Deployment's own
+// strategy allows: replicas − maxUnavailable (the deployment controller's
+// rounding; none for Recreate, which takes every replica down by design).
+func deploymentBound(dep *appsv1.Deployment) Bound {
+	replicas := ptr.Deref(dep.Spec.Replicas, 1)
+	unavailable := maxUnavailable(dep)
+	b := Bound{Replicas: replicas, MinAvailable: ptr.To(max(replicas-unavailable, 0))}
+	switch dep.Spec.Strategy.Type {
+	case appsv1.RecreateDeploymentStrategyType:
+		b.Rule = "Recreate: its strategy takes every replica down on a rollout"
+	case appsv1.RollingUpdateDeploymentStrategyType, "":
+		b.Rule = fmt.Sprintf("RollingUpdate: %d replicas − maxUnavailable %d", replicas, unavailable)
+	}
+	if dep.Spec.Paused {
+		b.Rule += " (paused: it cannot roll)"
+	}
+	return b
+}
+
+// deploymentAction keeps the Deployment within its strategy's bound
+// (deploymentBound): its pods on the node are evicted at once when the
+// replicas left elsewhere meet the bound; one at a time, each replacement
+// available before the next, when one eviction at a time meets it; and
+// otherwise the Deployment is rollout-restarted (the node is cordoned, so
+// the surge lands elsewhere and the deployment controller holds the bound
+// itself). A paused Deployment cannot roll: refused (refusal set) when even
+// one eviction would cross its bound, unless Force.
+func (p *planner) deploymentAction(dep *appsv1.Deployment, g *deploymentGroup) (a Action, reason, refusal string) {
 	name := dep.Namespace + "/" + dep.Name
 	replicas := ptr.Deref(dep.Spec.Replicas, 1)
+	bound := *deploymentBound(dep).MinAvailable
 	var readyOnNode int32
 	if g != nil {
 		readyOnNode = g.readyOnNode
 	}
-	elsewhere := dep.Status.AvailableReplicas - readyOnNode
+	available := dep.Status.AvailableReplicas
+	elsewhere := available - readyOnNode
 	restartWarnings := func() {
 		switch dep.Spec.Strategy.Type {
 		case appsv1.RecreateDeploymentStrategyType:
@@ -277,51 +342,38 @@ func (p *planner) deploymentAction(dep *appsv1.Deployment, g *deploymentGroup) (
 			}
 		}
 	}
+	atOnce := elsewhere >= bound
+	oneByOne := available-1 >= bound || readyOnNode == 0 // evicting a pod that is not Ready takes nothing away
 	switch {
+	case dep.Spec.Paused && atOnce:
+		return ActionEvict, fmt.Sprintf("paused (a restart would not roll); %d available replicas elsewhere meet its strategy's %d: evicting (PodDisruptionBudgets decide the pace)", elsewhere, bound), ""
+	case dep.Spec.Paused && oneByOne:
+		return ActionEvictOneAtATime, fmt.Sprintf("paused (a restart would not roll): evicting its pods one at a time, each replacement available before the next, never below the %d its strategy keeps", bound), ""
+	case dep.Spec.Paused && p.opts.Force:
+		p.warn("paused/"+name, "Deployment %s is paused: a rollout restart would not roll it, and evicting any of its pods takes it below the %d available replicas its strategy keeps; evicting them anyway (Force)", name, bound)
+		return ActionEvict, "the Deployment is paused (a restart would not roll): evicting anyway (Force), below its strategy's bound", ""
 	case dep.Spec.Paused:
-		p.warn("paused/"+name, "Deployment %s is paused: a rollout restart would not roll it, so its pods are evicted (it may dip below %d desired replicas)", name, replicas)
-		return ActionEvict, "the Deployment is paused (a restart would not roll): evicting (PodDisruptionBudgets decide the pace)"
+		return ActionEvict, "the Deployment is paused", fmt.Sprintf("the Deployment is paused, so a rollout restart would not roll it, and evicting any of its pods takes it below the %d available replicas its strategy keeps (%d available now): resume it (kubectl rollout resume deployment/%s -n %s), or Force evicts anyway",
+			bound, available, dep.Name, dep.Namespace)
 	case replicas <= 1:
 		restartWarnings()
-		return ActionRolloutRestart, fmt.Sprintf("single replica: evicting it would take the Deployment down; a rollout restart starts its replacement elsewhere first (%s is cordoned)", p.node.Name)
-	case elsewhere <= 0 && dep.Status.AvailableReplicas <= 0:
+		return ActionRolloutRestart, fmt.Sprintf("single replica: evicting it would take the Deployment down; a rollout restart starts its replacement elsewhere first (%s is cordoned)", p.node.Name), ""
+	case available <= 0:
 		restartWarnings()
-		return ActionRolloutRestart, fmt.Sprintf("no replica is available anywhere: a rollout restart replaces them elsewhere (%s is cordoned) without evicting what might become Ready", p.node.Name)
+		return ActionRolloutRestart, fmt.Sprintf("no replica is available anywhere: a rollout restart replaces them elsewhere (%s is cordoned) without evicting what might become Ready", p.node.Name), ""
 	case elsewhere <= 0:
 		restartWarnings()
 		return ActionRolloutRestart, fmt.Sprintf("all %d available replicas run on %s: evicting them would take the Deployment down; a rollout restart surges replacements elsewhere first (the node is cordoned)",
-			dep.Status.AvailableReplicas, p.node.Name)
+			available, p.node.Name), ""
+	case atOnce:
+		return ActionEvict, fmt.Sprintf("%d of %d available replicas run elsewhere, meeting the %d its strategy keeps: evicting (PodDisruptionBudgets decide the pace)", elsewhere, available, bound), ""
+	case oneByOne:
+		return ActionEvictOneAtATime, fmt.Sprintf("evicting its %d Ready pods on %s at once would leave %d available, below the %d its strategy keeps: evicting them one at a time, each replacement available before the next",
+			readyOnNode, p.node.Name, elsewhere, bound), ""
 	}
-	return ActionEvict, fmt.Sprintf("%d of %d available replicas run elsewhere: evicting (PodDisruptionBudgets decide the pace)", elsewhere, dep.Status.AvailableReplicas)
-}
-
-// warnNoBudget warns about Deployments whose pods are evicted all at once
-// with no PodDisruptionBudget to pace them, when that dips below what the
-// Deployment's own maxUnavailable allows.
-func (p *planner) warnNoBudget(groups map[string]*deploymentGroup) {
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		g := groups[k]
-		pod := g.pods[0]
-		o, _ := p.ownerOf(pod) // cached
-		dep := o.deployment
-		if dep == nil || dep.Spec.Paused || len(p.budgetsFor(pod)) > 0 {
-			continue
-		}
-		replicas := ptr.Deref(dep.Spec.Replicas, 1)
-		if replicas <= 1 || dep.Status.AvailableReplicas-g.readyOnNode <= 0 {
-			continue // rollout restart
-		}
-		minAvailable := replicas - maxUnavailable(dep)
-		if after := dep.Status.AvailableReplicas - g.readyOnNode; after < minAvailable {
-			p.warn("budget/"+k, "Deployment %s/%s has no PodDisruptionBudget: evicting its %d pods on %s at once leaves %d available, below the %d its maxUnavailable allows (add a PodDisruptionBudget to pace the evictions)",
-				dep.Namespace, dep.Name, g.onNode, p.node.Name, after, minAvailable)
-		}
-	}
+	restartWarnings()
+	return ActionRolloutRestart, fmt.Sprintf("its strategy keeps %d of %d replicas available (%d available now): evicting even one would go below, so a rollout restart surges replacements elsewhere first (%s is cordoned) and retires these pods within the strategy",
+		bound, replicas, available, p.node.Name), ""
 }
 
 // warnBlockedBudgets warns when a PodDisruptionBudget covering pod allows no
@@ -336,13 +388,18 @@ func (p *planner) warnBlockedBudgets(pod *corev1.Pod) {
 	}
 }
 
-// checkLocalStorage refuses pods with node-local data unless
-// DeleteLocalData, and collects the pod's bound PersistentVolumes.
+// checkLocalStorage refuses pods with node-local data (emptyDir, an inline
+// hostPath, a local or hostPath PersistentVolume) unless DeleteLocalData,
+// and collects the pod's bound PersistentVolumes.
 func (p *planner) checkLocalStorage(d *decision) error {
 	for _, v := range d.pod.Spec.Volumes {
 		switch {
 		case v.EmptyDir != nil:
 			d.plan.LocalStorage = append(d.plan.LocalStorage, "emptyDir "+v.Name)
+		case v.HostPath != nil:
+			// The node's own directory: a replacement elsewhere starts
+			// with that node's directory, usually empty.
+			d.plan.LocalStorage = append(d.plan.LocalStorage, fmt.Sprintf("hostPath %s (%s)", v.Name, v.HostPath.Path))
 		case v.PersistentVolumeClaim != nil:
 			pv, err := p.volumeOfClaim(d.pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 			if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // decisionOnly compares what was decided, not the wording.
-var decisionOnly = cmpopts.IgnoreFields(PodPlan{}, "UID", "Reason")
+var decisionOnly = cmpopts.IgnoreFields(PodPlan{}, "UID", "Reason", "Bound")
 
 func objs(os ...runtime.Object) []runtime.Object { return os }
 
@@ -55,8 +55,9 @@ func planFor(t *testing.T, objects []runtime.Object, opts Options) Plan {
 func TestMakePlanDecidesPerOwner(t *testing.T) {
 	web1, web1rs := deployment("web", 1, 1)
 	web2, web2rs := deployment("web", 2, 2)
-	web3, web3rs := deployment("web", 3, 3)
+	web3, web3rs := deployment("web", 3, 3, unavailable(2))
 	webPaused, webPausedRS := deployment("web", 2, 2, paused())
+	webPausedRoom, webPausedRoomRS := deployment("web", 2, 2, paused(), unavailable(1))
 	webNotReady, webNotReadyRS := deployment("web", 2, 0)
 	localPVC, localPV := localVolume("data-cache-0", "pv-local", "n1")
 
@@ -89,11 +90,26 @@ func TestMakePlanDecidesPerOwner(t *testing.T) {
 			{Pod: "shop/web-b", Owner: "Deployment/web", Action: ActionEvict, Target: "n2"},
 		},
 	}, {
-		name:    "a paused Deployment cannot roll, so it is evicted",
+		name:    "a paused Deployment cannot roll, and evicting takes it below its strategy: refused",
 		objects: objs(webPaused, webPausedRS, pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web"))),
+		want: []PodPlan{
+			{Pod: "shop/web-a", Owner: "Deployment/web", Action: ActionRefuse, Would: ActionEvict, Target: "n2"},
+			{Pod: "shop/web-b", Owner: "Deployment/web", Action: ActionRefuse, Would: ActionEvict, Target: "n2"},
+		},
+	}, {
+		name:    "Force evicts a paused Deployment's pods",
+		objects: objs(webPaused, webPausedRS, pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web"))),
+		opts:    Options{Force: true},
 		want: []PodPlan{
 			{Pod: "shop/web-a", Owner: "Deployment/web", Action: ActionEvict, Target: "n2"},
 			{Pod: "shop/web-b", Owner: "Deployment/web", Action: ActionEvict, Target: "n2"},
+		},
+	}, {
+		name:    "a paused Deployment whose strategy allows one missing replica goes one at a time",
+		objects: objs(webPausedRoom, webPausedRoomRS, pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web"))),
+		want: []PodPlan{
+			{Pod: "shop/web-a", Owner: "Deployment/web", Action: ActionEvictOneAtATime, Target: "n2"},
+			{Pod: "shop/web-b", Owner: "Deployment/web", Action: ActionEvictOneAtATime, Target: "n2"},
 		},
 	}, {
 		name:    "a ReplicaSet without a Deployment is evicted",
@@ -187,21 +203,22 @@ func TestMakePlanDecidesPerOwner(t *testing.T) {
 
 func TestMakePlanWarns(t *testing.T) {
 	surge0, surge0RS := deployment("web", 2, 2, maxSurgeZero())
-	web3, web3RS := deployment("web", 3, 3)
-	web2, web2RS := deployment("web", 2, 2)
+	webPaused, webPausedRS := deployment("web", 2, 2, paused())
+	web2, web2RS := deployment("web", 2, 2, unavailable(1))
 	tests := []struct {
 		name     string
 		objects  []runtime.Object
+		opts     Options
 		fragment string
 	}{{
 		name:     "a rollout with maxSurge 0 dips below desired",
 		objects:  objs(surge0, surge0RS, pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web"))),
 		fragment: "maxSurge 0",
 	}, {
-		name: "evicting several replicas without a PodDisruptionBudget dips below maxUnavailable",
-		objects: objs(web3, web3RS, pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web")),
-			pod("web-c", "n2", inDeployment("web"))),
-		fragment: "has no PodDisruptionBudget",
+		name:     "Force takes a paused Deployment below its strategy",
+		objects:  objs(webPaused, webPausedRS, pod("web-a", "n1", inDeployment("web")), pod("web-b", "n1", inDeployment("web"))),
+		opts:     Options{Force: true},
+		fragment: "is paused",
 	}, {
 		name: "a PodDisruptionBudget that allows nothing now",
 		objects: objs(web2, web2RS, budget("web-pdb", "web", 0, 2, 2),
@@ -218,7 +235,7 @@ func TestMakePlanWarns(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := planFor(t, tc.objects, Options{})
+			plan := planFor(t, tc.objects, tc.opts)
 			if !hasWarning(plan.Warnings, tc.fragment) {
 				t.Errorf("warnings %q lack %q", plan.Warnings, tc.fragment)
 			}
@@ -388,11 +405,16 @@ func TestPlanJSON(t *testing.T) {
 	}
 	// debug has no controller: refused, and "owner" is there, empty, so
 	// every entry has pod, owner, action and reason.
-	wantKeys := []string{"action", "owner", "pod", "reason", "uid", "would"}
+	wantKeys := []string{"action", "bound", "owner", "pod", "reason", "uid", "would"}
 	if diff := cmp.Diff(wantKeys, keys, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("keys of %s (-want +got):\n%s", b, diff)
 	}
 	second := pods[1].(map[string]any)
+	// The bound the drain keeps of the workload, per pod: replicas −
+	// maxUnavailable for a Deployment.
+	if diff := cmp.Diff(map[string]any{"replicas": 1.0, "minAvailable": 1.0, "rule": "RollingUpdate: 1 replicas − maxUnavailable 0"}, second["bound"]); diff != "" {
+		t.Errorf("bound of %s (-want +got):\n%s", second["pod"], diff)
+	}
 	nowhere := second["nowhere"].([]any)[0].(map[string]any)
 	if nowhere["cause"] != string(UnfitCordoned) || second["owner"] != "Deployment/web" || got["node"] != "n1" {
 		t.Errorf("unexpected JSON: %s", b)

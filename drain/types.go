@@ -136,8 +136,40 @@ type PodPlan struct {
 	// Nowhere says, per cause, why no other node can run the pod.
 	Nowhere []Unfit `json:"nowhere,omitempty"`
 	// LocalStorage names the pod's node-local volumes ("emptyDir cache",
-	// "local PersistentVolume pv-3").
+	// "hostPath data (/var/lib/x)", "local PersistentVolume pv-3").
 	LocalStorage []string `json:"localStorage,omitempty"`
+	// Bound is what the drain keeps of the pod's workload while it moves
+	// (nil for pods that stay).
+	Bound *Bound `json:"bound,omitempty"`
+}
+
+// Bound is the fewest available replicas a workload's own strategy allows;
+// the drain never takes the workload below it. For a Deployment it is
+// replicas − maxUnavailable, for a StatefulSet replicas − 1 (one pod at a
+// time); other owners have no strategy of their own (MinAvailable nil), and
+// only PodDisruptionBudgets pace their evictions.
+type Bound struct {
+	Replicas     int32  `json:"replicas,omitempty"`
+	MinAvailable *int32 `json:"minAvailable,omitempty"`
+	// Rule says where the bound comes from.
+	Rule string `json:"rule"`
+	// Budgets are the PodDisruptionBudgets (namespace/name) that pace the
+	// pod's eviction as well.
+	Budgets []string `json:"budgets,omitempty"`
+}
+
+func (b *Bound) String() string {
+	if b == nil {
+		return "-"
+	}
+	s := "no bound of its own"
+	if b.MinAvailable != nil {
+		s = fmt.Sprintf("≥%d of %d available", *b.MinAvailable, b.Replicas)
+	}
+	if len(b.Budgets) > 0 {
+		s += " + PDB " + strings.Join(b.Budgets, ", ")
+	}
+	return s
 }
 
 // Namespace and Name split Pod.
@@ -208,9 +240,18 @@ var ErrRefused = errors.New("drain refused")
 // Report says which pods and why. Running the drain again continues.
 var ErrIncomplete = errors.New("drain incomplete")
 
+// ErrNodeDown: the node was not Ready when the drain stopped with work
+// left (it went down during the drain): its pods cannot leave by eviction.
+// Wrapped with ErrIncomplete; Report.Released says whether the node was given
+// back to fencing.
+var ErrNodeDown = errors.New("the node is not Ready")
+
 // errDrainTimeout is the cause of the Execute context when Options.Timeout
 // passes.
 var errDrainTimeout = errors.New("drain timeout")
+
+// errNodeDown stops the drain's work when the node is seen going down.
+var errNodeDown = errors.New("node went down")
 
 // Options tune Plan, Execute, Undrain and WaitReady. The zero value works.
 type Options struct {
@@ -235,6 +276,12 @@ type Options struct {
 	// PollInterval is how often rollouts, evictions and replacements are
 	// checked (default 1 s, DefaultPollInterval).
 	PollInterval time.Duration
+	// MaintenanceFor bounds the maintenance of a drained node: the agent
+	// honours the mark for this long after it sees it (on its own clock),
+	// then may fence the node again. Zero: until undrain. While the drain
+	// runs, the mark holds for Timeout plus a grace (markGrace) instead, so
+	// that a drain that dies does not hold the node for ever.
+	MaintenanceFor time.Duration
 }
 
 // DefaultTimeout bounds a drain: a rollout of a few replicas with image
@@ -307,8 +354,18 @@ type Report struct {
 	TimedOut  bool             `json:"timedOut,omitempty"`
 	Workloads []WorkloadReport `json:"workloads"`
 	// Left lists the pods still on the node that should have moved.
-	Left     []LeftPod `json:"left,omitempty"`
-	Warnings []string  `json:"warnings,omitempty"`
+	Left []LeftPod `json:"left,omitempty"`
+	// NodeDown: the drain stopped with work left on a node that is not
+	// Ready (it went down during the drain).
+	NodeDown bool `json:"nodeDown,omitempty"`
+	// Released: the drain removed its maintenance mark (NodeDown), so that
+	// bmcfence may fence the node; the cordon stays.
+	Released bool `json:"released,omitempty"`
+	// MaintenanceFor is how long the mark left on the node holds, counted
+	// by the agent from when it saw it (a Go duration); empty when the mark
+	// holds until undrain, or was released.
+	MaintenanceFor string   `json:"maintenanceFor,omitempty"`
+	Warnings       []string `json:"warnings,omitempty"`
 }
 
 // WorkloadReport is one workload's outcome.
@@ -331,4 +388,16 @@ type LeftPod struct {
 	// BlockedBy names the PodDisruptionBudgets (namespace/name) that refused
 	// its eviction.
 	BlockedBy []string `json:"blockedBy,omitempty"`
+}
+
+// UndrainResult is what Undrain undid.
+type UndrainResult struct {
+	// InMaintenance: the node carried the maintenance mark, which Undrain
+	// removed. False: nothing was done.
+	InMaintenance bool `json:"inMaintenance"`
+	// Uncordoned: the drain had cordoned the node, and Undrain uncordoned
+	// it.
+	Uncordoned bool `json:"uncordoned"`
+	// KeptCordon says why a cordon stays: it is not the drain's.
+	KeptCordon string `json:"keptCordon,omitempty"`
 }

@@ -14,37 +14,81 @@ import (
 	"github.com/bmcfence/bmcfence/cluster"
 )
 
-// Undrain ends the node's maintenance: it uncordons the node and removes
-// the maintenance annotation in one conflict-safe write (from then on the
-// agent may fence it again), and records an Undrained Event. Nothing is
-// written when the node is neither cordoned nor in maintenance. Power and
+// Undrain ends the node's maintenance: it removes the maintenance mark and,
+// if the drain cordoned the node (the mark says so), uncordons it, in one
+// conflict-safe write (from then on the agent may fence it again), and
+// records an Undrained Event. A cordon from before the drain stays, and
+// the result says why. A node without the mark is not touched at all: no
+// write, no Event; its cordon, if any, is someone else's. Power and
 // readiness are the caller's (see WaitReady): the CLI powers the node on
 // and waits for it before undraining.
-func Undrain(ctx context.Context, client kubernetes.Interface, node string, opts Options) error {
+func Undrain(ctx context.Context, client kubernetes.Interface, node string, opts Options) (UndrainResult, error) {
 	opts = opts.withDefaults()
 	before, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("undrain %s: read the node: %w", node, err)
+		return UndrainResult{}, fmt.Errorf("undrain %s: read the node: %w", node, err)
 	}
-	var since string
-	if m, err := cluster.DecodeMaintenance(before.Annotations[cluster.AnnotationMaintenance]); err == nil && !m.Since.IsZero() {
-		since = fmt.Sprintf(", in maintenance since %s", m.Since.UTC().Format(time.RFC3339))
-		if m.By != "" {
-			since += " by " + m.By
+	since := maintenanceSummary(before)
+	n, res, err := endMaintenance(ctx, client, node)
+	if err != nil {
+		return res, fmt.Errorf("undrain %s: end the maintenance: %w", node, err)
+	}
+	if !res.InMaintenance {
+		return res, nil
+	}
+	did := "uncordoned"
+	if !res.Uncordoned {
+		did = "left cordoned: " + res.KeptCordon
+		if !n.Spec.Unschedulable {
+			did = "it was not cordoned"
 		}
 	}
-	n, changed, err := clearMaintenance(ctx, client, node)
-	if err != nil {
-		return fmt.Errorf("undrain %s: uncordon and clear maintenance: %w", node, err)
-	}
-	if !changed {
-		return nil
-	}
 	if err := recordEvent(ctx, client, n, opts, corev1.EventTypeNormal, ReasonUndrained,
-		fmt.Sprintf("Maintenance of %s ended%s: uncordoned%s", node, who(opts), since)); err != nil {
-		return fmt.Errorf("undrain %s: done, but %w", node, err)
+		fmt.Sprintf("Maintenance of %s ended%s%s; %s", node, who(opts), since, did)); err != nil {
+		return res, fmt.Errorf("undrain %s: done, but %w", node, err)
 	}
-	return nil
+	return res, nil
+}
+
+// Release gives a node back to fencing at once, whatever its state: it
+// removes the maintenance mark and keeps the cordon, in one conflict-safe
+// write, and records a MaintenanceReleased Event. It is for a node that went
+// down in maintenance (a drain that stopped on a node that died): undrain
+// waits for the node to be Ready, which a dead node never is, and meanwhile
+// the agent would never fence it. It reports whether there was a mark.
+func Release(ctx context.Context, client kubernetes.Interface, node string, opts Options) (bool, error) {
+	opts = opts.withDefaults()
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("release %s: read the node: %w", node, err)
+	}
+	since := maintenanceSummary(n)
+	removed, err := releaseMark(ctx, client, node, "")
+	if err != nil {
+		return false, fmt.Errorf("release %s: remove the maintenance mark: %w", node, err)
+	}
+	if removed == "" {
+		return false, nil
+	}
+	if err := recordEvent(ctx, client, n, opts, corev1.EventTypeWarning, ReasonMaintenanceReleased,
+		fmt.Sprintf("Maintenance of %s released%s%s: bmcfence may fence it again; it stays cordoned", node, who(opts), since)); err != nil {
+		return true, fmt.Errorf("release %s: done, but %w", node, err)
+	}
+	return true, nil
+}
+
+// maintenanceSummary says who set the node's mark and when (by their
+// clock), for Event messages.
+func maintenanceSummary(n *corev1.Node) string {
+	m, err := cluster.DecodeMaintenance(n.Annotations[cluster.AnnotationMaintenance])
+	if err != nil || m.Since.IsZero() {
+		return ""
+	}
+	s := fmt.Sprintf(", in maintenance since %s", m.Since.UTC().Format(time.RFC3339))
+	if m.By != "" {
+		s += " by " + m.By
+	}
+	return s
 }
 
 // ErrNotReady is wrapped by WaitReady when the node did not become Ready

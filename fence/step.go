@@ -1281,7 +1281,14 @@ func (st *stepper) stuck() {
 }
 
 func (st *stepper) maintenance() {
-	if !st.node().Maintenance {
+	n := st.node()
+	switch {
+	case n.Maintenance:
+	case n.MaintenanceExpired:
+		st.event(true, "FenceMaintenanceExpired", "the maintenance mark's duration has passed (counted on this agent's clock from when it saw the mark): the node may be fenced again")
+		st.reset(NoteMaintenanceExpired)
+		st.healthy()
+	default:
 		st.reset("maintenance over")
 		st.healthy()
 	}

@@ -72,10 +72,16 @@ type NodeView struct {
 	// heartbeat different from one we had already seen). Zero until then:
 	// the first sighting of a node, which HeartbeatAt counts for silence,
 	// is no sign of life. Every "the node is alive" decision uses it.
-	RenewedAt   time.Time
-	Maintenance bool
-	Excluded    bool
-	HasBMC      bool
+	RenewedAt time.Time
+	// Maintenance: a planned drain's mark is in force. A mark may carry a
+	// duration, counted by the observation builder on our clock from when
+	// it saw the mark; once it has passed, Maintenance is false and
+	// MaintenanceExpired true (the engine says so when it leaves
+	// Maintenance).
+	Maintenance        bool
+	MaintenanceExpired bool
+	Excluded           bool
+	HasBMC             bool
 	// Remediation: a remediation CR of NodeHealthCheck or a
 	// MachineHealthCheck asks for this node, and its creator has not given
 	// up on it (nhc-timed-out). Under Policy.Detection external, only such
@@ -93,6 +99,11 @@ type NodeView struct {
 	// they are force-deleted as soon as they appear.
 	Terminating int
 }
+
+// NoteMaintenanceExpired is the note of the transition out of Maintenance
+// when the mark's duration passed (NodeView.MaintenanceExpired), as opposed
+// to the mark being removed: `kubectl fence status` reads it.
+const NoteMaintenanceExpired = "maintenance expired"
 
 // ZoneHealth counts nodes of one topology zone.
 type ZoneHealth struct {

@@ -270,7 +270,7 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest,
 	kind, err := commandKind(r.Spec.Action)
 	switch {
 	case taken:
-		return c.finish(ctx, r, v1alpha1.OutcomeTaken, fmt.Sprintf("taken in by the agent at %s; its answer is in the node's Events and `kubectl fence status %s`", now.UTC().Format(time.RFC3339), node))
+		return c.finish(ctx, r, v1alpha1.OutcomeTaken, fmt.Sprintf("taken in by the fence engine at %s (this agent's, or kubectl-fence's while no agent ran); its answer is in the node's Events and `kubectl fence status %s`", now.UTC().Format(time.RFC3339), node))
 	case err != nil:
 		return c.finish(ctx, r, v1alpha1.OutcomeRefused, err.Error())
 	case policyErr != nil:

@@ -23,7 +23,7 @@ import (
 
 type drainFlags struct {
 	dryRun, force, deleteLocalData, powerOff, yes bool
-	timeout                                       time.Duration
+	timeout, maintenanceFor                       time.Duration
 	parallelism                                   int
 	reason                                        string
 	settle                                        settleFlags
@@ -44,20 +44,31 @@ func newDrainCmd(s streams, k *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drain NODE",
 		Short: "Move a node's workloads first (per-workload, PDB-aware), then optionally power it off",
-		Long: `Planned maintenance, the safe way. Every pod on the node gets a move that keeps
-its workload up, shown before anything changes:
+		Long: `Planned maintenance, the safe way. Every pod on the node gets a move that never
+takes its workload below what its own strategy allows (a Deployment:
+replicas - maxUnavailable; a StatefulSet: one pod at a time), shown before
+anything changes (KEEPS, and "bound" in -o json):
 
-  rollout-restart      a Deployment whose available replicas all sit on the node
-                       (or a single replica): new pods surge elsewhere first
-  evict                replicas elsewhere: Eviction API, PodDisruptionBudgets honored
-  evict-one-at-a-time  StatefulSet pods: each replacement Ready before the next
+  rollout-restart      a Deployment that evicting would take below its bound (all
+                       its replicas here, one replica, maxUnavailable 0): new pods
+                       surge elsewhere first
+  evict                replicas elsewhere meet the bound: Eviction API,
+                       PodDisruptionBudgets honored
+  evict-one-at-a-time  StatefulSet pods, and Deployment pods when only one at a
+                       time meets the bound: each replacement available first
   skip                 DaemonSet, static and finished pods
-  refuse               no controller (--force), local data (--delete-local-data),
-                       or no other node can take it (--force)
+  refuse               no controller (--force), local data: emptyDir, hostPath,
+                       local volumes (--delete-local-data), no other node can
+                       take it (--force), a paused Deployment it would take
+                       below its bound (--force), two PodDisruptionBudgets
 
 Then the node is cordoned and marked in maintenance (the bmcfence agent never
 fences a node in maintenance), workloads move with bounded parallelism, and the
 drain stops at --timeout with a report of what is left and what blocks it.
+While the drain runs, the mark lapses --timeout + 2m after the agent saw it (a
+drain that dies does not hold the node); a complete drain makes it last until
+undrain (or --maintenance-for). A node that goes down during the drain stops
+it and is given back to fencing (mark removed, cordon kept).
 With --power-off, a complete drain ends with a hard power-off confirmed by a
 settled Off read-back. "kubectl fence undrain" ends the maintenance.`,
 		Example: `  # Show the plan only; change nothing
@@ -75,6 +86,7 @@ settled Off read-back. "kubectl fence undrain" ends the maintenance.`,
 	fs.BoolVar(&f.force, "force", false, "also move pods without a controller (gone for good) and pods no other node can take (they stay Pending); drain a node that is not Ready")
 	fs.BoolVar(&f.deleteLocalData, "delete-local-data", false, "accept losing emptyDir data and moving pods off local PersistentVolumes")
 	fs.DurationVar(&f.timeout, "timeout", drain.DefaultTimeout, "stop the drain after this long and report what is left")
+	fs.DurationVar(&f.maintenanceFor, "maintenance-for", 0, "after a complete drain, the agent honours the maintenance mark this long after it sees it, then may fence the node again (default: until undrain)")
 	fs.IntVar(&f.parallelism, "parallelism", drain.DefaultParallelism, "workloads moved at once (a StatefulSet's pods always go one at a time)")
 	fs.StringVar(&f.reason, "reason", "", "why (recorded in the maintenance annotation and Events)")
 	fs.BoolVar(&f.powerOff, "power-off", false, "after a complete drain, power the node off through its BMC and confirm a settled Off")
@@ -104,7 +116,7 @@ func runDrain(ctx context.Context, s streams, k *kubeFlags, node string, f drain
 	}
 	opts := drain.Options{
 		Force: f.force, DeleteLocalData: f.deleteLocalData, Timeout: f.timeout, Parallelism: f.parallelism,
-		Reason: f.reason, User: sess.user, Clock: clock.RealClock{},
+		Reason: f.reason, User: sess.user, Clock: clock.RealClock{}, MaintenanceFor: f.maintenanceFor,
 	}
 	plan, err := drain.MakePlan(ctx, sess.client, node, opts)
 	if err != nil {
@@ -156,15 +168,32 @@ func runDrain(ctx context.Context, s streams, k *kubeFlags, node string, f drain
 		// A fence began after the check above; nothing was changed.
 		return withCode(exitRefused, derr)
 	case errors.Is(derr, drain.ErrIncomplete):
-		msg := "%w: %s stays cordoned and in maintenance; run the drain again to continue, or \"kubectl fence undrain %s\""
-		if f.powerOff {
-			msg += " (not powered off)"
-		}
-		return fmt.Errorf(msg, derr, node, node)
+		return incompleteError(derr, rep, node, f.powerOff)
 	case derr != nil && res.PowerOff != nil:
 		return fmt.Errorf("drained, but the power-off failed (%s stays in maintenance): %w", node, derr)
 	}
 	return derr
+}
+
+// incompleteError says what an incomplete drain left, and the command
+// that goes on from there.
+func incompleteError(err error, rep drain.Report, node string, powerOff bool) error {
+	var msg string
+	switch {
+	case rep.Released:
+		msg = fmt.Sprintf("%s is not Ready: its maintenance mark was removed, so bmcfence may fence it; it stays cordoned. Once it is back, run the drain again", node)
+	case rep.NodeDown:
+		// Loud: nothing fences this node until the mark goes.
+		return withCode(exitFailed, fmt.Errorf("%w; %s is NOT Ready and still in maintenance, so bmcfence will not fence it until the mark lapses; give it back to fencing now: \"kubectl fence undrain %s --release\"", err, node, node))
+	case rep.MaintenanceFor != "":
+		msg = fmt.Sprintf("%s stays cordoned, and in maintenance until the mark lapses (%s after bmcfence saw it); run the drain again to continue, or \"kubectl fence undrain %s\"", node, rep.MaintenanceFor, node)
+	default:
+		msg = fmt.Sprintf("%s stays cordoned and in maintenance; run the drain again to continue, or \"kubectl fence undrain %s\"", node, node)
+	}
+	if powerOff {
+		msg += " (not powered off)"
+	}
+	return fmt.Errorf("%w: %s", err, msg)
 }
 
 // drainable refuses to drain a node a fence is handling, and (without
@@ -198,13 +227,13 @@ func powerOffTarget(ctx context.Context, sess *session, node string) (*inventory
 }
 
 func planTable(w *tabwriter.Writer, p drain.Plan) {
-	fmt.Fprintln(w, "POD\tOWNER\tACTION\tTARGET\tREASON")
+	fmt.Fprintln(w, "POD\tOWNER\tACTION\tKEEPS\tTARGET\tREASON")
 	for _, pp := range p.Pods {
 		action := string(pp.Action)
 		if pp.Would != "" {
 			action += " (would " + string(pp.Would) + ")"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", pp.Pod, dash(pp.Owner), action, dash(pp.Target), pp.Reason)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", pp.Pod, dash(pp.Owner), action, pp.Bound, dash(pp.Target), pp.Reason)
 	}
 	if len(p.Pods) == 0 {
 		fmt.Fprintf(w, "(no pods on %s)\n", p.Node)
@@ -235,7 +264,16 @@ func reportTable(w *tabwriter.Writer, r drainResult) {
 			verdict += " (timed out)"
 		}
 	}
-	fmt.Fprintf(w, "\nDrain of %s %s after %s; the node is cordoned and in maintenance.\n", rep.Node, verdict, rep.Elapsed)
+	state := "the node is cordoned and in maintenance until undrain"
+	switch {
+	case rep.Released:
+		state = "the node is NOT Ready: it stays cordoned, and its maintenance mark was removed so that bmcfence may fence it"
+	case rep.NodeDown:
+		state = "the node is NOT Ready and still in maintenance: \"kubectl fence undrain " + rep.Node + " --release\" gives it back to fencing"
+	case rep.MaintenanceFor != "":
+		state = "the node is cordoned, and in maintenance for " + rep.MaintenanceFor + " after bmcfence saw the mark"
+	}
+	fmt.Fprintf(w, "\nDrain of %s %s after %s; %s.\n", rep.Node, verdict, rep.Elapsed, state)
 	if p := r.PowerOff; p != nil {
 		state := "NOT confirmed Off"
 		if p.Confirmed {
@@ -247,16 +285,26 @@ func reportTable(w *tabwriter.Writer, r drainResult) {
 
 // undrainResult is `undrain -o json`.
 type undrainResult struct {
-	Node      string        `json:"node"`
-	PowerOn   *power.Report `json:"powerOn,omitempty"`
-	Ready     bool          `json:"ready"`
-	Undrained bool          `json:"undrained"`
-	Elapsed   string        `json:"elapsed"`
-	DryRun    bool          `json:"dryRun,omitempty"`
+	Node string `json:"node"`
+	// InMaintenance: the node carried the maintenance mark. Without it,
+	// undrain does nothing.
+	InMaintenance bool          `json:"inMaintenance"`
+	PowerOn       *power.Report `json:"powerOn,omitempty"`
+	Ready         bool          `json:"ready"`
+	Undrained     bool          `json:"undrained"`
+	// Uncordoned: the drain had cordoned the node, and undrain uncordoned
+	// it; KeptCordon says why a cordon stays.
+	Uncordoned bool   `json:"uncordoned"`
+	KeptCordon string `json:"keptCordon,omitempty"`
+	// Released: --release removed the mark without waiting (the cordon
+	// stays).
+	Released bool   `json:"released,omitempty"`
+	Elapsed  string `json:"elapsed"`
+	DryRun   bool   `json:"dryRun,omitempty"`
 }
 
 func newUndrainCmd(s streams, k *kubeFlags) *cobra.Command {
-	var powerOn, dryRun, yes bool
+	var powerOn, dryRun, yes, release bool
 	var timeout time.Duration
 	var reason string
 	out := outTable
@@ -265,10 +313,16 @@ func newUndrainCmd(s streams, k *kubeFlags) *cobra.Command {
 		Short: "End maintenance: power on (optional), wait Ready with a fresh lease, uncordon",
 		Long: `Ends a drain: optionally powers the node on through its BMC, waits until it is
 Ready and its kubelet renews its Lease while we watch (a stale Lease never
-counts), then uncordons it and clears the maintenance mark in one write, so
-bmcfence watches it again.`,
+counts), then clears the maintenance mark and, if the drain cordoned the node,
+uncordons it, in one write, so bmcfence watches it again. A cordon from before
+the drain stays. A node without the maintenance mark is left alone.
+
+--release gives a node back to fencing at once, Ready or not: it removes the
+mark and keeps the cordon (for a node that went down in maintenance, which
+would never become Ready for an undrain).`,
 		Example: `  kubectl fence undrain worker-3 --power-on --yes
-  kubectl fence undrain worker-3 --dry-run`,
+  kubectl fence undrain worker-3 --dry-run
+  kubectl fence undrain worker-3 --release --yes   # it went down mid-drain`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -276,9 +330,43 @@ bmcfence watches it again.`,
 			if timeout <= 0 {
 				return usageError("--timeout %s: must be positive", timeout)
 			}
+			if release && powerOn {
+				return usageError("--release and --power-on: --release gives the node back to fencing as it is; power it on afterwards, or undrain without --release")
+			}
 			sess, n, err := openNode(ctx, k, node)
 			if err != nil {
 				return err
+			}
+			if !cluster.InMaintenance(n) {
+				// Nothing of ours to undo: its cordon, if any, is someone
+				// else's.
+				res := undrainResult{Node: node, DryRun: dryRun, Elapsed: "0s"}
+				if perr := printObject(s.Out, out, res, func(w *tabwriter.Writer) { undrainTable(w, res, n, nil) }); perr != nil {
+					return perr
+				}
+				if powerOn {
+					return withCode(exitRefused, fmt.Errorf("%s is not in maintenance: nothing to undo, and not powered on (\"kubectl fence power on %s\" does that)", node, node))
+				}
+				return nil
+			}
+			if release {
+				res := undrainResult{Node: node, InMaintenance: true, DryRun: dryRun, Elapsed: "0s"}
+				if !dryRun {
+					if err := confirm(s, yes, fmt.Sprintf("Give %s back to fencing now? bmcfence may then power it off if it is down; it stays cordoned", node)); err != nil {
+						return err
+					}
+					opts := drain.Options{Reason: reason, User: sess.user, Clock: clock.RealClock{}}
+					if res.Released, err = drain.Release(ctx, sess.client, node, opts); err != nil {
+						return err
+					}
+				}
+				return printObject(s.Out, out, res, func(w *tabwriter.Writer) {
+					if dryRun {
+						fmt.Fprintf(w, "Dry run for %s; nothing was changed. It would remove the maintenance mark at once, Ready or not, and keep the cordon: bmcfence may then fence it.\n", node)
+						return
+					}
+					undrainTable(w, res, n, nil)
+				})
 			}
 			var ctrl *inventory.Controller
 			if powerOn {
@@ -290,7 +378,7 @@ bmcfence watches it again.`,
 				}
 			}
 			start := time.Now()
-			res := undrainResult{Node: node, DryRun: dryRun}
+			res := undrainResult{Node: node, InMaintenance: true, DryRun: dryRun}
 			print := func() error {
 				res.Elapsed = time.Since(start).Round(time.Millisecond).String()
 				return printObject(s.Out, out, res, func(w *tabwriter.Writer) { undrainTable(w, res, n, ctrl) })
@@ -320,44 +408,65 @@ bmcfence watches it again.`,
 				return errors.Join(print(), fmt.Errorf("%w; %s stays cordoned and in maintenance", err, node))
 			}
 			res.Ready = true
-			if err := drain.Undrain(ctx, sess.client, node, opts); err != nil {
+			ur, err := drain.Undrain(ctx, sess.client, node, opts)
+			res.InMaintenance, res.Uncordoned, res.KeptCordon = ur.InMaintenance, ur.Uncordoned, ur.KeptCordon
+			if err != nil {
 				return errors.Join(print(), err)
 			}
-			res.Undrained = true
+			res.Undrained = ur.InMaintenance
 			return print()
 		},
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&powerOn, "power-on", false, "power the node on through its BMC first (asks first, unless --yes)")
-	fs.BoolVarP(&yes, "yes", "y", false, "do not ask before --power-on")
+	fs.BoolVarP(&yes, "yes", "y", false, "do not ask before --power-on or --release")
 	fs.BoolVar(&dryRun, "dry-run", false, "say what would happen; change nothing")
+	fs.BoolVar(&release, "release", false, "give the node back to fencing now, Ready or not: remove the maintenance mark, keep the cordon, do not wait (asks first, unless --yes)")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the node after this long")
-	fs.StringVar(&reason, "reason", "", "recorded in the Undrained Event")
+	fs.StringVar(&reason, "reason", "", "recorded in the Undrained (or MaintenanceReleased) Event")
 	fs.VarP(&out, "output", "o", "output format: table, json or yaml")
 	return cmd
 }
 
 func undrainTable(w *tabwriter.Writer, r undrainResult, n *corev1.Node, ctrl *inventory.Controller) {
+	if !r.InMaintenance {
+		fmt.Fprintf(w, "%s is not in maintenance (no %s mark): nothing to undo; its cordon, if any, is not the drain's (cordoned: %v).\n",
+			r.Node, cluster.AnnotationMaintenance, n.Spec.Unschedulable)
+		return
+	}
+	m, merr := cluster.DecodeMaintenance(n.Annotations[cluster.AnnotationMaintenance])
+	ours := merr == nil && m.Cordoned
 	if r.DryRun {
-		m := cluster.InMaintenance(n)
-		fmt.Fprintf(w, "Dry run for %s (cordoned: %v, in maintenance: %v); nothing was changed. It would:\n", r.Node, n.Spec.Unschedulable, m)
+		fmt.Fprintf(w, "Dry run for %s (cordoned: %v, in maintenance: true); nothing was changed. It would:\n", r.Node, n.Spec.Unschedulable)
 		if ctrl != nil {
 			fmt.Fprintf(w, "  power it on through %s,\n", ctrl.Target.Address)
 		}
-		fmt.Fprintln(w, "  wait until it is Ready and renews its Lease while watched,")
-		if m || n.Spec.Unschedulable {
-			fmt.Fprintln(w, "  then uncordon it and clear the maintenance mark.")
-		} else {
-			fmt.Fprintln(w, "  and have nothing to undo.")
+		undo := "remove the maintenance mark"
+		switch {
+		case !n.Spec.Unschedulable:
+		case ours:
+			undo += " and uncordon it (the drain cordoned it)"
+		default:
+			undo += " and leave it cordoned (not the drain's cordon)"
 		}
+		fmt.Fprintln(w, "  wait until it is Ready and renews its Lease while watched,")
+		fmt.Fprintf(w, "  then %s.\n", undo)
+		return
+	}
+	if r.Released {
+		fmt.Fprintf(w, "%s is given back to fencing: maintenance mark removed; it stays cordoned.\n", r.Node)
 		return
 	}
 	if p := r.PowerOn; p != nil {
 		fmt.Fprintf(w, "Powered on through %s: %s after %s.\n", p.Address, p.PowerState, dash(p.Elapsed))
 	}
 	switch {
-	case r.Undrained:
+	case r.Undrained && r.Uncordoned:
 		fmt.Fprintf(w, "%s is Ready with a fresh Lease; uncordoned, maintenance over (%s).\n", r.Node, r.Elapsed)
+	case r.Undrained && r.KeptCordon != "":
+		fmt.Fprintf(w, "%s is Ready with a fresh Lease; maintenance over, still cordoned: %s (%s).\n", r.Node, r.KeptCordon, r.Elapsed)
+	case r.Undrained:
+		fmt.Fprintf(w, "%s is Ready with a fresh Lease; maintenance over (%s).\n", r.Node, r.Elapsed)
 	case r.Ready:
 		fmt.Fprintf(w, "%s is Ready, but the undrain failed after %s.\n", r.Node, r.Elapsed)
 	default:

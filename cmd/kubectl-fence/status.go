@@ -16,24 +16,88 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
 )
 
 // nodeStatus is one row of `kubectl fence status`.
 type nodeStatus struct {
-	Name              string   `json:"name"`
-	Ready             string   `json:"ready"`
-	LeaseAgeSeconds   *float64 `json:"leaseAgeSeconds,omitempty"`
-	PowerState        string   `json:"powerState"`
-	Phase             string   `json:"phase"`
-	Taint             string   `json:"taint"`
-	Maintenance       bool     `json:"maintenance"`
-	Excluded          bool     `json:"excluded"`
-	Pods              int      `json:"pods"`
-	VolumeAttachments int      `json:"volumeAttachments"`
-	Blockers          []string `json:"blockers,omitempty"`
-	Fenceable         bool     `json:"fenceable"`
-	Reason            string   `json:"reason,omitempty"`
+	Name            string   `json:"name"`
+	Ready           string   `json:"ready"`
+	LeaseAgeSeconds *float64 `json:"leaseAgeSeconds,omitempty"`
+	PowerState      string   `json:"powerState"`
+	Phase           string   `json:"phase"`
+	Taint           string   `json:"taint"`
+	// Maintenance: a maintenance mark is on the node and the agent honours
+	// it (the node is never fenced); MaintenanceMark says more.
+	Maintenance       bool               `json:"maintenance"`
+	MaintenanceMark   *maintenanceStatus `json:"maintenanceMark,omitempty"`
+	Excluded          bool               `json:"excluded"`
+	Pods              int                `json:"pods"`
+	VolumeAttachments int                `json:"volumeAttachments"`
+	Blockers          []string           `json:"blockers,omitempty"`
+	Fenceable         bool               `json:"fenceable"`
+	Reason            string             `json:"reason,omitempty"`
+}
+
+// maintenanceStatus is a node's maintenance mark: as the drain wrote it,
+// and whether the agent found it expired.
+type maintenanceStatus struct {
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Since is the writer's clock (a laptop's): shown, never used for the
+	// expiry.
+	Since *time.Time `json:"since,omitempty"`
+	// For is the mark's duration, counted by the agent from when it saw
+	// the mark ("" : until undrain).
+	For string `json:"for,omitempty"`
+	// CordonedByDrain: the drain cordoned the node; undrain uncordons it.
+	CordonedByDrain bool `json:"cordonedByDrain"`
+	// Expired is the agent's word: the duration passed on its clock, and it
+	// may fence the node again (FenceMaintenanceExpired).
+	Expired bool `json:"expired,omitempty"`
+}
+
+func (m *maintenanceStatus) String() string {
+	switch {
+	case m == nil:
+		return "-"
+	case m.Expired:
+		return "expired"
+	case m.For != "":
+		return "for " + m.For
+	}
+	return "until undrain"
+}
+
+// maintenanceOf reads the node's mark; the agent's state (its last
+// transition out of Maintenance) says whether it expired.
+func maintenanceOf(n *corev1.Node, state string) *maintenanceStatus {
+	raw := n.Annotations[cluster.AnnotationMaintenance]
+	if raw == "" {
+		return nil
+	}
+	out := &maintenanceStatus{}
+	if m, err := cluster.DecodeMaintenance(raw); err == nil {
+		out.By, out.Reason, out.CordonedByDrain = m.By, m.Reason, m.Cordoned
+		if !m.Since.IsZero() {
+			since := m.Since
+			out.Since = &since
+		}
+		if d := m.Expiry(); d > 0 {
+			out.For = d.String()
+		}
+	}
+	if st, err := fence.Decode(state); err == nil && st.Phase != fence.Maintenance && out.For != "" {
+		recs := st.Evidence.Records()
+		for i := len(recs) - 1; i >= 0; i-- {
+			if recs[i].Kind == fence.RecTransition {
+				out.Expired = recs[i].From == fence.Maintenance && recs[i].Note == fence.NoteMaintenanceExpired
+				break
+			}
+		}
+	}
+	return out
 }
 
 func newStatusCmd(s streams, k *kubeFlags) *cobra.Command {
@@ -43,8 +107,9 @@ func newStatusCmd(s streams, k *kubeFlags) *cobra.Command {
 		Short: "Show each node's health, live BMC power, fence phase and what blocks detach",
 		Long: `For every node (or those named): Ready, the age of its last Lease renewal, the
 power state read live from its BMC, its fence phase, whose out-of-service taint
-it carries, the pods and VolumeAttachments still bound to it, and whether it
-can be fenced (and why not).`,
+it carries, its maintenance mark (until undrain, for a duration the agent
+counts from when it saw the mark, or expired), the pods and VolumeAttachments
+still bound to it, and whether it can be fenced (and why not).`,
 		Example: `  kubectl fence status
   kubectl fence status worker-3 -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -58,7 +123,7 @@ can be fenced (and why not).`,
 				return err
 			}
 			return printObject(s.Out, out, rows, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "NODE\tREADY\tLEASE\tPOWER\tPHASE\tTAINT\tFENCEABLE\tBLOCKERS")
+				fmt.Fprintln(w, "NODE\tREADY\tLEASE\tPOWER\tPHASE\tTAINT\tMAINTENANCE\tFENCEABLE\tBLOCKERS")
 				for _, r := range rows {
 					lease := "-"
 					if r.LeaseAgeSeconds != nil {
@@ -68,7 +133,7 @@ can be fenced (and why not).`,
 					if !r.Fenceable {
 						fenceable = "no: " + r.Reason
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Ready, lease, r.PowerState, r.Phase, r.Taint, fenceable, dash(strings.Join(r.Blockers, "; ")))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Ready, lease, r.PowerState, r.Phase, r.Taint, r.MaintenanceMark, fenceable, dash(strings.Join(r.Blockers, "; ")))
 				}
 			})
 		},
@@ -106,6 +171,12 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 			Maintenance: v.Maintenance, Excluded: v.Excluded, Pods: v.Pods, VolumeAttachments: v.VolumeAttachments,
 			Blockers: v.Blockers, PowerState: "-",
 		}
+		// The CLI's own view saw every mark just now: whether one expired
+		// is the agent's word, read from its state.
+		if n, ok := sess.view.NodeObject(info.Name); ok {
+			r.MaintenanceMark = maintenanceOf(n, info.State)
+			r.Maintenance = r.MaintenanceMark != nil && !r.MaintenanceMark.Expired
+		}
 		if t, ok := renewed[info.Name]; ok {
 			age := time.Since(t).Round(time.Second).Seconds()
 			r.LeaseAgeSeconds = &age
@@ -117,7 +188,7 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 			} else {
 				r.Phase = "unreadable"
 			}
-		case v.Maintenance:
+		case r.Maintenance:
 			// No agent has written a state yet; it would say this.
 			r.Phase = fence.Maintenance.String()
 		}

@@ -22,6 +22,8 @@ func TestUsageErrorsNeedNoCluster(t *testing.T) {
 		{[]string{"drain", "n1", "-o", "xml"}, `output "xml": want table, json or yaml`},
 		{[]string{"undrain"}, "usage: kubectl fence undrain NODE"},
 		{[]string{"undrain", "n1", "--timeout", "-1s"}, "--timeout -1s: must be positive"},
+		{[]string{"drain", "n1", "--maintenance-for", "-1s"}, "--maintenance-for -1s: must be positive"},
+		{[]string{"undrain", "n1", "--release", "--power-on"}, "--release and --power-on"},
 		{[]string{"power", "status"}, "usage: kubectl fence power status NODE"},
 		{[]string{"fence"}, "usage: kubectl fence fence NODE"},
 		{[]string{"bmc", "status", "extra"}, "usage: kubectl fence bmc status"},

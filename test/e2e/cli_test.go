@@ -397,7 +397,14 @@ func TestCLIDrainPowerOffIsNeverFenced(t *testing.T) {
 		t.Fatalf("drain --dry-run: exit %d", code)
 	}
 	var plan struct {
-		Pods []struct{ Pod, Owner, Action, Reason string }
+		Pods []struct {
+			Pod, Owner, Action, Reason string
+			Bound                      *struct {
+				Replicas     int32
+				MinAvailable *int32
+				Rule         string
+			}
+		}
 	}
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatal(err)
@@ -412,13 +419,17 @@ func TestCLIDrainPowerOffIsNeverFenced(t *testing.T) {
 			if p.Owner != "StatefulSet/web" || p.Action != "evict-one-at-a-time" {
 				t.Errorf("web-0 planned as %+v", p)
 			}
+			// The bound the drain keeps: one pod at a time.
+			if b := p.Bound; b == nil || b.MinAvailable == nil || *b.MinAvailable != b.Replicas-1 || b.Rule == "" {
+				t.Errorf("web-0's bound: %+v, want replicas − 1", b)
+			}
 		}
 	}
 	if !found {
 		t.Fatalf("maint/web-0 not in the plan: %s", out)
 	}
 	out, _, _ = e.kf("drain", node, "--dry-run")
-	if !regexp.MustCompile(`maint/web-0 +StatefulSet/web +evict-one-at-a-time +n\d`).MatchString(out) {
+	if !regexp.MustCompile(`maint/web-0 +StatefulSet/web +evict-one-at-a-time +≥\d+ of \d+ available +n\d`).MatchString(out) {
 		t.Errorf("the plan table lacks web-0's row:\n%s", out)
 	}
 	if n := e.node(node); n.Spec.Unschedulable || n.Annotations[cluster.AnnotationMaintenance] != "" {
