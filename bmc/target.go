@@ -241,16 +241,26 @@ const (
 	// ChassisPowerAuto checks the chassis (an Off counts only if the
 	// chassis agrees: OpenBMC derives the system's PowerState from the
 	// host's firmware state, and the chassis carries the real power),
-	// except on a service positively identified from its service root as
-	// one whose chassis is a static template (sushy-tools, HPE's iLO
-	// emulator): there the chassis is set aside.
+	// except on a pure emulator positively identified from its service
+	// root whose chassis never follows the machine (HPE's iLO emulator):
+	// there the chassis is set aside. sushy-tools is identified but not
+	// set aside: what its system's Off means depends on its driver, so
+	// its Off is refused, saying it needs ChassisPowerIgnore.
 	ChassisPowerAuto ChassisPower = "auto"
 	// ChassisPowerCheck always checks the chassis.
 	ChassisPowerCheck ChassisPower = "check"
 	// ChassisPowerIgnore never reads the chassis: the operator knows the
-	// system's PowerState is the machine's power on this BMC.
+	// system's PowerState is the machine's power on this BMC (sushy-tools
+	// with its libvirt or fake driver). The agent takes it per inventory
+	// entry only.
 	ChassisPowerIgnore ChassisPower = "ignore"
 )
+
+// IPMICipherSuites are the RMCP+ cipher suites bmc/ipmi speaks: 3
+// (RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128) and 17 (RAKP-HMAC-SHA256,
+// HMAC-SHA256-128, AES-CBC-128). Configuration is checked against them, so
+// a suite the client would refuse is refused when the configuration loads.
+var IPMICipherSuites = []int{3, 17}
 
 // ParseChassisPower accepts "", auto, check or ignore.
 func ParseChassisPower(s string) (ChassisPower, error) {

@@ -23,8 +23,13 @@ import (
 // writeBackoff paces retries of a node write that lost a race against an
 // unrelated write (a kubelet status update, a label): a few quick tries,
 // since each retry re-reads the node and the race window is one round trip.
-// 10 tries over ~0.5 s outlast a node updated several times a second.
-var writeBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.1}
+// Each pause is jittered by up to as much again, so the tries fall out of
+// step with a writer that writes on a period: 20 tries over 2-4 s (the last
+// pauses 0.3-0.6 s). 10 tries over ~1 s (jitter 0.1) were once all lost on a
+// loaded 2-core machine to a writer that wrote every 20 ms
+// (TestIntegrationSaveStateOneWriterWins). No Cap: wait.Backoff stops the
+// retries when the cap is reached.
+var writeBackoff = wait.Backoff{Steps: 20, Duration: 10 * time.Millisecond, Factor: 1.2, Jitter: 1}
 
 // nodePatch is a JSON merge patch of a Node that carries the resourceVersion
 // it was computed from: the API server applies it only to that version and

@@ -94,14 +94,25 @@ func roundTrip(t *testing.T, v any) any {
 // enums are the settings with a fixed set of values, by dotted path (the
 // agent's validation says the same).
 var enums = map[string][]string{
-	"detection":                       {"builtin", "external", "both"},
-	"log.format":                      {"json", "console", "auto"},
-	"log.level":                       {"debug", "info", "warn", "error"},
-	"inventory.source":                {"configmap", "metal3", "both"},
-	"inventory.defaults.auth":         {"basic", "session"},
-	"inventory.nodes[].auth":          {"basic", "session"},
-	"inventory.defaults.chassisPower": {"auto", "check", "ignore"},
+	"detection":               {"builtin", "external", "both"},
+	"log.format":              {"json", "console", "auto"},
+	"log.level":               {"debug", "info", "warn", "error"},
+	"inventory.source":        {"configmap", "metal3", "both"},
+	"inventory.defaults.auth": {"basic", "session"},
+	"inventory.nodes[].auth":  {"basic", "session"},
+	// ignore is an entry's own word only (config refuses it in defaults).
+	"inventory.defaults.chassisPower": {"auto", "check"},
 	"inventory.nodes[].chassisPower":  {"auto", "check", "ignore"},
+}
+
+// intEnums are the integer settings with a fixed set of values: the IPMI
+// cipher suites bmc/ipmi speaks (bmc.IPMICipherSuites), 0 for the default
+// or no fallback.
+var intEnums = map[string][]int{
+	"inventory.defaults.cipherSuite":         {0, 3, 17},
+	"inventory.defaults.cipherSuiteFallback": {0, 3, 17},
+	"inventory.nodes[].cipherSuite":          {0, 3, 17},
+	"inventory.nodes[].cipherSuiteFallback":  {0, 3, 17},
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
@@ -148,7 +159,11 @@ func schemaOf(t reflect.Type, path string) map[string]any {
 	case t.Kind() == reflect.Bool:
 		return map[string]any{"type": "boolean"}
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
-		return map[string]any{"type": "integer"}
+		s := map[string]any{"type": "integer"}
+		if e := intEnums[path]; e != nil {
+			s["enum"] = e
+		}
+		return s
 	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
 		// helm --set passes 0.4 as a string; the agent decodes both.
 		return map[string]any{"$ref": "#/definitions/number"}
@@ -195,6 +210,8 @@ func TestValuesSchemaRefusesTyposAndWrongTypes(t *testing.T) {
 		{"misspelt resources key", []string{"resources.limit.memory=1Gi"}, "limit"},
 		{"log level", []string{"logLevel=verbose"}, "logLevel"},
 		{"requests ttl without its unit", []string{"config.requests.ttl=24"}, "ttl"},
+		{"chassis rule set aside for every node", []string{"inventory.defaults.chassisPower=ignore"}, "chassisPower"},
+		{"a cipher suite the agent does not speak", []string{"inventory.defaults.cipherSuite=1"}, "cipherSuite"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

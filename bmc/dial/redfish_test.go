@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -627,6 +628,55 @@ func TestRedfishLatency(t *testing.T) {
 		}
 		checkResets(t, srv.Mock, "1", nil)
 	})
+}
+
+// The agent's probe is one Identity per node per minute, and a README
+// promise (one BMC request per node per minute; make scale's maxBMCPerMin
+// = 1.0): once the system's URI is known, an identity read is one GET.
+// Binding the identity to the BMC and chassis (the service root and the
+// chassis, two more) is done right before our ForceOff, and at every
+// identity read only on a BMC whose system has answered 503 (AMI
+// multi-system BMCs).
+func TestRedfishProbeOfAKnownSystemIsOneRequest(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	_, url := startWrapped(t, mockConfig(), func(_ *redfishmock.Mock, next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+			next.ServeHTTP(w, r)
+		})
+	})
+	sent := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := paths
+		paths = nil
+		return out
+	}
+	a := newAdapter(t, redfishTarget(t, url, nil, withSystem("1")))
+	if _, err := a.Identity(context.Background()); err != nil { // resolves and caches the system
+		t.Fatal(err)
+	}
+	sent()
+	for i := 0; i < 3; i++ {
+		if _, err := a.Identity(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := sent(); len(got) != 1 {
+			t.Errorf("probe %d (Identity of a known system) sent %d requests: %v; documented: one", i+1, len(got), got)
+		}
+	}
+	// Right before a ForceOff, the identity is bound: the system, the
+	// service root, the chassis, then the command.
+	if _, err := a.PowerOff(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"GET /redfish/v1/Systems/1", "GET /redfish/v1/", "GET /redfish/v1/Chassis/1", "POST " + resetPath1}
+	if diff := cmp.Diff(want, sent()); diff != "" {
+		t.Errorf("PowerOff's requests (-want +got):\n%s", diff)
+	}
 }
 
 func runOp(a *Adapter, op bmc.Op) (bmc.Result, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -477,5 +478,18 @@ func TestRefusalKeepsTheCompletionCode(t *testing.T) {
 	checkOpError(t, err, bmc.ErrAlreadyInState, bmc.OpPowerOff, p.pw)
 	if !strings.HasPrefix(res.Reply, "completion code 0xd5") {
 		t.Errorf("Reply = %q, want the BMC's completion code 0xd5", res.Reply)
+	}
+}
+
+// What the configuration accepts (bmc.IPMICipherSuites) is what this
+// client speaks.
+func TestSuitesAreThoseTheConfigurationAccepts(t *testing.T) {
+	var got []int
+	for s := range suites {
+		got = append(got, s)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, bmc.IPMICipherSuites) {
+		t.Errorf("the client speaks suites %v; bmc.IPMICipherSuites says %v", got, bmc.IPMICipherSuites)
 	}
 }

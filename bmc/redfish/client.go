@@ -88,6 +88,10 @@ type Client struct {
 	base   string // scheme://host:port
 	hc     *http.Client
 
+	// now stamps what the client learns (the age of a bound identity);
+	// time.Now, a fake in tests.
+	now func() time.Time
+
 	mu    sync.Mutex
 	cache resolved // guarded by mu
 }
@@ -132,7 +136,8 @@ func New(target bmc.Target) (*Client, error) {
 		base:   target.Address.Scheme + "://" + target.Address.HostPort(),
 		// Every request carries the operation's context; the client-wide
 		// timeout is a backstop for a context without a deadline.
-		hc: &http.Client{Transport: tr, Timeout: target.Timeout, CheckRedirect: sameOrigin(target.Address)},
+		hc:  &http.Client{Transport: tr, Timeout: target.Timeout, CheckRedirect: sameOrigin(target.Address)},
+		now: time.Now,
 	}, nil
 }
 
@@ -140,12 +145,34 @@ func New(target bmc.Target) (*Client, error) {
 // Name with one 307 to its Id; a longer chain is a loop.
 const maxRedirects = 3
 
-// sameOrigin follows a redirect only to the target's own scheme, host and
-// port (sushy-tools answers GET /redfish/v1/Systems/<Name> with 307 to the
-// system's Id): a redirect to any other origin would hand our credentials,
-// Basic or session token, to a host we did not choose, so it is refused.
+// sameOrigin is the redirect rule of every Redfish client here (the
+// operations' and the event stream's):
+//
+//   - only a GET (or HEAD) is followed. A command is never redirected: for
+//     a 301, 302 or 303 net/http would turn a POST into a GET of the new
+//     location, whose 2xx would read as the BMC's acceptance of a
+//     ForceOff it never took; for a 307 or 308 it would POST the command
+//     again to another resource (another system's Reset), one whose
+//     identity nobody checked. The redirect answer itself is returned to
+//     the caller as an error.
+//   - a GET is followed only to the target's own scheme, host and port
+//     (sushy-tools answers GET /redfish/v1/Systems/<Name> with 307 to the
+//     system's Id): a redirect to any other origin would hand our
+//     credentials, Basic or session token, to a host we did not choose.
+//
+// What a redirected GET returns must be the resource redirected to (see
+// checkRedirected).
 func sameOrigin(ep bmc.Endpoint) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
+		first := via[0]
+		if first.Method != http.MethodGet && first.Method != http.MethodHead {
+			status := "a redirect"
+			if req.Response != nil {
+				status = fmt.Sprintf("HTTP %d", req.Response.StatusCode)
+			}
+			return fmt.Errorf("%w: %s %s was answered %s to %s: a command is never redirected (the BMC did not take it here, and it must not reach another resource), so it was not sent again",
+				bmc.ErrBMC, first.Method, first.URL.Path, status, req.URL.Redacted())
+		}
 		u := req.URL
 		port := u.Port()
 		if port == "" {
@@ -165,6 +192,25 @@ func sameOrigin(ep bmc.Endpoint) func(*http.Request, []*http.Request) error {
 		}
 		return nil
 	}
+}
+
+// checkRedirected refuses the answer to a redirected GET unless it is the
+// resource redirected to: its @odata.id must be the path the BMC sent us
+// to. A redirect to the front page, a login page or another system would
+// otherwise be read as the resource asked for.
+func checkRedirected(method, path string, resp *response) error {
+	if resp.finalPath == "" || !resp.ok() {
+		return nil
+	}
+	var doc struct {
+		ODataID string `json:"@odata.id"`
+	}
+	_ = json.Unmarshal(resp.body, &doc)
+	if doc.ODataID == "" || !samePath(doc.ODataID, resp.finalPath) {
+		return fmt.Errorf("%w: %s %s was redirected to %s, which answered a resource whose @odata.id is %q: not the resource redirected to, so not read",
+			bmc.ErrBMC, method, path, resp.finalPath, truncateText(doc.ODataID, 120))
+	}
+	return nil
 }
 
 // Target returns the target with defaults applied.
@@ -217,6 +263,8 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	// finalPath is the path a GET was redirected to; "" when it was not.
+	finalPath string
 }
 
 func (r *response) ok() bool { return r.status >= 200 && r.status < 300 }
@@ -265,7 +313,11 @@ func (cn *conn) request(method, path string, body any, idempotent bool) (*respon
 	if err != nil {
 		return nil, err
 	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	out := &response{status: resp.StatusCode, header: resp.Header, body: b}
+	if resp.Request != nil && resp.Request.URL.Path != req.URL.Path {
+		out.finalPath = resp.Request.URL.Path
+	}
+	return out, nil
 }
 
 // get fetches path and decodes a 2xx answer into v; any other answer is an
@@ -277,6 +329,9 @@ func (cn *conn) get(path string, v any) error {
 	}
 	if !resp.ok() {
 		return newHTTPError(http.MethodGet, path, resp)
+	}
+	if err := checkRedirected(http.MethodGet, path, resp); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(resp.body, v); err != nil {
 		return fmt.Errorf("%w: GET %s: the answer is not a Redfish JSON document: %v", bmc.ErrBMC, path, err)

@@ -172,6 +172,55 @@ func TestIDRingForgetsTheOldest(t *testing.T) {
 	}
 }
 
+// The ring holds nothing until ids arrive, keeps a long id as its hash,
+// and still tells a replay of one apart.
+func TestIDRingGrowsAsIDsArriveAndHashesLongOnes(t *testing.T) {
+	r := newIDRing(defaultSeenIDs)
+	if r.ids != nil || r.set != nil {
+		t.Fatalf("a new ring holds %d ids, a set: %v", cap(r.ids), r.set != nil)
+	}
+	long := strings.Repeat("x", 100<<10)
+	if !r.add(long) || r.add(long) || !r.add(long+"y") {
+		t.Fatal("long, long again (a replay), another long id")
+	}
+	for _, id := range r.ids {
+		if len(id) > maxSeenID {
+			t.Errorf("the ring keeps an id of %d bytes", len(id))
+		}
+	}
+	if len(r.ids) != 2 {
+		t.Errorf("the ring holds %d ids after two", len(r.ids))
+	}
+}
+
+// A forgotten token is refused at once; the BMC's replay ring goes with
+// its last token, not before.
+func TestPushReceiverForgetsABMCWithItsLastToken(t *testing.T) {
+	p := NewPushReceiver(nil, func(PowerEvent) {})
+	p.Expect("token-one-1234", "https://bmc-1")
+	p.Expect("token-two-1234", "https://bmc-1")
+	post := func(token string) int {
+		rec := httptest.NewRecorder()
+		body := `{"Context":"` + token + `","Events":[{"EventId":"7","MessageId":"ResourceEvent.1.3.ResourcePoweredOff"}]}`
+		p.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/events", strings.NewReader(body)))
+		return rec.Code
+	}
+	if code := post("token-one-1234"); code != http.StatusNoContent {
+		t.Fatalf("delivery with a known token: %d", code)
+	}
+	p.Forget("token-one-1234")
+	if code := post("token-one-1234"); code != http.StatusForbidden {
+		t.Errorf("delivery with a forgotten token: %d, want 403", code)
+	}
+	if p.seen["https://bmc-1"] == nil {
+		t.Error("the ring went while the BMC still has a token")
+	}
+	p.Forget("token-two-1234")
+	if n := len(p.seen); n != 0 {
+		t.Errorf("the receiver keeps %d rings after the BMC's last token was forgotten", n)
+	}
+}
+
 // TestLegacyPowerSuppliesAsIDRACReportsThem reads the legacy Power
 // resource only (no PowerSubsystem), with iDRAC's words for a supply that
 // lost its input.

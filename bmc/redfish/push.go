@@ -106,27 +106,42 @@ func (p *PushReceiver) Expect(token bmc.Secret, bmcAddress string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tokens[token.Reveal()] = bmcAddress
-	if p.seen[bmcAddress] == nil {
-		p.seen[bmcAddress] = newIDRing(defaultSeenIDs)
-	}
 }
 
-// Forget drops a BMC's token.
+// Forget drops a BMC's token: deliveries carrying it are refused from now
+// on. What the receiver remembers of the BMC's events goes with its last
+// token.
 func (p *PushReceiver) Forget(token bmc.Secret) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	addr, ok := p.tokens[token.Reveal()]
+	if !ok {
+		return
+	}
 	delete(p.tokens, token.Reveal())
-}
-
-func (p *PushReceiver) bmcOf(context string) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for tok, addr := range p.tokens {
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(context)) == 1 {
-			return addr, true
+	for _, a := range p.tokens {
+		if a == addr {
+			return
 		}
 	}
-	return "", false
+	delete(p.seen, addr)
+}
+
+// bmcOf finds the BMC whose token context is, and its replay ring
+// (created on its first event). Called with p.mu held, so a token
+// forgotten meanwhile is not used.
+func (p *PushReceiver) bmcOf(context string) (string, *idRing, bool) {
+	for tok, addr := range p.tokens {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(context)) == 1 {
+			seen := p.seen[addr]
+			if seen == nil {
+				seen = newIDRing(defaultSeenIDs)
+				p.seen[addr] = seen
+			}
+			return addr, seen, true
+		}
+	}
+	return "", nil, false
 }
 
 var errUnknownContext = errors.New("unknown subscription context")
@@ -151,18 +166,18 @@ func (p *PushReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Context string `json:"Context"`
 	}
 	_ = json.Unmarshal(data, &env)
-	addr, ok := p.bmcOf(env.Context)
+	now := p.clock.Now()
+	p.mu.Lock()
+	addr, seen, ok := p.bmcOf(env.Context)
 	if !ok {
+		p.mu.Unlock()
 		http.Error(w, errUnknownContext.Error(), http.StatusForbidden)
 		return
 	}
-	now := p.clock.Now()
-	p.mu.Lock()
-	seen := p.seen[addr]
 	for i := range evs {
 		e := &evs[i]
 		e.BMC, e.Received, e.Source = addr, now, "push"
-		if e.Kind != EventHeartbeat && e.EventID != "" && seen != nil {
+		if e.Kind != EventHeartbeat && e.EventID != "" {
 			e.Replay = !seen.add(e.EventID)
 		}
 	}

@@ -3,7 +3,6 @@ package redfish
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -58,7 +57,7 @@ func (c *Client) PowerOn(ctx context.Context) (bmc.Result, error) {
 func (c *Client) reset(ctx context.Context, op bmc.Op) (bmc.Result, error) {
 	var res bmc.Result
 	err := c.run(ctx, op, &res, func(cn *conn) error {
-		target, allowed, err := cn.resetAction()
+		sys, uri, target, allowed, err := cn.resetAction()
 		if err != nil {
 			return err
 		}
@@ -66,34 +65,43 @@ func (c *Client) reset(ctx context.Context, op bmc.Op) (bmc.Result, error) {
 		if err != nil {
 			return err
 		}
+		if op == bmc.OpPowerOff && sys != nil {
+			// Right before our ForceOff, while the system answers: the
+			// identity that identifies it if it answers 503 once its host
+			// is off (AMI multi-system BMCs), bound to its BMC and chassis.
+			id := bmc.Identity{AllowedResets: allowed}
+			identityOf(sys, &id)
+			cn.bind(uri, id)
+		}
 		res.Sent = "ComputerSystem.Reset " + rt
 		return cn.post(target, rt, &res)
 	})
 	return res, err
 }
 
-// resetAction finds the system's Reset target and allowed ResetTypes. A
-// system that cannot be read because it answers 503 (AMI multi-node BMCs
-// do while the host is off) is reset through the target DSP0266 derives
-// from its URI, allowed values unknown: the command must still go out.
-func (cn *conn) resetAction() (string, []string, error) {
-	sys, uri, err := cn.system()
-	var herr *httpError
-	if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 && uri != "" {
-		return uri + "/Actions/ComputerSystem.Reset", nil, nil
+// resetAction reads the system and finds its Reset target and allowed
+// ResetTypes. A system that cannot be read because it answers 503 (AMI
+// multi-node BMCs do while the host is off) is reset through the target
+// DSP0266 derives from its URI, allowed values unknown, sys nil: the
+// command must still go out.
+func (cn *conn) resetAction() (sys *systemDoc, uri, target string, allowed []string, err error) {
+	sys, uri, err = cn.system()
+	if _, ok := unavailable503(err, uri); ok {
+		cn.c.sawUnavailable(uri)
+		return nil, uri, uri + "/Actions/ComputerSystem.Reset", nil, nil
 	}
 	if err != nil {
-		return "", nil, err
+		return nil, "", "", nil, err
 	}
-	target := uri + "/Actions/ComputerSystem.Reset"
+	target = uri + "/Actions/ComputerSystem.Reset"
 	if r := sys.Actions.Reset; r != nil && r.Target != "" {
 		target = r.Target
 	}
-	allowed, err := cn.allowedResets(sys)
+	allowed, err = cn.allowedResets(sys)
 	if err != nil {
-		return "", nil, err
+		return nil, "", "", nil, err
 	}
-	return target, allowed, nil
+	return sys, uri, target, allowed, nil
 }
 
 // chooseReset picks the ResetType for op from what the system allows (all,
@@ -217,6 +225,13 @@ func (cn *conn) followTask(accepted *response) error {
 		resp, err := cn.request(http.MethodGet, monitor, nil, true)
 		if err != nil {
 			return err
+		}
+		if resp.status != http.StatusAccepted {
+			// A monitor redirected elsewhere (a front page, another task)
+			// says nothing about our command's task.
+			if err := checkRedirected(http.MethodGet, monitor, resp); err != nil {
+				return err
+			}
 		}
 		switch {
 		case resp.status == http.StatusAccepted:

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -469,28 +471,49 @@ func (s *Stream) dispatch(id string, data []byte, connectedAt time.Time, sink fu
 	}
 }
 
-// idRing remembers the last n ids.
+// maxSeenID bounds what the ring keeps of one id: Redfish event ids are
+// short (bmcweb counts, iDRAC numbers them); a longer one is kept as its
+// SHA-256, so a BMC sending huge ids cannot make a stream hold
+// defaultSeenIDs times maxLine.
+const maxSeenID = 128
+
+// idRing remembers the last n ids (each at most maxSeenID bytes). It grows
+// as ids arrive: an idle stream, or a BMC that sends no ids, holds none.
 type idRing struct {
+	n    int
 	ids  []string
 	next int
 	set  map[string]struct{}
 }
 
-func newIDRing(n int) *idRing {
-	return &idRing{ids: make([]string, n), set: make(map[string]struct{}, n)}
+func newIDRing(n int) *idRing { return &idRing{n: n} }
+
+// seenKey is what the ring keeps of id.
+func seenKey(id string) string {
+	if len(id) <= maxSeenID {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // add records id; false when it was already there.
 func (r *idRing) add(id string) bool {
+	id = seenKey(id)
 	if _, ok := r.set[id]; ok {
 		return false
 	}
-	if old := r.ids[r.next]; old != "" {
-		delete(r.set, old)
+	if r.set == nil {
+		r.set = make(map[string]struct{})
 	}
-	r.ids[r.next] = id
+	if len(r.ids) < r.n {
+		r.ids = append(r.ids, id)
+	} else {
+		delete(r.set, r.ids[r.next])
+		r.ids[r.next] = id
+		r.next = (r.next + 1) % r.n
+	}
 	r.set[id] = struct{}{}
-	r.next = (r.next + 1) % len(r.ids)
 	return true
 }
 

@@ -25,9 +25,15 @@ type resolved struct {
 	// service is what the service root says the BMC is, read once, when
 	// the chassis rule first needs it.
 	service *serviceID
-	// known is the system's identity as last read from the system itself,
-	// with what it was read beside; a system that later answers 503 (AMI
-	// multi-system BMCs do while the host is off) is identified by it.
+	// unavailable is set once the system answered 503 without Retry-After
+	// (AMI multi-system BMCs do while the host is off): from then on every
+	// identity read from the system is bound (see bind), at two requests
+	// more than the one a probe costs elsewhere.
+	unavailable bool
+	// known is the system's identity as read from the system itself right
+	// before our last ForceOff (and, once the system has answered 503, at
+	// every identity read), with what it was read beside; a system that
+	// later answers 503 is identified by it, for knownIdentityMaxAge.
 	known *knownIdentity
 }
 
@@ -40,6 +46,14 @@ type knownIdentity struct {
 	at          time.Time
 	fingerprint string
 }
+
+// knownIdentityMaxAge bounds how old an identity read from the system may
+// be to identify it while it answers 503: the fence that sent our ForceOff
+// needs it until its taint and through its detach (under the default
+// policy at most three ForceOffs a minute apart, a 60 s unassisted settle
+// and a 5 min detach: about 9 minutes). Older, it says nothing about this
+// incident: the node is not tainted until the host answers again.
+const knownIdentityMaxAge = 15 * time.Minute
 
 type link struct {
 	ODataID string `json:"@odata.id"`
@@ -97,10 +111,34 @@ func (c *Client) remember(sys *systemDoc, uri string) {
 	}
 	c.mu.Lock()
 	if c.cache.systemURI == uri {
-		r.service, r.known = c.cache.service, c.cache.known
+		r.service, r.known, r.unavailable = c.cache.service, c.cache.known, c.cache.unavailable
 	}
 	c.cache = r
 	c.mu.Unlock()
+}
+
+// sawUnavailable records that the system at uri answered 503 without
+// Retry-After: unavailable while its host is off, as on AMI multi-system
+// BMCs.
+func (c *Client) sawUnavailable(uri string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cache.systemURI == "" {
+		c.cache = resolved{systemURI: uri}
+	}
+	if c.cache.systemURI == uri {
+		c.cache.unavailable = true
+	}
+}
+
+// unavailable503 reports whether err is a system's 503 without
+// Retry-After (not busy: unavailable while its host is off).
+func unavailable503(err error, uri string) (*httpError, bool) {
+	var herr *httpError
+	if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 && uri != "" {
+		return herr, true
+	}
+	return nil, false
 }
 
 func (c *Client) forget() {
@@ -122,10 +160,16 @@ func (cn *conn) system() (*systemDoc, string, error) {
 		var sys systemDoc
 		err := cn.get(uri, &sys)
 		var herr *httpError
-		if errors.As(err, &herr) && herr.status == http.StatusNotFound {
+		switch {
+		case errors.As(err, &herr) && herr.status == http.StatusNotFound:
 			// The BMC was reconfigured under us: resolve afresh.
 			c.forget()
-		} else {
+		case err == nil && sys.ODataID != "" && !samePath(sys.ODataID, uri):
+			// Another resource answered for ours (a redirect to another
+			// system, a BMC serving the wrong document): what it says is
+			// not our system's.
+			return nil, "", fmt.Errorf("%w: GET %s answered the resource %s, not the system it was resolved to", bmc.ErrBMC, uri, truncateText(sys.ODataID, 120))
+		default:
 			return &sys, uri, err
 		}
 	}
@@ -135,6 +179,19 @@ func (cn *conn) system() (*systemDoc, string, error) {
 	}
 	c.remember(sys, uri)
 	return sys, uri, nil
+}
+
+// samePath reports whether two URIs a BMC gave name the same resource:
+// the same path, a trailing slash aside.
+func samePath(a, b string) bool {
+	norm := func(u string) string {
+		u = onlyPath(u)
+		if i := strings.IndexAny(u, "?#"); i >= 0 {
+			u = u[:i]
+		}
+		return strings.TrimSuffix(u, "/")
+	}
+	return norm(a) == norm(b)
 }
 
 func (cn *conn) resolve(selector string) (*systemDoc, string, error) {
@@ -255,8 +312,8 @@ const (
 func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 	var st bmc.PowerStatus
 	sys, uri, err := cn.system()
-	var herr *httpError
-	if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 && uri != "" {
+	if herr, ok := unavailable503(err, uri); ok {
+		cn.c.sawUnavailable(uri)
 		return cn.statusFromChassis(uri, herr)
 	}
 	if err != nil {
@@ -285,6 +342,7 @@ func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 	}
 	var ch chassisDoc
 	err = cn.get(chassis, &ch)
+	var herr *httpError
 	switch {
 	case errors.As(err, &herr) && herr.status == http.StatusNotFound:
 		// A dangling link: the chassis reports nothing to disagree with.
@@ -309,6 +367,13 @@ func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 			st.Trusted = bmc.PowerSource{Resource: resourceSystem, Why: fmt.Sprintf(whySetAside, strconv.Quote(st.ChassisRaw), svc.staticChassis), ChassisSetAside: true}
 			return st, nil
 		}
+		if svc.sushy != "" {
+			// The chassis says nothing, and neither, on some of its
+			// drivers, does the system's Off: only the operator knows
+			// which driver this is.
+			return st, fmt.Errorf("%w: the system reads Off and its chassis %s; %s, so nothing here confirms the Off: with sushy-tools' libvirt or fake driver set %s for this BMC; never fence through its nova or ironic driver, which read a paused, suspended, crashed or unknown machine as Off (and nova's ForceOff of an instance that is not running does nothing)",
+				bmc.ErrUnsupported, strconv.Quote(st.ChassisRaw), svc.sushy, setting(t.Names.ChassisPower, string(bmc.ChassisPowerIgnore)))
+		}
 	}
 	switch chState {
 	case bmc.PowerOn, bmc.PoweringOn, bmc.PoweringOff:
@@ -325,9 +390,24 @@ func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 type serviceID struct {
 	uuid string
 	// staticChassis, when set, says why this service's chassis PowerState
-	// is no evidence: it names the emulator, identified positively from
-	// its service root, whose chassis is a static template.
+	// is no evidence while its system's is: it names the emulator,
+	// identified positively from its service root, whose chassis is a
+	// static template and whose system follows the machine.
 	staticChassis string
+	// sushy, when set, says the service root is sushy-tools': its chassis
+	// is a static template too, but what its system's Off means depends
+	// on the driver behind it, which the service root does not say (see
+	// identifyService).
+	sushy string
+}
+
+// setting spells "name value" in the reader's words: a flag takes its
+// value after a space, a configuration key after a colon.
+func setting(name, value string) string {
+	if strings.HasPrefix(name, "-") {
+		return name + " " + value
+	}
+	return name + ": " + value
 }
 
 // Service roots of emulators whose chassis never follows the machine,
@@ -336,7 +416,13 @@ const (
 	// sushy-tools (opendev.org/openstack/sushy-tools,
 	// sushy_tools/emulator/templates/root.json): the service root is a
 	// fixed template, Id "RedvirtService", Name "Redvirt Service"; its
-	// chassis.json template hard-codes "PowerState": "On".
+	// chassis.json template hard-codes "PowerState": "On". The same root
+	// fronts every driver: libvirt and fake follow the machine, but nova
+	// reads PAUSED, SUSPENDED, CRASHED and NOSTATE as Off and answers a
+	// ForceOff of an instance that is not running with 204 doing nothing
+	// (novadriver.py get_power_state, set_power_state), and ironic reads
+	// every Ironic power state but "power on", None (unknown) included, as
+	// Off (ironicdriver.py), at sushy-tools 2b51921.
 	sushyRootID   = "RedvirtService"
 	sushyRootName = "Redvirt Service"
 	// HPE's ilo-redfish-emulator (github.com/HewlettPackard/ilo-redfish-
@@ -350,12 +436,16 @@ const (
 // identifyService says whether a service root is a known emulator with a
 // static chassis. Only a positive match counts: an unknown service keeps
 // the chassis rule (a chassis that never changes is no evidence: on
-// OpenBMC a chassis whose power-off failed never changes either).
+// OpenBMC a chassis whose power-off failed never changes either). HPE's
+// iLO emulator is a pure emulator, its chassis set aside; sushy-tools is
+// named, never set aside: its system's Off may be a paused VM or a machine
+// Ironic cannot read, and only the operator, who knows its driver, can say
+// chassisPower: ignore.
 func identifyService(root serviceRootDoc) serviceID {
 	id := serviceID{uuid: root.UUID}
 	switch {
 	case root.ID == sushyRootID && root.Name == sushyRootName:
-		id.staticChassis = fmt.Sprintf("the service root (Id %q, Name %q) is sushy-tools', whose chassis is a static template that always reads On", root.ID, root.Name)
+		id.sushy = fmt.Sprintf("the service root (Id %q, Name %q) is sushy-tools', whose chassis is a static template that always reads On", root.ID, root.Name)
 	case root.Vendor == iloEmulatorVendor && strings.HasSuffix(strings.TrimSpace(root.Product), iloEmulatorProduct):
 		id.staticChassis = fmt.Sprintf("the service root (Vendor %q, Product %q) is HPE's iLO emulator, whose ForceOff never changes the chassis", root.Vendor, root.Product)
 	}
@@ -492,20 +582,25 @@ func remaining(ctx context.Context) time.Duration {
 }
 
 // Identity reads what identifies the machine, and the reset types it
-// allows (from AllowableValues, or the action's ActionInfo). Each identity
-// read from the system is bound to what identifies its BMC and chassis
-// then (the service root's UUID, the chassis's URI, UUID and serial
-// number). A system that answers 503 while its host is off (AMI
-// multi-system BMCs) is identified by the identity last read from it by
-// this client, only while all of those still read the same; Source says
-// so. Never read from it, such a system cannot be identified.
+// allows (from AllowableValues, or the action's ActionInfo): one GET of
+// the system once its URI is known (the agent's probe, every minute).
+//
+// A system that answers 503 while its host is off (AMI multi-system BMCs)
+// is identified by the identity read from it by this client while it
+// answered, bound to what identified its BMC and chassis then (the service
+// root's UUID, the chassis's URI, UUID and serial number): only while all
+// of those still read the same, and for knownIdentityMaxAge; Source says
+// so. That identity is bound right before our ForceOff (in PowerOff's own
+// read of the system) and, once this client has seen the system answer
+// 503, at every identity read. Never read so, such a system cannot be
+// identified.
 func (c *Client) Identity(ctx context.Context) (bmc.Identity, error) {
 	var id bmc.Identity
 	err := c.run(ctx, bmc.OpIdentity, &id.Result, func(cn *conn) error {
 		return retryRead(cn, &id.Result, func() error {
 			sys, uri, err := cn.system()
-			var herr *httpError
-			if errors.As(err, &herr) && herr.status == http.StatusServiceUnavailable && herr.retryAfter == 0 && uri != "" {
+			if herr, ok := unavailable503(err, uri); ok {
+				cn.c.sawUnavailable(uri)
 				known, kerr := cn.identityWhileUnavailable(uri, herr)
 				if kerr == nil {
 					res := id.Result
@@ -517,14 +612,17 @@ func (c *Client) Identity(ctx context.Context) (bmc.Identity, error) {
 			if err != nil {
 				return err
 			}
-			id.SystemID, id.SystemName, id.UUID = sys.ID, sys.Name, sys.UUID
-			id.SerialNumber, id.Manufacturer, id.Model = sys.SerialNumber, sys.Manufacturer, sys.Model
+			identityOf(sys, &id)
 			allowed, err := cn.allowedResets(sys)
 			id.AllowedResets = allowed
 			if err != nil {
 				return err
 			}
-			cn.bind(uri, id)
+			if cn.c.cached().unavailable {
+				cn.bind(uri, id)
+			} else {
+				cn.c.dropKnownUnless(uri, id)
+			}
 			return nil
 		})
 	})
@@ -568,21 +666,43 @@ func (cn *conn) fingerprint(sysURI string) (string, error) {
 	return fmt.Sprintf("service %s; chassis %s UUID %q serial %q", root.UUID, chURI, ch.UUID, ch.SerialNumber), nil
 }
 
+// identityOf copies what identifies the machine from its system.
+func identityOf(sys *systemDoc, id *bmc.Identity) {
+	id.SystemID, id.SystemName, id.UUID = sys.ID, sys.Name, sys.UUID
+	id.SerialNumber, id.Manufacturer, id.Model = sys.SerialNumber, sys.Manufacturer, sys.Model
+}
+
 // bind remembers an identity just read from the system with its
-// fingerprint. A fingerprint that cannot be read leaves nothing bound: the
-// system itself answered, and that is what counts now.
+// fingerprint, replacing any older one. A fingerprint that cannot be read
+// leaves nothing bound (an older identity is dropped too): the system
+// itself answered, and that is what counts now; an identity read before
+// it proves nothing about what answers 503 later.
 func (cn *conn) bind(sysURI string, id bmc.Identity) {
 	fp, err := cn.fingerprint(sysURI)
-	if err != nil || fp == "" {
-		return
+	var k *knownIdentity
+	if err == nil && fp != "" {
+		k = &knownIdentity{id: id, at: cn.c.now(), fingerprint: fp}
+		k.id.Result = bmc.Result{}
 	}
-	k := &knownIdentity{id: id, at: time.Now(), fingerprint: fp}
-	k.id.Result = bmc.Result{}
 	cn.c.mu.Lock()
 	if cn.c.cache.systemURI == sysURI {
 		cn.c.cache.known = k
 	}
 	cn.c.mu.Unlock()
+}
+
+// dropKnownUnless drops the bound identity when the system, read without
+// binding (one request), now reports another one.
+func (c *Client) dropKnownUnless(sysURI string, id bmc.Identity) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.cache.known
+	if c.cache.systemURI != sysURI || k == nil {
+		return
+	}
+	if k.id.UUID != id.UUID || k.id.SystemID != id.SystemID || k.id.SerialNumber != id.SerialNumber {
+		c.cache.known = nil
+	}
 }
 
 // identityWhileUnavailable identifies a system that answers 503 by the
@@ -593,6 +713,10 @@ func (cn *conn) identityWhileUnavailable(sysURI string, sysErr *httpError) (bmc.
 	if known == nil {
 		return bmc.Identity{}, fmt.Errorf("%w: the system answers %s (it is unavailable while its host is off, as on AMI multi-system BMCs) and its identity was never read from it while it answered: it cannot be checked until the host is on",
 			bmc.ErrBMC, sysErr)
+	}
+	if age := cn.c.now().Sub(known.at); age > knownIdentityMaxAge {
+		return bmc.Identity{}, fmt.Errorf("%w: the system answers %s (it is unavailable while its host is off, as on AMI multi-system BMCs) and its identity was last read from it %s ago, longer than %s: too old to say whose machine answers now; it cannot be checked until the host is on",
+			bmc.ErrBMC, sysErr, age.Round(time.Second), knownIdentityMaxAge)
 	}
 	fp, err := cn.fingerprint(sysURI)
 	if err != nil {

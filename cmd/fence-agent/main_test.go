@@ -55,6 +55,8 @@ func TestUsageErrorsAreOneLineEachAndExit2(t *testing.T) {
 		}},
 		{"bad listen address flag", []string{"--metrics-address", "not an address"}, []string{`fence-agent: server.metricsAddress: "not an address"`}},
 		{"missing config file", []string{"--config", "/nonexistent/agent.yaml"}, []string{"fence-agent: config file /nonexistent/agent.yaml"}},
+		{"chassis rule set aside for every node", []string{"--config", writeConfig(t, "inventory:\n  defaults: {chassisPower: ignore}\n")},
+			[]string{"fence-agent: inventory.defaults.chassisPower: ignore is accepted per entry only"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +98,7 @@ func TestNoClusterIsAnErrorNotACrash(t *testing.T) {
 func TestValidateWithoutCluster(t *testing.T) {
 	t.Setenv("HOME", t.TempDir()) // no ~/.kube/config
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	good := writeConfig(t, "dryRun: true\ninventory:\n  nodes:\n    - {name: w1, address: http://10.0.0.1}\n")
+	good := writeConfig(t, "dryRun: true\ninventory:\n  nodes:\n    - {name: w1, address: http://10.0.0.1}\n    - {name: lab-1, address: https://10.0.0.2, chassisPower: ignore}\n")
 	bad := writeConfig(t, "policy:\n  suspectAfter: 20\ninventory:\n  nodes:\n    - {name: w1, address: https://a, expectedUUID: nope}\n")
 	tests := []struct {
 		name       string
@@ -106,7 +108,7 @@ func TestValidateWithoutCluster(t *testing.T) {
 		wantErrOut []string
 	}{
 		{"valid, with its risks", []string{"validate", "--config", good}, 0,
-			[]string{"ok: " + good + ": 1 inventory nodes", "warning: dry-run", "warning: http:// BMC addresses (w1)", "skipped: Secrets and CA ConfigMaps not checked (no cluster configured"}, nil},
+			[]string{"ok: " + good + ": 2 inventory nodes", "warning: dry-run", "warning: http:// BMC addresses (w1)", "warning: chassisPower: ignore (lab-1)", "skipped: Secrets and CA ConfigMaps not checked (no cluster configured"}, nil},
 		{"every problem", []string{"validate", "--config", bad}, exitUsage, nil,
 			[]string{"policy.suspectAfter: 20 has no unit", `inventory.nodes[0].expectedUUID: "nope" is not a UUID`}},
 		{"no config", []string{"validate"}, exitUsage, nil, []string{"--config FILE is required"}},

@@ -54,7 +54,7 @@ func (f *bmcFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.auth, "auth", "basic", "Redfish authentication: basic or session")
 	fs.IntVar(&f.cipherSuite, "cipher-suite", bmc.DefaultIPMICipherSuite, "IPMI cipher suite: 3 (HMAC-SHA1, AES-128) or 17 (HMAC-SHA256, AES-128); a BMC that does not offer it is refused, never downgraded")
 	fs.IntVar(&f.fallback, "cipher-suite-fallback", 0, "IPMI cipher suite to use when the BMC refuses --cipher-suite (e.g. 3 after 17); 0: none")
-	fs.StringVar(&f.chassisPower, "chassis-power", string(bmc.ChassisPowerAuto), "Redfish: auto (a system's Off counts only if its chassis agrees, except on sushy-tools and HPE's iLO emulator, whose chassis always reads On), check (always), or ignore (trust the system's PowerState)")
+	fs.StringVar(&f.chassisPower, "chassis-power", string(bmc.ChassisPowerAuto), "Redfish: auto (a system's Off counts only if its chassis agrees, except on HPE's iLO emulator, whose chassis never changes), check (always), or ignore (trust the system's PowerState: sushy-tools with its libvirt or fake driver needs it; never use it with sushy-tools' nova or ironic drivers)")
 	fs.DurationVar(&f.timeout, "timeout", bmc.DefaultTimeout, "time limit for each BMC operation")
 }
 

@@ -59,6 +59,13 @@ const (
 // time with a hundred of them hanging.
 const probeConcurrency = 32
 
+// The metrics count what the inventory observes, IPMI cipher fallbacks
+// included.
+var (
+	_ inventory.Observer       = (*metrics.Metrics)(nil)
+	_ inventory.CipherObserver = (*metrics.Metrics)(nil)
+)
+
 // Agent is one fence-agent process.
 type Agent struct {
 	cfg     config.Agent

@@ -133,8 +133,10 @@ type BMCSettings struct {
 	CipherSuiteFallback int `mapstructure:"cipherSuiteFallback"`
 	// ChassisPower is the Redfish chassis rule (auto, check, ignore; see
 	// bmc.ChassisPower): "ignore" trusts the system's PowerState on a BMC
-	// whose chassis never follows the machine (an emulator the service
-	// root does not identify).
+	// whose chassis never follows the machine (sushy-tools with its
+	// libvirt or fake driver, or an emulator the service root does not
+	// identify). ignore is accepted on an entry only, never in
+	// inventory.defaults, and is a risky setting.
 	ChassisPower string `mapstructure:"chassisPower"`
 	// SettleWindow and UnassistedSettleWindow override the policy's for
 	// these BMCs (0: the policy's): a vendor whose power cycle holds the
@@ -507,6 +509,11 @@ func (inv Inventory) validate() []error {
 	if err := inv.Defaults.validate("inventory.defaults"); err != nil {
 		errs = append(errs, err)
 	}
+	if inv.Defaults.ChassisPower == string(bmc.ChassisPowerIgnore) {
+		// One line would set the chassis rule aside for every Redfish
+		// node, real OpenBMC machines and BareMetalHosts included.
+		errs = append(errs, errors.New("inventory.defaults.chassisPower: ignore is accepted per entry only (it trusts a system's Off without its chassis, which is wrong for OpenBMC): set chassisPower: ignore on each inventory.nodes entry whose BMC needs it"))
+	}
 	seen := map[string]int{}
 	for i, n := range inv.Nodes {
 		field := fmt.Sprintf("inventory.nodes[%d]", i)
@@ -562,7 +569,9 @@ func (n NodeBMC) Resolved(d BMCSettings) BMCSettings {
 	if s.CipherSuiteFallback == 0 {
 		s.CipherSuiteFallback = d.CipherSuiteFallback
 	}
-	if s.ChassisPower == "" {
+	if s.ChassisPower == "" && d.ChassisPower != string(bmc.ChassisPowerIgnore) {
+		// ignore is an entry's own word, never a default's (Validate
+		// refuses it there).
 		s.ChassisPower = d.ChassisPower
 	}
 	if s.SettleWindow == 0 {

@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/spf13/pflag"
+
+	"github.com/bmcfence/bmcfence/bmc"
 )
 
 func loadFile(t *testing.T, yaml string, env []string, args ...string) (Agent, error) {
@@ -95,8 +97,14 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"bare number duration", "policy:\n  suspectAfter: 20\n", nil, []string{"policy.suspectAfter: 20 has no unit: durations need one (20s, 20m"}},
 		{"bare number cooldown", "policy:\n  cooldown: 30\n", nil, []string{"policy.cooldown: 30 has no unit"}},
 		{"bare number in env", "", []string{"BMCFENCE_BMC_TIMEOUT=10"}, []string{"bmc.timeout: 10 has no unit"}},
-		{"bad cipher suite", "inventory:\n  defaults: {cipherSuite: 99}\n", nil, []string{"inventory.defaults.cipherSuite: 99: want one of"}},
+		{"bad cipher suite", "inventory:\n  defaults: {cipherSuite: 99}\n", nil, []string{"inventory.defaults.cipherSuite: 99: want 3 or 17"}},
 		{"bad cipher suite fallback", "inventory:\n  defaults: {cipherSuiteFallback: 99}\n", nil, []string{"inventory.defaults.cipherSuiteFallback: 99"}},
+		// A suite ipmitool offers but bmc/ipmi.New refuses: validation
+		// would pass and the node be unfenceable at run time.
+		{"cipher suite the client does not speak", "inventory:\n  nodes:\n    - {name: w1, address: ipmi://10.0.0.1, cipherSuite: 1}\n", nil, []string{"inventory.nodes[0].cipherSuite: 1: want 3 or 17"}},
+		{"cipher suite fallback the client does not speak", "inventory:\n  defaults: {cipherSuiteFallback: 1}\n  nodes:\n    - {name: w1, address: ipmi://10.0.0.1}\n", nil, []string{"inventory.defaults.cipherSuiteFallback: 1: want 3 or 17"}},
+		{"chassis rule set aside by the defaults", "inventory:\n  defaults:\n    chassisPower: ignore\n  nodes:\n    - {name: openbmc-1, address: https://10.0.0.1}\n", nil, []string{"inventory.defaults.chassisPower: ignore is accepted per entry only"}},
+		{"chassis rule set aside by the environment", "", []string{"BMCFENCE_INVENTORY_DEFAULTS_CHASSISPOWER=ignore"}, []string{"inventory.defaults.chassisPower: ignore is accepted per entry only"}},
 		{"bad chassis power", "inventory:\n  nodes:\n    - {name: w1, address: https://a, chassisPower: never}\n", nil, []string{`chassisPower: "never": want auto, check or ignore`}},
 		{"bad uuid", "inventory:\n  nodes:\n    - {name: w1, address: https://a, expectedUUID: not-a-uuid}\n", nil, []string{`inventory.nodes[0].expectedUUID: "not-a-uuid" is not a UUID`}},
 		{"bad node name", "inventory:\n  nodes:\n    - {name: Worker_1, address: https://a}\n", nil, []string{`inventory.nodes[0].name: "Worker_1" is not a node name`}},
@@ -269,6 +277,7 @@ func TestRisks(t *testing.T) {
 		{"power off NotReady nodes that renew", "server: {metricsAuth: true}\npolicy: {powerOffNotReadyAfter: 10m}\n" + one, nil, []string{RiskPowerOffNotReady}},
 		{"nothing to fence", "server: {metricsAuth: true}\n", nil, []string{RiskEmptyInventory}},
 		{"BareMetalHosts only", "server: {metricsAuth: true}\ninventory: {source: metal3, metal3: {namespaces: [m3]}}\n", nil, nil},
+		{"chassis rule set aside", "server: {metricsAuth: true}\ninventory:\n  nodes:\n    - {name: lab-1, address: https://a, chassisPower: ignore}\n    - {name: w2, address: https://b, chassisPower: check}\n", nil, []string{RiskChassisPowerIgnored}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,6 +293,32 @@ func TestRisks(t *testing.T) {
 				t.Errorf("risks (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// docs/safety.md says the chassis rule is set aside on an unidentified
+// service only "when the entry says chassisPower: ignore": a default would
+// silently cover every Redfish node, real OpenBMC machines and Metal3
+// hosts included, so it is refused there, and an entry's settings never
+// inherit it.
+func TestChassisRuleIsSetAsideOnlyByTheEntry(t *testing.T) {
+	a, err := Parse([]byte("inventory:\n  defaults:\n    chassisPower: ignore\n  nodes:\n    - {name: openbmc-1, address: https://10.0.0.1}\n"))
+	if err == nil {
+		t.Errorf("inventory.defaults.chassisPower: ignore is accepted (%+v)", a.Inventory.Defaults)
+	}
+	n := NodeBMC{Name: "openbmc-1", Address: "https://10.0.0.1"}
+	d := Defaults().Inventory.Defaults
+	d.ChassisPower = string(bmc.ChassisPowerIgnore)
+	tg, err := n.Target(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.ChassisPower == bmc.ChassisPowerIgnore {
+		t.Errorf("node %s, whose entry says nothing, takes chassisPower ignore from the defaults", n.Name)
+	}
+	n.ChassisPower = string(bmc.ChassisPowerIgnore)
+	if tg, err := n.Target(Defaults().Inventory.Defaults); err != nil || tg.ChassisPower != bmc.ChassisPowerIgnore {
+		t.Errorf("an entry's own chassisPower: ignore: %v, %v", tg.ChassisPower, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -117,9 +118,12 @@ func policyErrors(p fence.Policy) []error {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// validIPMICipherSuites are the IPMI 2.0 lanplus suites with authentication
-// and integrity that ipmitool offers (0 here means "the default", suite 3).
-var validIPMICipherSuites = map[int]bool{1: true, 2: true, 3: true, 6: true, 7: true, 8: true, 11: true, 12: true, 15: true, 16: true, 17: true}
+// validIPMICipherSuite reports whether bmc/ipmi speaks suite (0 here means
+// "the default", suite 3, or no fallback).
+func validIPMICipherSuite(suite int) bool { return slices.Contains(bmc.IPMICipherSuites, suite) }
+
+// ipmiSuitesText says which suites those are, for an error.
+const ipmiSuitesText = "3 or 17 (the IPMI 2.0 suites bmcfence speaks: 3 is HMAC-SHA1 with AES-CBC-128, 17 HMAC-SHA256 with AES-CBC-128)"
 
 // validateNamesAndAddresses checks what the API server or the network would
 // refuse later, at load: Kubernetes names, UUIDs, cipher suites and listen
@@ -192,11 +196,11 @@ func (s BMCSettings) validateNames(field string) []error {
 			errs = append(errs, fmt.Errorf("%s.%s: %q: %s", field, r.key, r.name, m))
 		}
 	}
-	if s.CipherSuite != 0 && !validIPMICipherSuites[s.CipherSuite] {
-		errs = append(errs, fmt.Errorf("%s.cipherSuite: %d: want one of 1, 2, 3, 6, 7, 8, 11, 12, 15, 16, 17 (IPMI 2.0 suites with authentication; 3 and 17 are the common ones)", field, s.CipherSuite))
+	if s.CipherSuite != 0 && !validIPMICipherSuite(s.CipherSuite) {
+		errs = append(errs, fmt.Errorf("%s.cipherSuite: %d: want %s", field, s.CipherSuite, ipmiSuitesText))
 	}
-	if s.CipherSuiteFallback != 0 && !validIPMICipherSuites[s.CipherSuiteFallback] {
-		errs = append(errs, fmt.Errorf("%s.cipherSuiteFallback: %d: want one of 1, 2, 3, 6, 7, 8, 11, 12, 15, 16, 17, or 0 for none", field, s.CipherSuiteFallback))
+	if s.CipherSuiteFallback != 0 && !validIPMICipherSuite(s.CipherSuiteFallback) {
+		errs = append(errs, fmt.Errorf("%s.cipherSuiteFallback: %d: want %s, or 0 for none", field, s.CipherSuiteFallback, ipmiSuitesText))
 	}
 	return errs
 }
@@ -235,6 +239,7 @@ const (
 	RiskMetricsUnauthenticated = "metricsUnauthenticated"
 	RiskPowerOffNotReady       = "powerOffNotReadyAfter"
 	RiskEmptyInventory         = "emptyInventory"
+	RiskChassisPowerIgnored    = "chassisPowerIgnored"
 )
 
 // Risks lists the risky settings in a (valid) configuration.
@@ -261,6 +266,15 @@ func (a Agent) Risks() []Risk {
 	}
 	if len(insecure) > 0 {
 		out = append(out, Risk{RiskInsecureSkipVerify, fmt.Sprintf("insecureSkipVerify (%s): the BMC's TLS certificate is not verified, so whoever answers on its address gets its credentials and can answer \"Off\" for it", strings.Join(insecure, ", "))})
+	}
+	var ignored []string
+	for _, n := range a.Inventory.Nodes {
+		if n.ChassisPower == string(bmc.ChassisPowerIgnore) {
+			ignored = append(ignored, n.Name)
+		}
+	}
+	if len(ignored) > 0 {
+		out = append(out, Risk{RiskChassisPowerIgnored, fmt.Sprintf("chassisPower: ignore (%s): the system's PowerState alone proves these machines off, never checked against their chassis; right only where the system follows the machine and the chassis does not (sushy-tools with its libvirt or fake driver), never for OpenBMC or sushy-tools' nova or ironic drivers", strings.Join(ignored, ", "))})
 	}
 	if len(plain) > 0 {
 		out = append(out, Risk{RiskPlainHTTP, fmt.Sprintf("http:// BMC addresses (%s): credentials and power readings cross the network in clear text", strings.Join(plain, ", "))})

@@ -48,6 +48,13 @@ type Observer interface {
 	BMC(protocol bmc.Protocol, vendor string, op bmc.Op, d time.Duration, err error)
 }
 
+// CipherObserver, when the Observer implements it too, counts BMCs whose
+// IPMI sessions fell back to the entry's cipherSuiteFallback: once per BMC
+// and change of suite.
+type CipherObserver interface {
+	CipherSuiteFallback(suite int)
+}
+
 // ErrIdentity is wrapped when a BMC's system is not the node it is listed
 // for: fencing through it could power off the wrong machine.
 var ErrIdentity = errors.New("BMC identity does not match the node")
@@ -294,7 +301,7 @@ func (i *Inventory) Refresh(ctx context.Context) {
 			Node: name, Target: t, key: key, ctrl: ctrl,
 			expectedUUID: e.ExpectedUUID, allowUnverified: e.AllowUnverifiedIdentity,
 			settings: e.Resolved(i.opts.Config.Defaults),
-			nodes:    i.opts.Nodes, obs: i.opts.Observer,
+			nodes:    i.opts.Nodes, obs: i.opts.Observer, log: i.opts.Log,
 		}
 		if e.host != nil {
 			c.Source = "BareMetalHost " + e.host.Key() + " (" + e.via + ")"
@@ -474,6 +481,12 @@ type Controller struct {
 	settings        config.BMCSettings
 	nodes           NodeSource
 	obs             Observer
+	log             *zap.Logger
+
+	// suite is the IPMI cipher suite the BMC's last session used (0 until
+	// one did): a change is logged, and counted when it is the fallback.
+	suiteMu sync.Mutex
+	suite   int
 	// vendor is bmc.Vendor of the Manufacturer the BMC's last identity
 	// reported (nil: none read yet).
 	vendor atomic.Pointer[string]
@@ -503,9 +516,43 @@ func (c *Controller) observe(op bmc.Op, start time.Time, err error) error {
 	return err
 }
 
+// noteSuite logs, once per change, the IPMI cipher suite the BMC's
+// session used when it is not the entry's cipherSuite (the BMC refused
+// that one, and cipherSuiteFallback was tried), and when it is back to it.
+// A fallback the operator allowed is still a weaker suite than asked for,
+// and invisible in every reading.
+func (c *Controller) noteSuite(used int) {
+	if used == 0 {
+		return // Redfish, or no session was opened
+	}
+	c.suiteMu.Lock()
+	prev := c.suite
+	c.suite = used
+	c.suiteMu.Unlock()
+	if used == prev {
+		return
+	}
+	asked := c.Target.IPMICipherSuite
+	log := c.log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	fields := []zap.Field{zap.String("node", c.Node), zap.String("bmc", c.Target.Address.String()), zap.Int("cipherSuite", asked), zap.Int("suiteUsed", used)}
+	switch {
+	case used != asked:
+		log.Warn(fmt.Sprintf("IPMI cipher suite fallback: the BMC refused cipher suite %d (or answered it with weaker algorithms); its sessions use suite %d, the entry's cipherSuiteFallback", asked, used), fields...)
+		if co, ok := c.obs.(CipherObserver); ok {
+			co.CipherSuiteFallback(used)
+		}
+	case prev != 0:
+		log.Info(fmt.Sprintf("IPMI cipher suite: the BMC takes cipher suite %d again", asked), fields...)
+	}
+}
+
 func (c *Controller) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
 	start := time.Now()
 	st, err := c.ctrl.PowerStatus(ctx)
+	c.noteSuite(st.CipherSuite)
 	return st, c.observe(bmc.OpPowerStatus, start, err)
 }
 
@@ -519,6 +566,7 @@ func (c *Controller) PowerOff(ctx context.Context) (bmc.Result, error) {
 	}
 	start := time.Now()
 	r, err := c.ctrl.PowerOff(ctx)
+	c.noteSuite(r.CipherSuite)
 	return r, c.observe(bmc.OpPowerOff, start, err)
 }
 
@@ -533,12 +581,14 @@ func (c *Controller) PowerOn(ctx context.Context) (bmc.Result, error) {
 	}
 	start := time.Now()
 	r, err := c.ctrl.PowerOn(ctx)
+	c.noteSuite(r.CipherSuite)
 	return r, c.observe(bmc.OpPowerOn, start, err)
 }
 
 func (c *Controller) Identity(ctx context.Context) (bmc.Identity, error) {
 	start := time.Now()
 	id, err := c.ctrl.Identity(ctx)
+	c.noteSuite(id.CipherSuite)
 	if err == nil && id.Manufacturer != "" {
 		v := bmc.Vendor(id.Manufacturer)
 		c.vendor.Store(&v)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -297,6 +299,68 @@ func TestSecretMaxAgeKeepsSecretsBetweenRefreshes(t *testing.T) {
 		if d := secretAge(name, 5*time.Minute); d < 150*time.Second || d > 5*time.Minute {
 			t.Errorf("secretAge(%q) = %s, want within [2m30s, 5m]", name, d)
 		}
+	}
+}
+
+// suiteBMC answers every operation as a session of a given IPMI cipher
+// suite would.
+type suiteBMC struct {
+	bmc.Controller
+	suite *int
+}
+
+func (s suiteBMC) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
+	st, err := s.Controller.PowerStatus(ctx)
+	st.CipherSuite = *s.suite
+	return st, err
+}
+
+func (s suiteBMC) Identity(ctx context.Context) (bmc.Identity, error) {
+	id, err := s.Controller.Identity(ctx)
+	id.CipherSuite = *s.suite
+	return id, err
+}
+
+type fallbacks struct{ suites []int }
+
+func (f *fallbacks) BMC(bmc.Protocol, string, bmc.Op, time.Duration, error) {}
+func (f *fallbacks) CipherSuiteFallback(suite int)                          { f.suites = append(f.suites, suite) }
+
+// A session that fell back to the entry's cipherSuiteFallback (the BMC
+// refused cipherSuite) is invisible in readings: the agent logs it and
+// counts it, once per BMC and change of suite.
+func TestCipherSuiteFallbackIsLoggedAndCountedOncePerChange(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	obs := &fallbacks{}
+	suite := 3
+	ep, err := bmc.ParseAddress("ipmi://10.0.0.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{Node: "w1", Target: bmc.Target{Address: ep, IPMICipherSuite: 17, IPMICipherSuiteFallback: 3},
+		ctrl: suiteBMC{Controller: bmctest.New(clocktesting.NewFakeClock(time.Now())), suite: &suite}, obs: obs, log: zap.New(core)}
+	ctx := context.Background()
+	for range 3 { // the BMC refuses 17: every session is suite 3
+		_, _ = c.PowerStatus(ctx)
+		_, _ = c.Identity(ctx)
+	}
+	suite = 17 // 17 again (a firmware update)
+	_, _ = c.PowerStatus(ctx)
+	_, _ = c.PowerStatus(ctx)
+	suite = 3 // and back
+	_, _ = c.Identity(ctx)
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, fmt.Sprintf("%s %v", e.Level, e.ContextMap()["suiteUsed"]))
+	}
+	if want := []string{"warn 3", "info 17", "warn 3"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("log lines %v, want %v", got, want)
+	}
+	if fmt.Sprint(obs.suites) != "[3 3]" {
+		t.Errorf("fallbacks counted %v, want [3 3]", obs.suites)
+	}
+	if e := logs.All()[0]; !strings.Contains(e.Message, "refused cipher suite 17") || e.ContextMap()["node"] != "w1" {
+		t.Errorf("warning %q %v does not name the suite refused and the node", e.Message, e.ContextMap())
 	}
 }
 

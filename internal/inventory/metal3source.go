@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,7 +104,14 @@ func ManagementClients(ctx context.Context, client kubernetes.Interface, namespa
 		return nil, nil, "", fmt.Errorf("%w: Secret %s/%s: %v (embed the certificates and token: kubectl config view --minify --flatten)", ErrManagementKubeconfig, namespace, name, err)
 	}
 	rc.UserAgent = "bmcfence"
-	where := fmt.Sprintf("the management cluster %s (kubeconfig Secret %s/%s)", rc.Host, namespace, name)
+	server, userinfo := serverOrigin(rc.Host)
+	if userinfo {
+		// client-go would authenticate with it; every log line, error and
+		// validate report naming the cluster would then show it.
+		return nil, nil, "", fmt.Errorf("%w: Secret %s/%s: the kubeconfig's server URL (%s) carries a user name or password: remove it from the URL and give the credentials as the user's token or client certificate",
+			ErrManagementKubeconfig, namespace, name, server)
+	}
+	where := fmt.Sprintf("the management cluster %s (kubeconfig Secret %s/%s)", server, namespace, name)
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: %s: %v", ErrManagementKubeconfig, where, err)
@@ -112,6 +121,28 @@ func ManagementClients(ctx context.Context, client kubernetes.Interface, namespa
 		return nil, nil, "", fmt.Errorf("%w: %s: %v", ErrManagementKubeconfig, where, err)
 	}
 	return dyn, core, where, nil
+}
+
+// serverOrigin is what may be said of an API server URL: scheme://host:port
+// and nothing more (no user info, path or query), and whether the URL
+// carries user info.
+func serverOrigin(host string) (origin string, userinfo bool) {
+	u, err := url.Parse(host)
+	if err != nil || u.Host == "" {
+		// Not a URL client-go would take either; its host part only.
+		h := host
+		if i := strings.Index(h, "://"); i >= 0 {
+			h = h[i+3:]
+		}
+		if i := strings.LastIndex(h, "@"); i >= 0 {
+			h, userinfo = h[i+1:], true
+		}
+		if i := strings.IndexAny(h, "/?#"); i >= 0 {
+			h = h[:i]
+		}
+		return h, userinfo
+	}
+	return u.Scheme + "://" + u.Host, u.User != nil
 }
 
 func keysOf(m map[string][]byte) []string {

@@ -126,6 +126,13 @@ func TestManagementClients(t *testing.T) {
 			wantErr: `the kubeconfig's user "reader" runs a credential plugin (exec or auth-provider), which the agent cannot run`},
 		{name: "a file it points at", secret: kubeconfigSecret("mgmt", strings.Replace(tokenKubeconfig, `{token: "s3cr3t-t0ken"}`, `{client-certificate: /home/me/.kube/me.crt, client-key: /home/me/.kube/me.key}`, 1)),
 			wantErr: "kubectl config view --minify --flatten"},
+		// client-go authenticates with a server URL's user info; the
+		// cluster's name for logs, errors, validate and every Metal3 node's
+		// Controller.Source would show the password.
+		{name: "a password in the server URL", secret: kubeconfigSecret("mgmt", strings.Replace(tokenKubeconfig, "https://mgmt.example.com:6443", "https://reader:s3cr3t-pw@mgmt.example.com:6443", 1)),
+			wantErr: "the kubeconfig's server URL (https://mgmt.example.com:6443) carries a user name or password: remove it"},
+		{name: "a path in the server URL is not named", secret: kubeconfigSecret("mgmt", strings.Replace(tokenKubeconfig, "https://mgmt.example.com:6443", "https://mgmt.example.com:6443/k8s/clusters/c-1?x=y", 1)),
+			want: "the management cluster https://mgmt.example.com:6443 (kubeconfig Secret bmcfence-system/mgmt)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

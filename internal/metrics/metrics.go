@@ -3,6 +3,7 @@
 package metrics
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -40,6 +41,7 @@ type Metrics struct {
 	keptOff     prometheus.Counter
 	contradicts prometheus.Counter
 	collected   *prometheus.CounterVec
+	ipmiSuite   *prometheus.CounterVec
 	own         []prometheus.Collector // the bmcfence_* ones above
 
 	mu       sync.Mutex
@@ -84,7 +86,7 @@ func New() *Metrics {
 			Name: "bmcfence_unfenceable_nodes", Help: "Nodes whose BMC failed the last probe or that have no BMC entry.",
 		}),
 		risky: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "bmcfence_risky_setting", Help: "1 for each setting in force that weakens a safety property or the agent's use (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled, metricsUnauthenticated, powerOffNotReadyAfter, emptyInventory); the agent logs a warning for each at start.",
+			Name: "bmcfence_risky_setting", Help: "1 for each setting in force that weakens a safety property or the agent's use (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled, metricsUnauthenticated, powerOffNotReadyAfter, emptyInventory, chassisPowerIgnored); the agent logs a warning for each at start.",
 		}, []string{"setting"}),
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bmcfence_build_info", Help: "Always 1; the labels say what the agent was built from.",
@@ -98,11 +100,14 @@ func New() *Metrics {
 		collected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcfence_requests_collected_total", Help: "Finished BMCFenceRequests deleted requests.ttl after their outcome, by outcome (Taken, Refused, Expired).",
 		}, []string{"outcome"}),
+		ipmiSuite: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcfence_ipmi_cipher_fallback_total", Help: "IPMI BMCs whose sessions fell back to the entry's cipherSuiteFallback (the BMC refused cipherSuite), counted once per BMC and change of suite, by the suite used; the agent logs a warning for each.",
+		}, []string{"suite"}),
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
 	}
 	m.own = []prometheus.Collector{m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected}
+		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, m.ipmiSuite}
 	m.Registry.MustRegister(m.own...)
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -175,6 +180,11 @@ func (m *Metrics) BMC(protocol bmc.Protocol, vendor string, op bmc.Op, d time.Du
 	if err != nil {
 		m.bmcErrors.WithLabelValues(string(protocol), vendor, string(op), bmc.Reason(err)).Inc()
 	}
+}
+
+// CipherSuiteFallback counts a BMC whose IPMI sessions fell back to suite.
+func (m *Metrics) CipherSuiteFallback(suite int) {
+	m.ipmiSuite.WithLabelValues(strconv.Itoa(suite)).Inc()
 }
 
 // Fenceable records a node's probe result; it returns true when the node's

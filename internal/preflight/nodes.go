@@ -180,6 +180,12 @@ func inventoryResult(scope string, t bmc.Target) Result {
 	default:
 		r.Message = where
 	}
+	if t.ChassisPower == bmc.ChassisPowerIgnore {
+		// A risky setting (config.RiskChassisPowerIgnored): say it here
+		// too, per node.
+		r.Status = StatusWarn
+		r.Message += "; chassisPower: ignore is set, so the system's PowerState alone proves the machine off, never checked against its chassis: right only where the system follows the machine and the chassis does not (sushy-tools with its libvirt or fake driver), never for OpenBMC or sushy-tools' nova or ironic drivers"
+	}
 	return r
 }
 

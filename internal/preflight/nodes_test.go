@@ -90,6 +90,10 @@ func vouched() func(*config.NodeBMC) {
 func insecure() func(*config.NodeBMC) {
 	return func(e *config.NodeBMC) { e.InsecureSkipVerify = true }
 }
+func chassisIgnored() func(*config.NodeBMC) {
+	return func(e *config.NodeBMC) { e.ChassisPower = string(bmc.ChassisPowerIgnore) }
+}
+
 func secretName(s string) func(*config.NodeBMC) {
 	return func(e *config.NodeBMC) { e.CredentialsSecret = s }
 }
@@ -337,6 +341,14 @@ func TestNodeChecks(t *testing.T) {
 			bmcs:     map[string]bmc.Controller{"w1": fakeBMC("w1")},
 			want:     append([]row{{w1, CheckInventory, StatusWarn}}, healthy("w1")[1:]...),
 			contains: []string{"insecureSkipVerify is set", "TLS not verified"},
+		},
+		{
+			name:     "chassisPower: ignore is a warning",
+			nodes:    []*corev1.Node{node("w1")},
+			entries:  []config.NodeBMC{redfish("w1", chassisIgnored())},
+			bmcs:     map[string]bmc.Controller{"w1": fakeBMC("w1")},
+			want:     append([]row{{w1, CheckInventory, StatusWarn}}, healthy("w1")[1:]...),
+			contains: []string{"chassisPower: ignore", "nova or ironic"},
 		},
 		{
 			name:     "Off on a NotReady node is just Off",

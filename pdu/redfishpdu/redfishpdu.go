@@ -415,16 +415,15 @@ func (c *Client) control(ctx context.Context, op bmc.Op, state string) (bmc.Resu
 			target = o.Actions.PowerControl.Target
 		}
 		res.Attempts = 1
+		// Named before the round trip: a command that timed out may have
+		// reached the PDU and landed, and the caller must know it was sent.
+		res.Sent = "Outlet.PowerControl " + state
 		err = c.do(ctx, http.MethodPost, target, map[string]string{"PowerState": state}, nil)
 		var herr *httpError
 		if errors.As(err, &herr) && already(herr) {
 			return fmt.Errorf("%w (%s)", pdu.ErrAlreadyInState, pdu.Redact(herr.Error(), c.t.Device.Credentials))
 		}
-		if err != nil {
-			return err
-		}
-		res.Sent = "Outlet.PowerControl " + state
-		return nil
+		return err
 	})
 	return res, err
 }

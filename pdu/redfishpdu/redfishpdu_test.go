@@ -3,6 +3,8 @@ package redfishpdu_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +141,41 @@ func TestRedfishPDUTargetsAreValidated(t *testing.T) {
 		if _, err := redfishpdu.New(tt); !errors.Is(err, pdu.ErrInvalid) {
 			t.Errorf("%+v: %v", tt, err)
 		}
+	}
+}
+
+// A command that fails after it may have reached the PDU (no answer
+// within the timeout) is reported as sent: it may have landed.
+func TestRedfishOutletCommandWithoutAnswerIsReportedSent(t *testing.T) {
+	mock, err := redfishmock.New(redfishmock.Config{Username: adminUser, Password: adminPass, Systems: redfishmock.Systems(1),
+		PDUs: []redfishmock.PDUConfig{{SerialNumber: "SN-PDU-1", Outlets: []redfishmock.OutletConfig{{ID: "A1", Feeds: "1/1"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			<-release // taken, never answered
+			return
+		}
+		mock.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		close(release)
+		srv.Close()
+		mock.Close()
+	})
+	ep, err := bmc.ParseAddress(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := redfishpdu.New(redfishpdu.Target{Outlet: "A1", Device: bmc.Target{Address: ep,
+		Credentials: bmc.Credentials{Username: adminUser, Password: adminPass}, Timeout: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PowerOff(context.Background())
+	if err == nil || res.Sent != "Outlet.PowerControl Off" {
+		t.Errorf("PowerOff without an answer = %+v, %v; want an error and the command named as sent", res, err)
 	}
 }

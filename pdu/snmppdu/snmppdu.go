@@ -487,6 +487,9 @@ func (c *Client) set(ctx context.Context, op bmc.Op, value int) (bmc.Result, err
 			return err
 		}
 		oid := c.controlOID(m)
+		// Named before the round trip: a SET that timed out may have
+		// reached the PDU and landed, and the caller must know it was sent.
+		res.Sent = fmt.Sprintf("SET %s = %d", oid, value)
 		r, err := g.Set([]gosnmp.SnmpPDU{{Name: oid, Type: gosnmp.Integer, Value: value}})
 		if err != nil {
 			return err
@@ -494,7 +497,6 @@ func (c *Client) set(ctx context.Context, op bmc.Op, value int) (bmc.Result, err
 		if r.Error != gosnmp.NoError {
 			return &snmpError{status: r.Error, oid: oid}
 		}
-		res.Sent = fmt.Sprintf("SET %s = %d", oid, value)
 		return nil
 	})
 	return res, err

@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -239,8 +240,12 @@ pass_persist .1.3.6.1.4.1.318 %s %d
 	// partial set only fills the log with warnings.
 	cmd := exec.Command(snmpd, "-f", "-C", "-c", confPath, "-Lf", logPath, "-p", filepath.Join(a.Dir, "snmpd.pid"))
 	cmd.Env = append(os.Environ(), "SNMP_PERSISTENT_DIR="+persist, "MIBS=", "MIBDIRS="+a.Dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// Its own group (kill stops snmpd and its relay), and SIGKILL when the
+	// test binary dies without its cleanups (a -timeout panic, a SIGKILL
+	// from CI): otherwise snmpd runs on, in the foreground, holding its
+	// port.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := spawn(cmd); err != nil {
 		return fmt.Errorf("start snmpd: %w", err)
 	}
 	exited := make(chan error, 1)
@@ -566,4 +571,34 @@ func hasPrefix(key, prefix []int) bool {
 		return false
 	}
 	return compareOID(key[:len(prefix)], prefix) == 0
+}
+
+// spawner starts every snmpd from one goroutine locked to its own OS
+// thread for the life of the process (as test/controlplane does): Linux
+// sends Pdeathsig when the *thread* that forked the child exits, not the
+// process, and Go retires the thread of a goroutine that ends while
+// locked; a thread that never exits makes Pdeathsig mean "when the test
+// binary dies".
+var spawner = struct {
+	once sync.Once
+	reqs chan spawnReq
+}{reqs: make(chan spawnReq)}
+
+type spawnReq struct {
+	cmd   *exec.Cmd
+	reply chan error
+}
+
+func spawn(cmd *exec.Cmd) error {
+	spawner.once.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+			for r := range spawner.reqs {
+				r.reply <- r.cmd.Start()
+			}
+		}()
+	})
+	reply := make(chan error, 1)
+	spawner.reqs <- spawnReq{cmd: cmd, reply: reply}
+	return <-reply
 }
