@@ -4,7 +4,8 @@
 #                mock BMCs and the agent; a node fails and you watch failover
 #   make test    everything CI runs: vet, gofmt, race tests (incl. the real
 #                control plane e2e), the 100000-scenario simulation
-#   make build   bin/kubectl-fence (+ bin/bmcfence-cli), bin/redfish-mock, bin/fence-agent
+#   make build   bin/kubectl-fence (+ bin/bmcfence-cli), bin/redfish-mock, bin/fence-agent,
+#                bin/bmc-watchdog
 #   make bench   Go benchmarks and the comparison with the Debian fence agents
 #   make image   bin/bmcfence-image.tar: the OCI image (no Docker needed) and
 #                bin/bmcfence-image.cdx.json, its CycloneDX SBOM
@@ -16,6 +17,9 @@
 #                (hack/dashboard); make test checks it is current
 #   make scale   the scale harness (test/scale): 1000 nodes on the real
 #                control plane; SCALE_ARGS='-nodes=300 -steady=2m' to shrink
+#   make failures the failure matrix (test/failures): one line per way a
+#                node dies, on the real control plane (~40 min on 2 cores);
+#                FAILURES_ARGS='-classes=powerloss,zone -runs=2' to choose
 
 SHELL := /bin/bash
 GO    ?= go
@@ -30,9 +34,9 @@ DATE    ?= $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 PKG     := github.com/bmcfence/bmcfence/internal/version
 LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
 
-COMMANDS := kubectl-fence redfish-mock fence-agent
+COMMANDS := kubectl-fence redfish-mock fence-agent bmc-watchdog
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale dashboard
+.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale dashboard failures
 
 all: build
 
@@ -87,6 +91,13 @@ test:
 SCALE_ARGS ?= -nodes=1000 -groups=10 -steady=10m
 scale:
 	@set -o pipefail; nice $(GO) test -tags scale -count=1 -timeout 120m -run TestScale -v ./test/scale/ -args $(SCALE_ARGS) | grep -E '^(scale:|--- |ok|FAIL|\s+scale_test)'
+
+# The failure matrix: never part of `make test` (build tag failures). Prints
+# one "failure:" line per class (test/failures says how each is modelled).
+# Needs the control plane in bin/e2e (`make e2e-bins`).
+FAILURES_ARGS ?=
+failures:
+	@set -o pipefail; nice $(GO) test -tags failures -count=1 -timeout 100m -run TestFailures -v ./test/failures/ -args $(FAILURES_ARGS) | grep -E '^(failures?:|--- |ok|FAIL|\s+failures_test)'
 
 # P1: whole-process `kubectl-fence bmc status` against the Debian fence
 # agents' status on the same BMC, beside the floors (a process, Go's and

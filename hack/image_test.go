@@ -142,7 +142,7 @@ func TestImage(t *testing.T) {
 	}
 	bin := builtCommands(t)
 	// --version is stamped on every binary, as make build stamps it.
-	for _, c := range []string{"fence-agent", "kubectl-fence", "redfish-mock"} {
+	for _, c := range []string{"fence-agent", "kubectl-fence", "redfish-mock", "bmc-watchdog"} {
 		out, err := exec.Command(filepath.Join(bin, c), "--version").CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(out), c+" "+stamp+" (commit 0123abc, built 2026-01-02T03:04:05Z") {
 			t.Errorf("%s --version: %v, %q", c, err, out)
@@ -197,7 +197,7 @@ func TestImage(t *testing.T) {
 	})
 
 	t.Run("files", func(t *testing.T) {
-		for _, f := range []string{"/usr/local/bin/fence-agent", "/usr/local/bin/kubectl-fence", "/usr/local/bin/bmcfence-cli", "/etc/passwd", "/etc/group",
+		for _, f := range []string{"/usr/local/bin/fence-agent", "/usr/local/bin/kubectl-fence", "/usr/local/bin/bmcfence-cli", "/usr/local/bin/bmc-watchdog", "/etc/passwd", "/etc/group",
 			"/etc/ssl/certs/ca-certificates.crt", "/usr/share/bmcfence/sbom.cdx.json", "/tmp"} {
 			if img.files[f] == nil {
 				t.Errorf("%s missing", f)
@@ -300,7 +300,7 @@ func TestImage(t *testing.T) {
 				t.Errorf("the SBOM lists %s, which is not in the image", absent)
 			}
 		}
-		// The graph: the image holds the three binaries; each binary links
+		// The graph: the image holds the four binaries; each binary links
 		// bmcfence's module and what its own build information lists (the
 		// BMC-only front links no client-go).
 		deps := map[string][]string{}
@@ -317,7 +317,7 @@ func TestImage(t *testing.T) {
 				}
 			}
 		}
-		for _, b := range []string{"fence-agent", "kubectl-fence", "bmcfence-cli"} {
+		for _, b := range []string{"fence-agent", "kubectl-fence", "bmcfence-cli", "bmc-watchdog"} {
 			if !slices.Contains(image, b) {
 				t.Errorf("the image (%s) does not depend on %s: %v", bom.Metadata.Component.BOMRef, b, image)
 			}
@@ -326,6 +326,7 @@ func TestImage(t *testing.T) {
 			"fence-agent":   {"github.com/bmcfence/bmcfence": true, "k8s.io/client-go": true, "github.com/bougou/go-ipmi": true},
 			"bmcfence-cli":  {"github.com/bmcfence/bmcfence": true, "k8s.io/client-go": true},
 			"kubectl-fence": {"github.com/bmcfence/bmcfence": true, "github.com/bougou/go-ipmi": true, "k8s.io/client-go": false},
+			"bmc-watchdog":  {"github.com/bmcfence/bmcfence": true, "k8s.io/client-go": false},
 		} {
 			for mod, linked := range want {
 				if slices.Contains(deps[bin], mod) != linked {

@@ -27,8 +27,8 @@ const stamp = "v0.0.0-imagetest"
 const stampFlags = "-s -w -X github.com/bmcfence/bmcfence/internal/version.Version=" + stamp +
 	" -X github.com/bmcfence/bmcfence/internal/version.Commit=0123abc -X github.com/bmcfence/bmcfence/internal/version.Date=2026-01-02T03:04:05Z"
 
-// builtCommands returns a directory holding fence-agent, redfish-mock, the
-// BMC-only kubectl-fence (-tags bmcfast) and bmcfence-cli (the whole CLI).
+// builtCommands returns a directory holding fence-agent, redfish-mock,
+// bmc-watchdog, the BMC-only kubectl-fence (-tags bmcfast) and bmcfence-cli (the whole CLI).
 func builtCommands(t *testing.T) string {
 	t.Helper()
 	commandsOnce.Do(func() {
@@ -52,8 +52,8 @@ func builtCommands(t *testing.T) string {
 				commandsErr = &buildError{strings.Join(pkgs, " "), err, b}
 			}
 		}
-		// One go build for the untagged three: they link in parallel.
-		build(commandsDir+"/", "", "./cmd/fence-agent", "./cmd/redfish-mock", "./cmd/kubectl-fence")
+		// One go build for the untagged four: they link in parallel.
+		build(commandsDir+"/", "", "./cmd/fence-agent", "./cmd/redfish-mock", "./cmd/bmc-watchdog", "./cmd/kubectl-fence")
 		if commandsErr == nil {
 			commandsErr = os.Rename(filepath.Join(commandsDir, "kubectl-fence"), filepath.Join(commandsDir, "bmcfence-cli"))
 		}

@@ -43,8 +43,14 @@ var cycleFiles = []string{fallbackFile, pendingOnFile, offAtFile, cancelFile}
 // spend. (The program may still "exit": it is the popen shell's to end.) The guid is needed by
 // RAKP, and is what Get
 // System GUID answers with (its 16 bytes as written, so SMBIOS byte order: see guidHex).
-func lanConf(host string, port int, user, password, control, guid string) string {
-	return fmt.Sprintf(`# Written by github.com/bmcfence/bmcfence/bmc/ipmisim.
+func lanConf(host string, port int, user, password, control, guid string, serialPort int) string {
+	serial := ""
+	if serialPort > 0 {
+		// The system interface (channel 15) as OpenIPMI's VM codec on a TCP
+		// port ipmi_sim listens on; Host connects to it (host.go).
+		serial = fmt.Sprintf("  serial 15 %s %d codec VM\n", host, serialPort)
+	}
+	return serial + fmt.Sprintf(`# Written by github.com/bmcfence/bmcfence/bmc/ipmisim.
 name "%s"
 set_working_mc %s
   startlan 1
@@ -61,10 +67,17 @@ set_working_mc %s
 `, simName, bmcIPMBAddr, host, port, guid, shellQuote(control), bmcIPMBAddr, user, password)
 }
 
-// emu is the ipmi_sim command file (man ipmi_sim_cmd): a single MC that is the BMC.
+// emu is the ipmi_sim command file (man ipmi_sim_cmd): a single MC that is the BMC, with a
+// System Event Log and the watchdog's sensor: sensor 0 (ipmi_sim's WATCHDOG_SENSOR_NUM), type 23h
+// "Watchdog 2", sensor-specific, event-only (ipmi_sim logs every expiry of an event-only sensor;
+// a readable one only when its state bit changes), assertions of offsets 0-3 (timer expired, hard
+// reset, power down, power cycle) and 8 (timer interrupt) enabled.
 const emu = `# Written by github.com/bmcfence/bmcfence/bmc/ipmisim.
 mc_setbmc 0x20
 mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02
+sel_enable 0x20 1000 0x0a
+sensor_add 0x20 0 0 0x23 0x6f event-only
+sensor_set_event_support 0x20 0 0 enable scanning per-state 000000100001111 000000000000000 000000100001111 000000000000000
 mc_enable 0x20
 `
 

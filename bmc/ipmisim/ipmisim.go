@@ -60,6 +60,10 @@ type Options struct {
 	// GUID is the system GUID the BMC answers Get System GUID with, in the canonical
 	// SMBIOS-decoded form Linux shows in /sys/class/dmi/id/product_uuid. Default: DefaultGUID.
 	GUID string
+	// Host connects the machine's side of the BMC's system interface (Sim.InBand): in-band
+	// requests of the host's OS (arming and petting the watchdog, the kernel's panic event) and
+	// what the BMC does to the host (reset, power off, NMI).
+	Host bool
 }
 
 // DefaultGUID is the system GUID of a Sim started without one.
@@ -101,6 +105,9 @@ type Sim struct {
 	guid     string
 	username string
 	password string
+
+	serialPort int   // the system channel's TCP port (Options.Host); 0 without
+	hostSide   *Host // connected when Options.Host
 
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd.Wait returns
@@ -180,13 +187,42 @@ func Start(ctx context.Context, opts Options) (*Sim, error) {
 		}
 		s.dir = dir
 	}
+	if opts.Host {
+		p, err := freeTCPPort(s.host)
+		if err != nil {
+			return nil, fmt.Errorf("ipmisim: picking the system channel's port: %w", err)
+		}
+		s.serialPort = p
+	}
 	if err := s.start(ctx, opts, freeUDPPort); err != nil {
 		if s.ownDir {
 			_ = os.RemoveAll(s.dir) // best effort: the start error matters more
 		}
 		return nil, err
 	}
+	if opts.Host {
+		hctx, cancel := context.WithTimeout(ctx, defaultStartTimeout)
+		defer cancel()
+		h, err := s.connectHost(hctx)
+		if err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
+		s.hostSide = h
+	}
 	return s, nil
+}
+
+// InBand is the machine's side of the system interface (nil unless Options.Host).
+func (s *Sim) InBand() *Host { return s.hostSide }
+
+func freeTCPPort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }
 
 // start starts ipmi_sim on opts.Port or, if that is 0, on ports from pickPort.
@@ -228,7 +264,7 @@ func (s *Sim) startOnce(ctx context.Context, port int) error {
 	s.port = port
 	control := filepath.Join(s.dir, controlFile)
 	guid, _ := guidHex(s.guid) // checked by Start
-	if err := writeFileAtomic(s.dir, lanConfFile, lanConf(s.host, port, s.username, s.password, control, guid), 0o600); err != nil {
+	if err := writeFileAtomic(s.dir, lanConfFile, lanConf(s.host, port, s.username, s.password, control, guid, s.serialPort), 0o600); err != nil {
 		return fmt.Errorf("ipmisim: writing %s: %w", lanConfFile, err)
 	}
 	logf, err := os.Create(filepath.Join(s.dir, logFile))
@@ -513,6 +549,9 @@ func readRequests(dir string) []string {
 // Start created it. It is idempotent. It reports an error if ipmi_sim had died before Stop.
 func (s *Sim) Stop() error {
 	s.stopOnce.Do(func() {
+		if s.hostSide != nil {
+			s.hostSide.close()
+		}
 		select {
 		case <-s.exited:
 			s.stopErr = fmt.Errorf("ipmisim: ipmi_sim had exited before Stop: %v; log: %s", s.waitErr, s.logTail())

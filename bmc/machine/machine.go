@@ -86,13 +86,19 @@ const (
 	EventOSRecover Event = "os-recover"
 	// EventOSReboot makes the OS of a system that is On reboot by itself
 	// (a panic with reboot-on-panic, a watchdog): it reads Off for the
-	// restart off time, then PoweringOn, then On.
+	// restart off time, then PoweringOn, then On. A watchdog the OS's
+	// petter armed is re-armed for 120 s first, as Linux's ipmi_watchdog
+	// does on reboot.
 	EventOSReboot Event = "os-reboot"
+	// EventOSPanic: the kernel of a system that is On panics. It keeps
+	// reading On and OSRunning, nothing answers on it, the BMC logs an OS
+	// Critical Stop, and an armed watchdog is stretched to 255 s.
+	EventOSPanic Event = "os-panic"
 )
 
 // Events lists every machine event.
 func Events() []Event {
-	return []Event{EventPowerLoss, EventPowerRestore, EventOSHang, EventOSRecover, EventOSReboot}
+	return []Event{EventPowerLoss, EventPowerRestore, EventOSHang, EventOSRecover, EventOSReboot, EventOSPanic}
 }
 
 // Timing holds how long a system's power transitions take. The zero Timing
@@ -328,6 +334,17 @@ type Machine struct {
 	// the initial state is not a change.
 	changes []Change
 	started bool
+
+	// The BMC's host watchdog and log (watchdog.go).
+	wd       watchdog
+	log      []LogEntry
+	logSeq   int
+	boots    int       // boots started (PoweringOn, or set On)
+	lastBoot time.Time // when the latest boot started
+	// panicOnNMI: the host's kernel panics on an NMI (kdump set-up:
+	// kernel.unknown_nmi_panic=1); otherwise an NMI changes nothing.
+	panicOnNMI bool
+	nmis       int
 }
 
 // Change is one change of what the machine reads, at the instant it
@@ -351,6 +368,8 @@ func New(now time.Time, initial PowerState, timing Timing, behavior Behavior) Ma
 	m := Machine{timing: timing, behavior: behavior}
 	if initial == PowerOn {
 		m.enter(phaseOn, now, 0)
+		// It booted before anyone watched: no boot entry in the log.
+		m.log, m.logSeq, m.boots, m.lastBoot = nil, 0, 1, now
 	} else {
 		m.enter(phaseOff, now, 0)
 	}
@@ -360,6 +379,7 @@ func New(now time.Time, initial PowerState, timing Timing, behavior Behavior) Ma
 
 // enter switches to phase p at time at. A transitional phase lasts d.
 func (m *Machine) enter(p phase, at time.Time, d time.Duration) {
+	prev := m.phase
 	if from := m.phase.powerState(); m.started && from != p.powerState() {
 		if len(m.changes) == maxChanges {
 			m.changes = append(m.changes[:0], m.changes[1:]...)
@@ -386,25 +406,55 @@ func (m *Machine) enter(p phase, at time.Time, d time.Duration) {
 	if boot != m.bootState {
 		m.bootState, m.bootSince = boot, at
 	}
+	// The watchdog follows the host (watchdog.go): power removed or a
+	// shutdown stops it; a restart leaves it to whoever restarted.
+	switch p {
+	case phaseOff, phasePoweringOff:
+		m.stopWatchdog()
+	case phaseRestartOff:
+		m.wd.petter = false
+		m.unpet(at, 0)
+	case phasePoweringOn:
+		m.bootStarted(at)
+	case phaseOn:
+		if prev == phaseOff || prev == phaseRestartOff {
+			m.bootStarted(at) // set On directly, skipping PoweringOn
+		}
+	}
 }
 
-// advance replays every phase change due at or before now.
+// advance replays every phase change and watchdog expiry due at or before
+// now, in time order.
 func (m *Machine) advance(now time.Time) {
-	for m.phase.transitional() && !now.Before(m.until) {
-		end := m.until
-		switch m.phase {
-		case phasePoweringOn:
-			if m.behavior.PowerOnFails {
-				m.enter(phaseOff, end, 0)
-			} else {
-				m.enter(phaseOn, end, 0)
-			}
-		case phasePoweringOff:
-			m.enter(phaseOff, end, 0)
-		case phaseRestartOff:
-			m.enter(phasePoweringOn, end, m.timing.PowerOn)
-		case phaseOff, phaseOn:
+	for {
+		phaseDue := m.phase.transitional() && !now.Before(m.until)
+		wdAt, wdDue := m.watchdogDue(now)
+		switch {
+		case wdDue && (!phaseDue || wdAt.Before(m.until)):
+			m.expireWatchdog(wdAt)
+		case phaseDue:
+			m.endPhase()
+		default:
+			return
 		}
+	}
+}
+
+// endPhase ends the transitional phase at m.until.
+func (m *Machine) endPhase() {
+	end := m.until
+	switch m.phase {
+	case phasePoweringOn:
+		if m.behavior.PowerOnFails {
+			m.enter(phaseOff, end, 0)
+		} else {
+			m.enter(phaseOn, end, 0)
+		}
+	case phasePoweringOff:
+		m.enter(phaseOff, end, 0)
+	case phaseRestartOff:
+		m.enter(phasePoweringOn, end, m.timing.PowerOn)
+	case phaseOff, phaseOn:
 	}
 }
 
@@ -480,16 +530,22 @@ func (m *Machine) Reset(now time.Time, rt ResetType) error {
 			// off machine on.
 			return fmt.Errorf("%w; %s needs a system that is on", ErrAlreadyOff, rt)
 		}
+		m.stopWatchdog() // the BMC resets the host: no OS notifier runs
 		m.enter(phaseRestartOff, now, m.timing.RestartOff)
 	case ResetGracefulRestart:
 		switch {
 		case readsOff:
 			return fmt.Errorf("%w; GracefulRestart needs a system that is on", ErrAlreadyOff)
 		case osListening:
-			m.enter(phaseRestartOff, now, m.timing.RestartOff)
+			m.osReboot(now)
 		}
 	case ResetNmi:
-		// A diagnostic interrupt: the power state does not change.
+		// A diagnostic interrupt: the power state does not change. A
+		// kernel set up for kdump panics on it (SetPanicOnNMI).
+		m.nmis++
+		if m.panicOnNMI && m.phase == phaseOn {
+			m.osPanic(now)
+		}
 	}
 	return nil
 }
@@ -515,13 +571,22 @@ func (m *Machine) Event(now time.Time, ev Event) error {
 			return fmt.Errorf("%w: %s needs a system that is On; it reads %s", ErrNotApplicable, ev, m.phase.powerState())
 		}
 		m.osHung = true
+		m.unpet(now, 0)
 	case EventOSRecover:
 		m.osHung = false
+		if m.phase == phaseOn {
+			m.repet()
+		}
 	case EventOSReboot:
 		if m.phase != phaseOn {
 			return fmt.Errorf("%w: %s needs a system that is On; it reads %s", ErrNotApplicable, ev, m.phase.powerState())
 		}
-		m.enter(phaseRestartOff, now, m.timing.RestartOff)
+		m.osReboot(now)
+	case EventOSPanic:
+		if m.phase != phaseOn {
+			return fmt.Errorf("%w: %s needs a system that is On; it reads %s", ErrNotApplicable, ev, m.phase.powerState())
+		}
+		m.osPanic(now)
 	default:
 		return fmt.Errorf("%w: unknown event %q (want one of %v)", ErrInvalidInput, ev, Events())
 	}
@@ -582,10 +647,33 @@ type Snapshot struct {
 	BootState string // Redfish BootProgress.LastState
 	BootSince time.Time
 	OSHung    bool
+	// Boots counts boots started (1 for a machine created On); LastBoot
+	// is when the latest started: Redfish ComputerSystem.LastResetTime.
+	Boots    int
+	LastBoot time.Time
+	// NMIs counts diagnostic interrupts received.
+	NMIs int
 }
 
 // Read returns the machine's state at now.
 func (m *Machine) Read(now time.Time) Snapshot {
 	m.advance(now)
-	return Snapshot{Power: m.phase.powerState(), BootState: m.bootState, BootSince: m.bootSince, OSHung: m.osHung}
+	return Snapshot{Power: m.phase.powerState(), BootState: m.bootState, BootSince: m.bootSince, OSHung: m.osHung,
+		Boots: m.boots, LastBoot: m.lastBoot, NMIs: m.nmis}
+}
+
+// SetPanicOnNMI says whether the host's kernel panics on an NMI, as one set
+// up for kdump does (kernel.unknown_nmi_panic=1 or panic_on_unrecovered_nmi).
+func (m *Machine) SetPanicOnNMI(now time.Time, panics bool) {
+	m.advance(now)
+	m.panicOnNMI = panics
+}
+
+// osReboot: the OS reboots itself. The kernel's reboot notifier re-arms a
+// watchdog its petter kept for 120 s; then the machine restarts.
+func (m *Machine) osReboot(now time.Time) {
+	if m.wd.petter {
+		m.unpet(now, RebootWatchdogTimeout)
+	}
+	m.enter(phaseRestartOff, now, m.timing.RestartOff)
 }

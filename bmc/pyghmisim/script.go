@@ -104,6 +104,11 @@ class SimBmc(bmc.Bmc):
     def power_shutdown(self):
         return self.control('soft', False)
 
+    def pulse_diag(self):
+        # Chassis control 04h: an NMI to the host; the power stays as it is.
+        log('control diag')
+        return 0
+
     def get_power_state(self):
         log('status')
         _, delay, _ = behavior()

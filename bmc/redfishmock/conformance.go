@@ -50,6 +50,7 @@ var metadataSchemas = []string{
 	"EventService", "EventDestinationCollection", "EventDestination", "Event",
 	"Power", "PowerSubsystem", "PowerSupplyCollection", "PowerSupply",
 	"PowerEquipment", "PowerDistributionCollection", "PowerDistribution", "OutletCollection", "Outlet",
+	"LogServiceCollection", "LogService", "LogEntryCollection", "LogEntry",
 }
 
 // writeMetadata serves /redfish/v1/$metadata: the CSDL document that names

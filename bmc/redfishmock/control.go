@@ -73,6 +73,8 @@ func (m *Mock) serveControl(w http.ResponseWriter, r *http.Request, path string)
 		m.controlPower(w, r, seg[1])
 	case len(seg) == 3 && seg[0] == "systems" && seg[2] == "profile":
 		m.controlProfile(w, r, seg[1])
+	case len(seg) == 3 && seg[0] == "systems" && (seg[2] == "petter" || seg[2] == "watchdog" || seg[2] == "log" || seg[2] == "kernel"):
+		m.controlEvidence(w, r, seg[1], seg[2]) // evidence.go
 	default:
 		writeError(w, http.StatusNotFound, msgResourceMissingAtURI,
 			fmt.Sprintf("No control endpoint at %s; see the redfishmock package documentation for /mock/systems, /mock/systems/{id}/events|faults|power|profile and /mock/reset.", truncate(path, 200)), "")

@@ -32,6 +32,8 @@
 //	GET  /redfish/v1/Chassis/{id}/PowerSubsystem[/PowerSupplies[/{n}]]   LineInputStatus per supply
 //	GET  /redfish/v1/PowerEquipment[/RackPDUs[/{id}[/Outlets[/{o}]]]]   rack PDUs (administrator only)
 //	POST /redfish/v1/PowerEquipment/RackPDUs/{id}/Outlets/{o}/Actions/Outlet.PowerControl  {"PowerState":"Off"}
+//	GET  /redfish/v1/{Systems|Managers}/{id}/LogServices[/{log}[/Entries[/{n}]]]   the system event
+//	                                                  log, where the profile keeps it (below)
 //
 // Every answer carries OData-Version: 4.0; a GET of a resource a Link
 // rel=describedby naming its DMTF schema, an ETag and an Allow header; the
@@ -81,6 +83,23 @@
 // vendors hold power off for 1-5 s in a restart, longer with a configured
 // power cycle delay.
 //
+// # Host watchdog and log (evidence.go)
+//
+// Each system's BMC keeps a host watchdog and a log (see bmc/machine): a
+// node-side petter arms the watchdog (PUT /mock/systems/{id}/petter) and
+// pets it while the OS runs; a hang, a killed petter or an OS reboot
+// through a POST longer than 120 s lets it expire, and the BMC logs the
+// expiry (timer use SMS/OS), a panic (an OS Critical Stop) and each boot.
+// Profiles show them as their vendors do (Profile.EvidenceSource names the
+// source): generic a SEL (Systems/{id}/LogServices/SEL, SensorType
+// Watchdog, timer use and action in the Message), HostWatchdogTimer and
+// LastResetTime; idrac9/idrac10 the SEL under Managers/{id}/LogServices/Sel
+// with MessageIds ASR0000-ASR0003 and OSE0001 (no timer use),
+// HostWatchdogTimer; ilo5/ilo6 the IML (EntryType Oem), no HostWatchdogTimer;
+// openbmc the EventLog with OpenBMC.0.1.IPMIWatchdog ("… timer use:
+// SMS/OS"), SELEntryAdded and DCPowerOn, HostWatchdogTimer and
+// LastResetTime. Every entry's Links.OriginOfCondition names its system.
+//
 // # Power state machine
 //
 // A system is On, Off, PoweringOn or PoweringOff. Nothing runs in the
@@ -96,7 +115,8 @@
 //	ForceRestart,          Off for RestartOff, PoweringOn (PowerOn), On. When it reads
 //	PowerCycle             Off: 409, as bmclib expects of real BMCs.
 //	GracefulRestart        like ForceRestart, but ignored while the OS is hung.
-//	Nmi                    accepted; no power change.
+//	Nmi                    accepted; no power change; a kernel set up for kdump
+//	                       (PUT /mock/systems/{id}/kernel) panics.
 //
 // BootProgress.LastState reads None while Off, SystemHardwareInitializationComplete
 // while PoweringOn and OSRunning once On, also while the OS is hung: a hung
@@ -110,7 +130,7 @@
 // (PowerOnFails), the session table full (SessionLimit, SessionsExhausted),
 // the identity wrong (WrongUUID) or the password stale (AuthFailure).
 // Events (see Event) happen to the machine itself: power-loss,
-// power-restore, os-hang, os-recover, os-reboot.
+// power-restore, os-hang, os-recover, os-reboot, os-panic.
 //
 // A request's faults are those of the system it concerns: the system its
 // URI names, else the system its credentials are scoped to
@@ -182,7 +202,7 @@
 //	GET    /mock/systems/{id}            SystemStatus: id, name, uuid, reportedUUID, profile, powerState,
 //	                                     bootProgress, osHung, faults, timing, counters
 //	                                     {requests, resets{ResetType: n}, lastResetType, lastResetTime}
-//	POST   /mock/systems/{id}/events     {"event":"power-loss"|"power-restore"|"os-hang"|"os-recover"|"os-reboot"}
+//	POST   /mock/systems/{id}/events     {"event":"power-loss"|"power-restore"|"os-hang"|"os-recover"|"os-reboot"|"os-panic"}
 //	GET    /mock/systems/{id}/faults     the current faults
 //	PUT    /mock/systems/{id}/faults     replace: {"latency":"2s","errorRate":0.1,"hang":true,
 //	                                     "conflictWhenOff":true,"ignoreCommands":true,
@@ -193,6 +213,15 @@
 //	DELETE /mock/systems/{id}/faults     clear every fault
 //	PUT    /mock/systems/{id}/power      {"state":"On"|"Off"}: set directly, no transition
 //	PUT    /mock/systems/{id}/profile    {"profile":"idrac9"}: the vendor behaviour from now on
+//	PUT    /mock/systems/{id}/petter     {"timeout":"30s","action":"None"|"ResetSystem"|"PowerDown"|"PowerCycle"}:
+//	                                     the node-side petter arms the watchdog and pets it
+//	DELETE /mock/systems/{id}/petter     it stops on purpose (disarms); ?disarm=false: it is killed
+//	GET    /mock/systems/{id}/watchdog   {armed, configured, petted, timerUse, action, timeout, remaining, expiredFlags}
+//	GET    /mock/systems/{id}/log        the log: [{id, at, kind, timerUse, action, boot, origin}, …]
+//	POST   /mock/systems/{id}/log        add an entry as the BMC would: {"kind":"watchdog-expired"|
+//	                                     "os-critical-stop"|"system-boot","at":RFC 3339,"timerUse":"BIOS/POST",
+//	                                     "action":"None","origin":"other-system"}: a stale, POST or foreign entry
+//	PUT    /mock/systems/{id}/kernel     {"panicOnNMI":true}: the kernel panics on an NMI (kdump)
 //	POST   /mock/reset                   every system back to its configured state; sessions and
 //	                                     subscriptions end; outlets back to their configured states
 //	GET|PUT|PATCH|DELETE /mock/systems/{id}/event-faults   {"replayStale":2,"noHeartbeats":true,"dropEvents":true}

@@ -48,15 +48,21 @@ const (
 	resTasks
 	resTask
 	resTaskMonitor
+	resLogServices // evidence.go
+	resLogService
+	resLogEntries
+	resLogEntry
 )
 
 // route is a parsed Redfish URI.
 type route struct {
 	res       resource
 	systemID  string // for a system, its chassis, its manager, its Reset
-	sessionID string // also the Id of an account, a role, a task, a subscription, a power supply
+	sessionID string // also the Id of an account, a role, a task, a subscription, a power supply, a log entry
 	pduID     string // a rack PDU (routes_ext.go)
 	outletID  string // one of its outlets
+	logUnder  string // Systems or Managers, for the log routes (evidence.go)
+	logID     string // the LogService's Id
 }
 
 // parseRoute maps a path without trailing slash to a route.
@@ -74,6 +80,9 @@ func parseRoute(path string) (route, bool) {
 	}
 	seg = seg[1:]
 	if rt, ok := parseExtRoute(seg); ok {
+		return rt, true
+	}
+	if rt, ok := parseLogRoute(seg); ok {
 		return rt, true
 	}
 	switch len(seg) {
@@ -157,7 +166,8 @@ func (rt route) methods() []string {
 		return []string{http.MethodGet, http.MethodHead, http.MethodDelete}
 	case resVersions, resServiceRoot, resSystems, resSystem, resChassisCollection, resChassis,
 		resManagers, resManager, resSessionService, resMetadata, resODataDocument, resResetActionInfo,
-		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask:
+		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask,
+		resLogServices, resLogService, resLogEntries, resLogEntry:
 	}
 	return []string{http.MethodGet, http.MethodHead}
 }
@@ -173,7 +183,8 @@ func (rt route) public(method string) bool {
 		return method == http.MethodPost
 	case resSystems, resSystem, resSystemReset, resChassisCollection, resChassis,
 		resManagers, resManager, resSessionService, resSession, resResetActionInfo,
-		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask, resTaskMonitor:
+		resAccountService, resAccounts, resAccount, resRoles, resRole, resTaskService, resTasks, resTask, resTaskMonitor,
+		resLogServices, resLogService, resLogEntries, resLogEntry:
 	}
 	return false
 }
@@ -306,6 +317,8 @@ func (m *Mock) serveRedfish(w http.ResponseWriter, r *http.Request, path string)
 		m.writeTask(w, rt.sessionID)
 	case resTaskMonitor:
 		m.serveTaskMonitor(w, r, rt.sessionID)
+	case resLogServices, resLogService, resLogEntries, resLogEntry:
+		m.serveLog(w, rt, target)
 	}
 }
 
@@ -785,6 +798,10 @@ type systemDoc struct {
 		// PoweredBy: the PDU outlets that feed the system (pdu.go).
 		PoweredBy []link `json:"PoweredBy,omitempty"`
 	} `json:"Links"`
+	// Hung-node evidence, per profile (evidence.go).
+	HostWatchdogTimer *hostWatchdogDoc `json:"HostWatchdogTimer,omitempty"`
+	LastResetTime     string           `json:"LastResetTime,omitempty"`
+	LogServices       *link            `json:"LogServices,omitempty"`
 }
 
 type bootProgressDoc struct {
@@ -856,6 +873,7 @@ func systemDocument(s *system, now time.Time) systemDoc {
 	}
 	doc.Links.Chassis = []link{{"/redfish/v1/Chassis/" + id}}
 	doc.Links.ManagedBy = []link{{"/redfish/v1/Managers/" + id}}
+	addEvidence(&doc, s, now)
 	return doc
 }
 
@@ -930,6 +948,7 @@ type managerDoc struct {
 		ManagerForServers []link `json:"ManagerForServers"`
 		ManagerForChassis []link `json:"ManagerForChassis"`
 	} `json:"Links"`
+	LogServices *link `json:"LogServices,omitempty"` // evidence.go
 }
 
 func managerDocument(s *system) managerDoc {
@@ -949,6 +968,11 @@ func managerDocument(s *system) managerDoc {
 	}
 	doc.Links.ManagerForServers = []link{{"/redfish/v1/Systems/" + id}}
 	doc.Links.ManagerForChassis = []link{{"/redfish/v1/Chassis/" + id}}
+	s.mu.Lock()
+	if s.profile.evidence().logUnder == "Managers" {
+		doc.LogServices = &link{"/redfish/v1/Managers/" + id + "/LogServices"}
+	}
+	s.mu.Unlock()
 	return doc
 }
 

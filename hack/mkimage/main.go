@@ -2,7 +2,8 @@
 // OCI image layout archive (oci-archive) from the static binaries make build
 // made, with go-containerregistry and no Docker engine.
 //
-// The image has one layer on an empty base: fence-agent, kubectl-fence and bmcfence-cli in
+// The image has one layer on an empty base: fence-agent, kubectl-fence, bmcfence-cli and
+// bmc-watchdog (the optional node-side watchdog petter, deploy/overlays/watchdog) in
 // /usr/local/bin, /etc/passwd and /etc/group naming the nonroot user 65532,
 // the CA bundle the agent verifies BMCs with when no caConfigMap is given,
 // and a CycloneDX SBOM made from the binaries' own module lists. There is no
@@ -61,7 +62,7 @@ const (
 // binaries go in /usr/local/bin; fence-agent is the entrypoint.
 // kubectl-fence is the BMC-only front (make builds it with -tags bmcfast);
 // it hands every other command to bmcfence-cli beside it.
-var binaries = []string{"fence-agent", "kubectl-fence", "bmcfence-cli"}
+var binaries = []string{"fence-agent", "kubectl-fence", "bmcfence-cli", "bmc-watchdog"}
 
 const sbomPath = "usr/share/bmcfence/sbom.cdx.json"
 

@@ -59,6 +59,10 @@ type Options struct {
 	// and runs every agent as that ServiceAccount (the admin kubeconfig,
 	// impersonating it): the agent is proven with the grants it ships with.
 	AgentAsServiceAccount bool
+	// NodeLabels and NodeTaints add labels (e.g. the control-plane role)
+	// and taints to named nodes.
+	NodeLabels map[string]map[string]string
+	NodeTaints map[string][]corev1.Taint
 	// GroupSize, when positive, runs the nodes in kwok processes of this
 	// many nodes each (Testbed.Groups, in order) instead of one per node,
 	// and turns the bridge off: the test fails a group itself (the scale
@@ -97,6 +101,12 @@ type Testbed struct {
 	restarting  map[string]bool
 	stopBridge  context.CancelFunc
 	bridgeDone  chan struct{}
+
+	// Each node's OS as the network sees it, and its watchdog petter
+	// (failure.go).
+	reach   map[string]*reachListener
+	cutOff  map[string]bool
+	petters map[string]petterConfig
 }
 
 // StartT starts a testbed for a test and stops it at cleanup.
@@ -124,7 +134,8 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 	if opts.Timing != nil {
 		timing = *opts.Timing
 	}
-	b := &Testbed{CP: cp, dir: dir, logf: opts.Logf, kubeletDown: map[string]bool{}, restarting: map[string]bool{}}
+	b := &Testbed{CP: cp, dir: dir, logf: opts.Logf, kubeletDown: map[string]bool{}, restarting: map[string]bool{},
+		cutOff: map[string]bool{}, petters: map[string]petterConfig{}}
 	var systems []redfishmock.SystemConfig
 	for i, name := range opts.Nodes {
 		n := &Node{Name: name, Username: "bmc-" + name, password: randomPassword(), UUID: fmt.Sprintf("00000000-b3cf-4e00-8000-%012d", i+1)}
@@ -182,6 +193,9 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 		if len(opts.Zones) > 0 {
 			labels["topology.kubernetes.io/zone"] = opts.Zones[i%len(opts.Zones)]
 		}
+		for k, v := range opts.NodeLabels[n.Name] {
+			labels[k] = v
+		}
 		spec := controlplane.NodeSpec{Name: n.Name, SystemUUID: n.UUID, Labels: labels}
 		if opts.GroupSize > 0 {
 			group = append(group, spec)
@@ -202,6 +216,12 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 	if opts.GroupSize > 0 {
 		return b, nil
 	}
+	if err := b.taintNodes(ctx, opts.NodeTaints); err != nil {
+		return nil, err
+	}
+	if err := b.startReach(); err != nil {
+		return nil, err
+	}
 	bctx, cancel := context.WithCancel(context.Background())
 	b.stopBridge, b.bridgeDone = cancel, make(chan struct{})
 	go b.bridge(bctx)
@@ -214,6 +234,7 @@ func (b *Testbed) Stop() {
 		b.stopBridge()
 		<-b.bridgeDone
 	}
+	b.stopReach()
 	if b.IPMI != nil {
 		_ = b.IPMI.Stop()
 	}
@@ -355,7 +376,8 @@ func (b *Testbed) ForceOffs(node string) int {
 	return int(st.Counters.Resets[redfishmock.ResetForceOff])
 }
 
-// MachineOn reports whether the node's machine runs its OS.
+// MachineOn reports whether the node's machine runs its OS (a hung OS runs
+// nothing: its kubelet is dead).
 func (b *Testbed) MachineOn(node string) (bool, error) {
 	n := b.Node(node)
 	if n.ipmi {
@@ -365,7 +387,7 @@ func (b *Testbed) MachineOn(node string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return st.PowerState == redfishmock.PowerOn && st.BootProgress == "OSRunning", nil
+	return st.PowerState == redfishmock.PowerOn && st.BootProgress == "OSRunning" && !st.OSHung, nil
 }
 
 // bridge keeps each node's kwok in step with its machine.
@@ -402,6 +424,8 @@ func (b *Testbed) bridge(ctx context.Context) {
 					defer cancel()
 					if err := b.CP.RestartNode(rctx, name); err != nil && ctx.Err() == nil {
 						b.logf("testbed: restarting %s's kubelet: %v", name, err)
+					} else {
+						b.restartPetter(name) // a DaemonSet pod: it comes back with its kubelet
 					}
 					b.mu.Lock()
 					delete(b.restarting, name)
@@ -416,6 +440,14 @@ func (b *Testbed) bridge(ctx context.Context) {
 // run, removes every out-of-service taint and bmcfence annotation, and waits
 // until every node is Ready: a clean slate for the next scenario.
 func (b *Testbed) Reset(ctx context.Context) error {
+	b.mu.Lock()
+	b.cutOff = map[string]bool{}
+	petters := b.petters
+	b.petters = map[string]petterConfig{}
+	b.mu.Unlock()
+	for node := range petters {
+		_ = b.Mock.Mock.StopPetter(b.Node(node).System, true)
+	}
 	for _, n := range b.Nodes {
 		b.KubeletStart(n.Name)
 		if n.ipmi {
