@@ -17,6 +17,10 @@
 #                (hack/dashboard); make test checks it is current
 #   make scale   the scale harness (test/scale): 1000 nodes on the real
 #                control plane; SCALE_ARGS='-nodes=300 -steady=2m' to shrink
+#   make mutants every safety rule disabled in turn: sim-mutants (each
+#                caught by the simulation: "mutants: K of M killed"), then
+#                unit-mutants (each makes its own tests fail: "unit
+#                mutants: K of M killed")
 #   make failures the failure matrix (test/failures): one line per way a
 #                node dies, on the real control plane (~40 min on 2 cores);
 #                FAILURES_ARGS='-classes=powerloss,zone -runs=2' to choose
@@ -36,7 +40,7 @@ LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PK
 
 COMMANDS := kubectl-fence redfish-mock fence-agent bmc-watchdog
 
-.PHONY: all build test vet fmt-check unit sim e2e-bins bench demo clean image helm chart codegen nhc scale dashboard failures
+.PHONY: all build test vet fmt-check unit sim mutants sim-mutants unit-mutants e2e-bins bench demo clean image helm chart codegen nhc scale dashboard failures
 
 all: build
 
@@ -79,6 +83,22 @@ unit:
 # The randomized simulation at full size (the race run above does a sample).
 sim:
 	@set -o pipefail; $(GO) test -count=1 -run 'TestSimulation$$' -v ./fence/fencesim/ | grep -E '^(simulation:|--- |ok|FAIL|\s+sim_test)'
+
+# The mutation test without the 100000 scenarios before it: a build per
+# safety check (fence.Checks) with that check disabled, run until the
+# simulation finds its first violation. One line per mutant, then
+# "mutants: K of M killed".
+sim-mutants:
+	@set -o pipefail; $(GO) test -count=1 -timeout 60m -run 'TestSimulation$$' -v ./fence/fencesim/ -args -mutants-only | grep -E '^(\s+mutant |mutants:|--- FAIL|FAIL)'
+
+# The unit mutants (internal/mutant): each rule outside the simulation's
+# reach (redaction, merged-policy validation, request authorization,
+# mixed-version refusal, the metrics token cache) switched off in turn; the
+# tests of its packages must fail. Prints "unit mutants: K of M killed".
+unit-mutants:
+	@$(GO) run ./hack/unitmutants
+
+mutants: sim-mutants unit-mutants
 
 # hack/test.sh runs vet and fmt-check itself, after it has started
 # the control plane's build in the background.

@@ -285,8 +285,9 @@ func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 	info.View.Maintenance, info.View.MaintenanceExpired = e.obs.maintenance.at(c.clock.Now())
 	info.View.Remediation = c.remediated[info.Name] != ""
 	// A request another engine took in (the node names it) is not offered
-	// again; observeNode withdraws it.
-	if p, ok := c.requests[info.Name]; ok && e.node.Annotations[AnnotationRequestTaken] != p.id {
+	// again; observeNode withdraws it. Nor is one its guard cannot vouch
+	// for now.
+	if p, ok := c.requests[info.Name]; ok && e.node.Annotations[AnnotationRequestTaken] != p.id && p.offered() {
 		cmd := p.cmd
 		info.Command, info.CommandID = &cmd, p.id
 	}

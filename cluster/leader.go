@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 )
 
 // Leader election timing, kube-controller-manager's defaults and for the same
@@ -42,6 +43,8 @@ type LeaderOptions struct {
 	// Zero values take the defaults above.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Log                                       *zap.Logger
+	// Health, when set, learns of every renewal, for /healthz.
+	Health *LeaderHealth
 }
 
 func (o *LeaderOptions) defaults() error {
@@ -99,6 +102,7 @@ func campaign(ctx context.Context, client kubernetes.Interface, opts LeaderOptio
 	var mu sync.Mutex
 	var runDone chan struct{} // set when leading; closed when run returns
 	started := func(leadCtx context.Context) {
+		opts.Health.leading(true, opts.LeaseDuration)
 		runCtx, cancel := context.WithCancel(leadCtx)
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
@@ -117,6 +121,7 @@ func campaign(ctx context.Context, client kubernetes.Interface, opts LeaderOptio
 		run(runCtx)
 	}
 	stopped := func() {
+		opts.Health.leading(false, opts.LeaseDuration)
 		opts.Log.Info("not leading", zap.String("identity", opts.Identity))
 	}
 	le, err := newElector(client, opts, started, stopped)
@@ -147,12 +152,19 @@ func campaign(ctx context.Context, client kubernetes.Interface, opts LeaderOptio
 }
 
 func newElector(client kubernetes.Interface, opts LeaderOptions, started func(context.Context), stopped func()) (*leaderelection.LeaderElector, error) {
+	var lock resourcelock.Interface = &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+	}
+	var watchdog *leaderelection.HealthzAdaptor
+	if opts.Health != nil {
+		lock = renewals{Interface: lock, health: opts.Health}
+		watchdog = opts.Health.watchdog
+	}
 	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
-			Client:     client.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
-		},
+		Lock:            lock,
+		WatchDog:        watchdog,
 		LeaseDuration:   opts.LeaseDuration,
 		RenewDeadline:   opts.RenewDeadline,
 		RetryPeriod:     opts.RetryPeriod,
@@ -166,4 +178,101 @@ func newElector(client kubernetes.Interface, opts LeaderOptions, started func(co
 			},
 		},
 	})
+}
+
+// LeaderHealthTimeout is how long past its lease a leader may go without a
+// renewal before /healthz fails, as kube-controller-manager allows (20 s):
+// by then a standby has taken the Lease, and this replica, still running
+// the fencing as if it led, must be restarted by the kubelet.
+const LeaderHealthTimeout = 20 * time.Second
+
+// LeaderHealth tells /healthz whether this replica leads but has stopped
+// renewing its Lease: a renewal goroutine stuck on a call that never
+// returns (no timeout on a half-open connection), or a runner that does not
+// stop when leadership ends. Either way the process believes it leads
+// while a standby may have taken over; only a restart ends it.
+//
+// It applies client-go's rule (leaderelection.HealthzAdaptor: leading, and
+// no renewal for leaseDuration + timeout) to the renewals it sees through
+// the Lease lock, on an injected clock, so a test can stop the renewals and
+// step a fake clock; and it asks client-go's own adaptor too, which judges
+// on the elector's private clock.
+type LeaderHealth struct {
+	clock    clock.PassiveClock
+	timeout  time.Duration
+	watchdog *leaderelection.HealthzAdaptor
+
+	mu        sync.Mutex
+	isLeading bool
+	duration  time.Duration
+	lastRenew time.Time
+}
+
+// NewLeaderHealth returns a LeaderHealth on clk, failing timeout past the
+// lease (LeaderHealthTimeout).
+func NewLeaderHealth(clk clock.PassiveClock, timeout time.Duration) *LeaderHealth {
+	return &LeaderHealth{clock: clk, timeout: timeout, watchdog: leaderelection.NewLeaderHealthzAdaptor(timeout)}
+}
+
+// Check returns an error when this replica leads and has not renewed its
+// Lease for leaseDuration + timeout; nil otherwise (standby, or renewing).
+func (h *LeaderHealth) Check() error {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	leading, since, limit := h.isLeading, h.clock.Since(h.lastRenew), h.duration+h.timeout
+	h.mu.Unlock()
+	if leading && since > limit {
+		return fmt.Errorf("leading, but the Lease was last renewed %s ago (limit %s): this replica stopped renewing and must be restarted", since.Round(time.Second), limit)
+	}
+	if err := h.watchdog.Check(nil); err != nil {
+		return fmt.Errorf("client-go's leader election watchdog: %w", err)
+	}
+	return nil
+}
+
+// leading records that this replica started (true) or stopped leading;
+// starting counts as a renewal (the acquire was one).
+func (h *LeaderHealth) leading(on bool, leaseDuration time.Duration) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.isLeading, h.duration = on, leaseDuration
+	if on {
+		h.lastRenew = h.clock.Now()
+	}
+}
+
+func (h *LeaderHealth) renewed() {
+	h.mu.Lock()
+	h.lastRenew = h.clock.Now()
+	h.mu.Unlock()
+}
+
+// renewals is the Lease lock, telling a LeaderHealth of every write of it
+// that holds the Lease for us: an acquire or a renewal.
+type renewals struct {
+	resourcelock.Interface
+	health *LeaderHealth
+}
+
+func (r renewals) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := r.Interface.Create(ctx, ler)
+	r.observe(err, ler)
+	return err
+}
+
+func (r renewals) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := r.Interface.Update(ctx, ler)
+	r.observe(err, ler)
+	return err
+}
+
+func (r renewals) observe(err error, ler resourcelock.LeaderElectionRecord) {
+	if err == nil && ler.HolderIdentity == r.Identity() {
+		r.health.renewed()
+	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // quick timings for elections against the fake clientset: the elector
@@ -123,5 +125,66 @@ func TestRunLeaderCampaignsAgainAfterLosing(t *testing.T) {
 	within(t, 5*time.Second, "RunLeader returns", done)
 	if n := overlaps.Load(); n != 0 {
 		t.Errorf("%d overlapping runs", n)
+	}
+}
+
+// /healthz (issue 17): a leader that keeps renewing is healthy however long
+// it leads; one whose renewals stop (a renewal stuck on a call that never
+// returns) turns unhealthy once leaseDuration + LeaderHealthTimeout pass on
+// the fake clock, so the kubelet restarts it. A standby is always healthy.
+func TestLeaderHealthFailsWhenRenewalsStop(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
+	health := NewLeaderHealth(clk, LeaderHealthTimeout)
+	if err := health.Check(); err != nil {
+		t.Fatalf("a standby: %v", err)
+	}
+	renewing := make(chan struct{}, 1)
+	stall, stalled := make(chan struct{}), make(chan struct{}, 1)
+	var stalling atomic.Bool
+	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		select {
+		case renewing <- struct{}{}:
+		default:
+		}
+		if stalling.Load() {
+			select {
+			case stalled <- struct{}{}:
+			default:
+			}
+			<-stall // the renewal never returns
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	leading, done := make(chan struct{}), make(chan struct{})
+	opts := quickLeader("a")
+	opts.Health = health
+	go func() {
+		defer close(done)
+		_ = RunLeader(ctx, client, opts, func(runCtx context.Context) { close(leading); <-runCtx.Done() })
+	}()
+	defer func() { close(stall); cancel(); <-done }()
+	within(t, 5*time.Second, "leading", leading)
+
+	// Renewing: an hour on the fake clock, a renewal after it, healthy.
+	clk.Step(time.Hour)
+	<-renewing // one that may have begun before the step
+	within(t, 5*time.Second, "a renewal", renewing)
+	within(t, 5*time.Second, "another renewal (the one before has returned)", renewing)
+	if err := health.Check(); err != nil {
+		t.Fatalf("a renewing leader: %v", err)
+	}
+
+	// The renewals stop.
+	stalling.Store(true)
+	within(t, 5*time.Second, "a renewal stuck", stalled)
+	clk.Step(opts.LeaseDuration + LeaderHealthTimeout - time.Second)
+	if err := health.Check(); err != nil {
+		t.Fatalf("within leaseDuration + timeout of the last renewal: %v", err)
+	}
+	clk.Step(2 * time.Second)
+	if err := health.Check(); err == nil || !strings.Contains(err.Error(), "stopped renewing") {
+		t.Fatalf("a leader whose renewals stopped: Check = %v, want unhealthy", err)
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -395,6 +396,39 @@ func TestSetRequest(t *testing.T) {
 	h.c.WithdrawRequest("w1", "r3")
 	if info := h.view("w1"); info.Command != nil {
 		t.Errorf("Command = %+v after withdrawal, want none", info.Command)
+	}
+}
+
+// Issue 17, defect 4: a request offered with the admission guard's check
+// (OfferRequest) is seen by the runner only while the check passes, and the
+// state write that would take it in asks the check again, right before the
+// write: a request the guard stopped vouching for in between is not taken,
+// and nothing is written.
+func TestOfferedRequestIsTakenOnlyWhileVouchedFor(t *testing.T) {
+	h := newHarness(t, node("w1", rv("5"), withState("S1")))
+	h.deliver(node("w1", rv("5"), withState("S1")))
+	var taken []string
+	h.c.OnRequestTaken(func(node, id string) { taken = append(taken, node+"/"+id) })
+	var vouch error
+	confirm := fence.Command{Kind: fence.CmdConfirm, User: "alice", SeenAt: h.clock.Now()}
+	h.c.OfferRequest("w1", "r1", confirm, func() error { return vouch })
+	if info := h.view("w1"); info.CommandID != "r1" {
+		t.Fatalf("a vouched-for request is not offered: %+v", info)
+	}
+	vouch = errors.New("the admission policy was deleted")
+	if info := h.view("w1"); info.Command != nil {
+		t.Errorf("offered while the guard refuses it: %+v", info.Command)
+	}
+	err := h.c.SaveState(context.Background(), "w1", "S1", "S2", "r1")
+	if !errors.Is(err, ErrRequestNotVouched) {
+		t.Fatalf("SaveState taking it in = %v, want %v", err, ErrRequestNotVouched)
+	}
+	if n, err := h.client.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{}); err != nil || n.Annotations[AnnotationState] != "S1" || len(taken) != 0 {
+		t.Errorf("state %v (%v), taken %v: want nothing written, nothing taken", n.Annotations, err, taken)
+	}
+	vouch = nil
+	if err := h.c.SaveState(context.Background(), "w1", "S1", "S2", "r1"); err != nil || len(taken) != 1 {
+		t.Errorf("SaveState once vouched for again = %v, taken %v", err, taken)
 	}
 }
 

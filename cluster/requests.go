@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/bmcfence/bmcfence/fence"
 )
 
@@ -9,23 +12,61 @@ import (
 type pendingRequest struct {
 	id  string
 	cmd fence.Command
+	// vouch, when set, says whether the request may still be taken (nil)
+	// or not (yet): the admission policy that authenticates it must be in
+	// force from before its creation until it is taken (requests.Guard).
+	vouch func() error
 	// taking: our own state write that takes it in is under way; a node
 	// that names it is that write's, not another engine's.
 	taking bool
 }
+
+// ErrRequestNotVouched is returned by SaveState when the request it would
+// take in can no longer be vouched for: nothing is written, and the request
+// is not offered again until it can be.
+var ErrRequestNotVouched = errors.New("request not vouched for")
 
 // SetRequest offers a request to the engine for node: the runner sees it as
 // NodeInfo.Command with CommandID id, and acknowledges it by id in the state
 // write that takes it in (SaveState), which calls the OnRequestTaken hook.
 // A newer request for the node replaces an older one not yet taken.
 func (c *Cluster) SetRequest(node, id string, cmd fence.Command) {
+	c.OfferRequest(node, id, cmd, nil)
+}
+
+// OfferRequest is SetRequest with a check, asked when the runner reads the
+// node (a request it fails is not offered) and again right before the
+// state write that would take it in (which it fails refuses): a request is
+// taken only while vouch says nil.
+func (c *Cluster) OfferRequest(node, id string, cmd fence.Command, vouch func() error) {
 	c.mu.Lock()
 	if c.requests == nil {
 		c.requests = map[string]pendingRequest{}
 	}
-	c.requests[node] = pendingRequest{id: id, cmd: cmd}
+	c.requests[node] = pendingRequest{id: id, cmd: cmd, vouch: vouch}
 	c.mu.Unlock()
 	c.nodesChanged(node)
+}
+
+// offered reports whether p may be offered to the engine now.
+func (p pendingRequest) offered() bool { return p.vouch == nil || p.vouch() == nil }
+
+// vouchRequest checks, right before the state write that takes request id
+// in, that it may still be taken.
+func (c *Cluster) vouchRequest(node, id string) error {
+	if id == "" {
+		return nil
+	}
+	c.mu.Lock()
+	p, ok := c.requests[node]
+	c.mu.Unlock()
+	if !ok || p.id != id || p.vouch == nil {
+		return nil
+	}
+	if err := p.vouch(); err != nil {
+		return fmt.Errorf("node %s: request %s: %w: %w", node, id, ErrRequestNotVouched, err)
+	}
+	return nil
 }
 
 // WithdrawRequest removes the request id for node if it is still pending

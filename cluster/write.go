@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 )
 
@@ -89,7 +90,14 @@ func (c *Cluster) getNode(ctx context.Context, name string) (*corev1.Node, error
 // annotation is ErrConflict, anything else (a status update) is retried, a
 // bounded number of times. Two agents can thus never both advance a node
 // from the same state.
+//
+// A write that takes a request in (ackCommandID) is the take: it asks the
+// request's check first (OfferRequest), and writes nothing, with
+// ErrRequestNotVouched, when the request may no longer be taken.
 func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID string) error {
+	if err := c.vouchRequest(node, ackCommandID); err != nil {
+		return err // the write that would take it in is the take: not now
+	}
 	attempts := 0
 	takenElsewhere := false
 	c.takingRequest(node, ackCommandID, true)
@@ -155,9 +163,12 @@ func (c *Cluster) CurrentState(ctx context.Context, node string) (string, error)
 
 // Recheck reads the node and its Lease from the API server. The node is
 // alive (LeaseRenewed) if the server holds a Lease renewal, or a Ready
-// heartbeat, that our informers have not delivered: the same two signs of
-// life the observation builder credits. A node we never observed counts as
-// renewed if it has either: we cannot tell its silence from our ignorance.
+// heartbeat, that our view has not taken in: the same two signs of life the
+// observation builder credits. A node we never observed counts as renewed
+// if it has either: we cannot tell its silence from our ignorance. It also
+// reports our view's signs of life now (HeartbeatAt, RenewedAt): our own
+// reads of the node (the state persist's) take in what they read, so the
+// runner compares those with the view its decision rested on.
 func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, error) {
 	// A plain read: Recheck compares the server with what our informers
 	// delivered, and changes nothing.
@@ -178,8 +189,10 @@ func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, err
 
 	c.mu.Lock()
 	var leaseSeen, beatSeen signal
+	var heartbeatAt, renewedAt time.Time
 	if e := c.entries[node]; e != nil {
 		leaseSeen, beatSeen = e.obs.lease, e.obs.readyBeat
+		heartbeatAt, renewedAt = e.obs.heartbeatAt, e.obs.renewedAt
 	}
 	c.mu.Unlock()
 	return runner.Recheck{
@@ -187,6 +200,8 @@ func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, err
 		Maintenance:  c.maintenanceInForce(n),
 		Excluded:     n.Labels[LabelExclude] == LabelExcludeValue,
 		State:        n.Annotations[AnnotationState],
+		HeartbeatAt:  heartbeatAt,
+		RenewedAt:    renewedAt,
 	}, nil
 }
 
@@ -245,7 +260,9 @@ func (c *Cluster) guardedWrite(ctx context.Context, node, token, what string, ch
 		if err != nil || p == nil {
 			return err
 		}
-		p.Metadata.ResourceVersion = n.ResourceVersion
+		if fence.Enabled(fence.CheckWritePrecondition) {
+			p.Metadata.ResourceVersion = n.ResourceVersion
+		}
 		return c.patchNode(ctx, node, *p)
 	})
 	if err != nil {
@@ -321,23 +338,23 @@ func (c *Cluster) ForgetTaint(ctx context.Context, node, token string) error {
 // DeleteTerminatingPods force-deletes (grace period 0) the node's pods that
 // are already being deleted, as pod GC would on its 20 s loop for a NotReady
 // node with the out-of-service taint. The runner calls it only for a node
-// proven off and tainted: nothing can still be running those pods. The list
-// comes from the server, and each delete is preconditioned on the pod's UID
-// so a new pod that took the name is never touched. It returns how many it
-// deleted; pods already gone are not errors.
+// proven off and tainted: nothing can still be running those pods. It
+// returns how many it deleted; pods already gone, or changed since the
+// list, are not errors.
+//
+// A leader may pause between any two of its calls (a GC pause, a frozen VM)
+// while another leader moves on and the node comes back. So, in order: the
+// node is read and the fencing token and the out-of-service taint checked;
+// the pods are listed from the server (after that check, never before);
+// and right before each delete the node is read and both are checked again
+// (a stale leader deletes nothing once the state or the taint changed).
+// Each delete is preconditioned on the pod's UID and resourceVersion as
+// listed: a new pod that took the name, or a pod its kubelet (or anyone)
+// touched since, is never deleted by a stale act; the API server answers
+// 409. fence/fencesim models these calls one by one, in this order.
 func (c *Cluster) DeleteTerminatingPods(ctx context.Context, node, token string) (int, error) {
-	// The fencing token, and the taint that says the node is out of
-	// service: a deposed leader must never force-delete the pods of a node
-	// that came back.
-	n, err := c.getNode(ctx, node)
-	if err != nil {
-		return 0, fmt.Errorf("node %s: force-delete terminating pods: %w", node, err)
-	}
-	if err := checkToken(n, token); err != nil {
+	if err := c.podDeleteGuard(ctx, node, token); err != nil {
 		return 0, err
-	}
-	if !HasOutOfServiceTaint(n) {
-		return 0, fmt.Errorf("node %s: not force-deleting pods: the node has no out-of-service taint", node)
 	}
 	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
@@ -352,15 +369,25 @@ func (c *Cluster) DeleteTerminatingPods(ctx context.Context, node, token string)
 		if p.Spec.NodeName != node || p.DeletionTimestamp == nil {
 			continue
 		}
+		if fence.Enabled(fence.CheckPodDeleteRecheck) {
+			if err := c.podDeleteGuard(ctx, node, token); err != nil {
+				return deleted, err
+			}
+		}
+		pre := &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}
+		if !fence.Enabled(fence.CheckPodDeletePreconditions) {
+			pre = nil // the mutant
+		}
 		err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 			GracePeriodSeconds: ptr.To[int64](0),
-			Preconditions:      &metav1.Preconditions{UID: &p.UID},
+			Preconditions:      pre,
 		})
 		switch {
 		case err == nil:
 			deleted++
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			// Gone already, or the name now belongs to another pod.
+			// Gone already, or changed since we listed it (the name now
+			// belongs to another pod, or its kubelet touched it).
 		default:
 			errs = append(errs, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err))
 		}
@@ -369,4 +396,21 @@ func (c *Cluster) DeleteTerminatingPods(ctx context.Context, node, token string)
 		return deleted, fmt.Errorf("node %s: force-delete terminating pods: %w", node, err)
 	}
 	return deleted, nil
+}
+
+// podDeleteGuard reads the node from the server and checks the fencing
+// token and the out-of-service taint: a deposed leader must never
+// force-delete the pods of a node that came back.
+func (c *Cluster) podDeleteGuard(ctx context.Context, node, token string) error {
+	n, err := c.getNode(ctx, node)
+	if err != nil {
+		return fmt.Errorf("node %s: force-delete terminating pods: %w", node, err)
+	}
+	if err := checkToken(n, token); err != nil {
+		return err
+	}
+	if !HasOutOfServiceTaint(n) {
+		return fmt.Errorf("node %s: not force-deleting pods: the node has no out-of-service taint", node)
+	}
+	return nil
 }

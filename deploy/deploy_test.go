@@ -381,6 +381,24 @@ func TestChartValues(t *testing.T) {
 				}
 			}
 		}},
+		{name: "metrics certificate verified by Prometheus", sets: []string{"metrics.serviceMonitor.enabled=true",
+			"metrics.serviceMonitor.tlsConfig.ca.secret.name=metrics-ca", "metrics.serviceMonitor.tlsConfig.ca.secret.key=ca.crt",
+			"metrics.serviceMonitor.tlsConfig.serverName=bmcfence-agent-metrics.bmcfence-system.svc", "metrics.tls.secretName=agent-metrics-cert"},
+			check: func(t *testing.T, objs map[string]object) {
+				ep := get(objs["ServiceMonitor bmcfence-system/bmcfence-agent"], "spec", "endpoints").([]any)[0].(object)
+				if get(ep, "tlsConfig", "insecureSkipVerify") != nil || get(ep, "tlsConfig", "serverName") != "bmcfence-agent-metrics.bmcfence-system.svc" {
+					t.Errorf("tlsConfig %v: want the values' tlsConfig, nothing else", ep["tlsConfig"])
+				}
+				var secret any
+				for _, v := range get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "volumes").([]any) {
+					if v.(object)["name"] == "metrics-tls" {
+						secret = get(v.(object), "secret", "secretName")
+					}
+				}
+				if secret != "agent-metrics-cert" {
+					t.Errorf("the metrics-tls volume mounts %v, want metrics.tls.secretName", secret)
+				}
+			}},
 		{name: "Metal3 without namespaces is refused", sets: []string{"inventory.source=both"}, wantErr: "inventory.metal3.namespaces"},
 		{name: "Metal3 hosts in a management cluster: no grants here but the kubeconfig Secret", sets: []string{
 			"inventory.source=metal3", "inventory.metal3.namespaces[0]=metal3", "inventory.metal3.kubeconfigSecret=mgmt-kubeconfig",
@@ -410,13 +428,19 @@ func TestChartValues(t *testing.T) {
 						t.Errorf("%s not rendered", k)
 					}
 				}
+				// Scraped over HTTPS; the self-signed certificate is not
+				// verified unless tlsConfig says how.
+				ep := get(objs["ServiceMonitor bmcfence-system/bmcfence-agent"], "spec", "endpoints").([]any)[0].(object)
+				if ep["scheme"] != "https" || get(ep, "tlsConfig", "insecureSkipVerify") != true {
+					t.Errorf("ServiceMonitor endpoint %v: want scheme https and tlsConfig.insecureSkipVerify by default", ep)
+				}
 				var alerts []string
 				for _, g := range get(objs["PrometheusRule bmcfence-system/bmcfence-agent"], "spec", "groups").([]any) {
 					for _, r := range g.(object)["rules"].([]any) {
 						alerts = append(alerts, r.(object)["alert"].(string))
 					}
 				}
-				for _, a := range []string{"BMCFenceUnfenceableNodes", "BMCFenceStuck", "BMCFenceFailed", "BMCFenceBMCErrors"} {
+				for _, a := range []string{"BMCFenceUnfenceableNodes", "BMCFenceStuck", "BMCFenceContradiction", "BMCFencePoweredOnDuringFence", "BMCFenceRefused", "BMCFenceBMCErrors"} {
 					if !strings.Contains(strings.Join(alerts, " "), a) {
 						t.Errorf("no alert %s in %v", a, alerts)
 					}

@@ -15,21 +15,33 @@ import "time"
 //     observed after adopting it;
 //   - a human's attestation is dropped: its age cannot be told, and a
 //     confirm stands only for AttestationTTL on the clock that took it;
-//   - timers fire now, and an admission counts from now for the cooldown.
+//   - timers fire now, and an admission counts from now for the cooldown;
+//   - the count of ForceOffs starts over: this process numbers and bounds
+//     its own attempts (PowerOffAttempts);
+//   - a fence that rested on NotReady (the powerOffNotReadyAfter opt-in)
+//     does so only if the opt-in holds now, under our policy and on our
+//     clock (n.NotReadySince is when this process saw the node NotReady);
+//     otherwise it is an ordinary fence, which a renewal ends.
 //
 // What is kept: the phase where it still holds, who asked, the taint's
-// ownership and the evidence (its times are the writer's, for humans).
-func Adopt(s State, writer string, heartbeatAt, now time.Time) State {
+// ownership, a BMC's voided acceptances (AcceptanceUntrusted: what the
+// machine did is no clock reading) and the evidence (its times are the
+// writer's, for humans). n is our current view of the node: the failure
+// starts at n.HeartbeatAt, our own last sign of life for it (for a new
+// process, when it first saw the node).
+func Adopt(p Policy, s State, writer string, n NodeView, now time.Time) State {
 	if s.Writer == writer {
 		return s
 	}
+	heartbeatAt := n.HeartbeatAt
 	a := s
 	a.Writer = writer
 	a.Since = now
 	a.NextReadAt = time.Time{}
 	a.ReadFailures = 0
 	a.OffRun = OffRun{}
-	a.PowerOffAt, a.PowerOffAccepted = time.Time{}, false
+	a.PowerOffAt, a.PowerOffAccepted, a.PowerOffs = time.Time{}, false, 0
+	a.NotReadyFence = keepNotReadyFence(p, a, n, now)
 	a.Target = ""
 	a.Last = Reading{}
 	a.Warned = false

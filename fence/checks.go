@@ -6,8 +6,14 @@ package fence
 // check nobody has tested (docs/design.md §2, "Evidence that can fail").
 type Check string
 
-// The checks a mutant may disable. The engine consults the first three and
-// keep-off and request-age; the runner the others.
+// The checks a mutant may disable. The engine consults our-own-off,
+// lease-witness, identity-per-target's reading side, keep-off, request-age,
+// power-loss-reads-off, own-off-within, untrusted-acceptance,
+// notready-lease-after-forceoff and storm-exemption-ours; the runner
+// identity-per-target, fencing-token, one-clock, atomic-admission,
+// recheck-decided-view and split-brain-count; the cluster adapter (package cluster, and its model
+// in fencesim) pod-delete-recheck, pod-delete-preconditions and
+// write-precondition.
 const (
 	// CheckOurOwnOff: an Off counts only after a ForceOff of ours the BMC
 	// accepted; otherwise only over UnassistedSettleWindow.
@@ -37,10 +43,55 @@ const (
 	// CheckKeepOff: from the taint until detach completes, power is read
 	// again and a machine found On is forced off again.
 	CheckKeepOff Check = "keep-off"
+	// CheckOwnOffWithin: an accepted ForceOff makes an Off ours only if the
+	// machine reads Off within Policy.OwnOffWithin of it; a later Off (a
+	// watchdog's power cycle after an ignored ForceOff) settles only over
+	// UnassistedSettleWindow.
+	CheckOwnOffWithin Check = "own-off-within"
+	// CheckUntrustedAcceptance: a machine that runs after this BMC accepted
+	// a ForceOff (On ownOffWithin later, or up again after reading Off)
+	// voids every acceptance of this BMC for the rest of the fence.
+	CheckUntrustedAcceptance Check = "untrusted-acceptance"
+	// CheckNotReadyLease: a fence under the powerOffNotReadyAfter opt-in
+	// (its kubelet renewed until we acted) taints only once the Lease has
+	// been silent for SuspectAfter after our ForceOff, so a BMC that
+	// accepts and reads Off while the machine runs meets the kubelet's
+	// next renewal (a contradiction) first.
+	CheckNotReadyLease Check = "notready-lease-after-forceoff"
+	// CheckStormExemptionOurs: a storm holds back every taint but one whose
+	// Off is ours (accepted, trusted, begun within ownOffWithin), not
+	// merely accepted.
+	CheckStormExemptionOurs Check = "storm-exemption-ours"
+	// CheckPodDeleteRecheck: right before each force-delete of a pod the
+	// cluster adapter reads the node again and checks the fencing token and
+	// the out-of-service taint: a leader paused between the list and the
+	// delete deletes nothing once another moved on or the taint is gone.
+	CheckPodDeleteRecheck Check = "pod-delete-recheck"
+	// CheckPodDeletePreconditions: each force-delete carries the pod's UID
+	// and resourceVersion as listed: a pod its kubelet (or anyone) touched
+	// since, or a new pod under the name, is never deleted by a stale act.
+	CheckPodDeletePreconditions Check = "pod-delete-preconditions"
+	// CheckWritePrecondition: a token-guarded write (the taint, its
+	// removal) is preconditioned on the resourceVersion of the node it
+	// checked the token against, so the check and the write are one.
+	CheckWritePrecondition Check = "write-precondition"
+	// CheckSplitBrainCount: fences in flight and their admissions are
+	// counted from the persisted states of all nodes, not only from this
+	// agent's memory: two agents that both believe they lead count each
+	// other's.
+	CheckSplitBrainCount Check = "split-brain-count"
+	// CheckRecheckDecided: the server recheck before a ForceOff or a taint
+	// compares with the view the engine decided on, not with what our own
+	// reads (the state persist) took in since: a heartbeat the persist
+	// absorbed still stops the act.
+	CheckRecheckDecided Check = "recheck-decided-view"
 )
 
 // Checks lists every check a mutant may disable.
 func Checks() []Check {
 	return []Check{CheckOurOwnOff, CheckLeaseWitness, CheckIdentity, CheckFencingToken,
-		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff}
+		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
+		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
+		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
+		CheckSplitBrainCount}
 }

@@ -6,11 +6,38 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	unitmutant "github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // StateVersion is the version of the annotation format Encode writes. Decode
 // also reads version 1 (no writer, target or acceptance): such a state was
 // written by another process and is adopted onto our clock like any other.
+//
+// Versions mix during a rollout or a rollback: an older leader reads what a
+// newer one wrote (docs/safety.md, "Versions mix during rollouts"). Decode
+// therefore refuses whatever it cannot read exactly: a newer version, a field
+// it does not know at any depth, a name it does not know (phase, stuck
+// reason, refusal, record kind, action, power), an impossible value. The
+// runner holds such a node (FenceStateUnreadable): it neither acts on it nor
+// overwrites the state. So:
+//
+//   - A new field needs no new version if its zero value (omitted) means
+//     exactly what the older release does without it: the older release
+//     refuses the state whenever the field is set, and reads it whole when
+//     it is not. Give it `omitempty`.
+//   - A new name in an enum needs no new version: older releases refuse it.
+//   - Bump StateVersion when an older release would read a state without
+//     an error and misread it: a field's meaning or unit changes, a field
+//     is removed or renamed while older releases still read its old key,
+//     or a field's zero value starts to mean something the older release
+//     would act on differently. Keep reading every version an agent may
+//     still find on a node, and adopt it (Adopt).
+//
+// TestPreviousReleaseRefusesWhatItCannotRead runs the previous release's
+// decoder (fence/testdata/prevstate; refresh it at each release with
+// hack/prevstate.sh) on every state this version writes: it must refuse it
+// or read it back whole.
 const StateVersion = 2
 
 // maxEncoded bounds what Decode accepts. Encode stays below it whatever the
@@ -180,12 +207,15 @@ func Decode(v string) (State, error) {
 	if err := json.Unmarshal([]byte(v), &probe); err != nil || probe.V == nil {
 		return State{}, fmt.Errorf("%w: not a versioned JSON object", ErrStateCorrupt)
 	}
-	if *probe.V != StateVersion && *probe.V != 1 {
+	lenient := unitmutant.On(unitmutant.MixedVersion) // the mutant reads what it knows and drops the rest
+	if *probe.V != StateVersion && *probe.V != 1 && !(lenient && *probe.V > StateVersion) {
 		return State{}, fmt.Errorf("%w: version %d (this agent reads 1 and %d)", ErrStateVersion, *probe.V, StateVersion)
 	}
 	var w wireState
 	dec := json.NewDecoder(bytes.NewReader([]byte(v)))
-	dec.DisallowUnknownFields()
+	if !lenient {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(&w); err != nil {
 		return State{}, fmt.Errorf("%w: %v", ErrStateCorrupt, err)
 	}

@@ -9,8 +9,9 @@
 // results back as Inputs, and persists State on the Node so that a restarted
 // agent or a new leader resumes exactly where the last one stopped.
 //
-// The package imports only the standard library, so the whole decision can be
-// read, tested and fuzzed on its own. The invariants it owns, numbered as
+// The package imports only the standard library (and internal/mutant, which
+// imports nothing and is a constant false outside the mutation test), so the
+// whole decision can be read, tested and fuzzed on its own. The invariants it owns, numbered as
 // its tests name them (docs/design.md §2 lists every invariant of bmcfence):
 //
 //  1. ApplyTaint is emitted only after a settled run of exact-Off readings

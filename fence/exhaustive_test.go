@@ -11,12 +11,32 @@ import (
 // the invariants of doc.go (1, 2, 4, 6) and determinism (7) on each
 // Step. Under -short it checks every 7th combination.
 func TestExhaustiveInvariants(t *testing.T) {
-	p := DefaultPolicy()
 	now := at(400 * time.Second) // past FenceAfter for a node silent since t0
+	// The defaults, and the powerOffNotReadyAfter opt-in (the NotReady
+	// views have been NotReady since t0 + 40 s at most: past it). Under the
+	// opt-in only the views it changes anything for are walked: NotReady
+	// ones, in the usual flags' case.
+	optIn := DefaultPolicy()
+	optIn.PowerOffNotReadyAfter = 2 * time.Minute
+	nodes := exhaustiveNodes(now)
+	var notReady []NodeView
+	for _, n := range nodes {
+		if n.Ready != ReadyTrue && !n.Maintenance && !n.Excluded && n.HasBMC && n.Taint != TaintForeign {
+			notReady = append(notReady, n)
+		}
+	}
+	for _, pass := range []struct {
+		name  string
+		p     Policy
+		nodes []NodeView
+	}{{"defaults", DefaultPolicy(), nodes}, {"NotReady opt-in", optIn, notReady}} {
+		t.Run(pass.name, func(t *testing.T) { exhaustive(t, pass.p, now, pass.nodes) })
+	}
+}
 
+func exhaustive(t *testing.T, p Policy, now time.Time, nodes []NodeView) {
 	states := exhaustiveStates(now)
 	inputs := exhaustiveInputs(now)
-	nodes := exhaustiveNodes(now)
 	// The guard's refusals all take the same path in Step; one refusal
 	// reason stands for the others (TestStormGuard covers each).
 	fleets := []FleetView{
@@ -78,6 +98,24 @@ func exhaustiveStates(now time.Time) []State {
 		},
 		func(s *State) { s.PowerOffAt, s.PowerOffs = now.Add(-sec(90)), 3 },
 		func(s *State) { s.NotReadyFence = true },
+		// Accepted, and a run settled over the unassisted window, but
+		// not ours: the BMC's acceptance was voided (the machine ran
+		// after it), or the Off began later than ownOffWithin after it.
+		func(s *State) {
+			s.PowerOffAt, s.PowerOffs, s.PowerOffAccepted, s.AcceptanceUntrusted = now.Add(-sec(70)), 2, true, true
+			s.OffRun = OffRun{First: now.Add(-sec(65)), Last: now.Add(-sec(2)), Count: 20}
+		},
+		func(s *State) {
+			s.PowerOffAt, s.PowerOffs, s.PowerOffAccepted = now.Add(-sec(80)), 1, true
+			s.OffRun = OffRun{First: now.Add(-sec(65)), Last: now.Add(-sec(2)), Count: 20}
+		},
+		// A NotReady fence 8 s after its accepted ForceOff, its Off run
+		// settled over the settle window.
+		func(s *State) {
+			s.NotReadyFence = true
+			s.PowerOffAt, s.PowerOffs, s.PowerOffAccepted = now.Add(-sec(8)), 1, true
+			s.OffRun = OffRun{First: now.Add(-sec(7)), Last: now.Add(-sec(1)), Count: 3}
+		},
 		func(s *State) { s.Target = "bmc-a" },
 		func(s *State) { s.AdmittedAt = now.Add(-sec(20)) },
 		func(s *State) { s.TaintOwned, s.TaintedAt = true, now.Add(-sec(60)) },
@@ -138,6 +176,9 @@ func exhaustiveNodes(now time.Time) []NodeView {
 		func(n *NodeView) {
 			n.Ready, n.HeartbeatAt, n.RenewedAt, n.NotReadySince = ReadyUnknown, now.Add(-sec(30)), now.Add(-sec(30)), t0
 		}, // renewed after the failure began, silent again
+		func(n *NodeView) {
+			n.Ready, n.HeartbeatAt, n.RenewedAt, n.NotReadySince = ReadyFalse, now.Add(-sec(9)), now.Add(-sec(9)), t0
+		}, // alive, NotReady, renewed 9 s ago (before a ForceOff 8 s ago): its next renewal is due
 	}
 	flags := []func(*NodeView){
 		func(*NodeView) {},

@@ -168,7 +168,91 @@ func checkInvariants(p Policy, before State, in Input, now time.Time, out Output
 	return nil
 }
 
-// taintAllowed: invariants 1, 2, 6 and 9 for an ApplyTaint.
+// The checker's own definitions, written from docs/safety.md and
+// docs/design.md §2. They never call the engine's helpers (SilentFor,
+// StillSafe, Admit, OffRun.Settled, ...): a checker that shares the
+// engine's definition of a rule cannot find the engine's mistakes in it
+// (issue 17, defect 3). Only plain data (Policy, State, Input) is shared.
+
+// docSilence is how long the node's Lease has been silent on our clock:
+// since the last sign of life we observed (HeartbeatAt). A node never
+// observed is not silent.
+func docSilence(n NodeView, now time.Time) time.Duration {
+	if n.HeartbeatAt.IsZero() || !now.After(n.HeartbeatAt) {
+		return 0
+	}
+	return now.Sub(n.HeartbeatAt)
+}
+
+// docFresh: "a fresh view of the API server": proven fresh within
+// maxAPIStaleness.
+func docFresh(p Policy, f FleetView, now time.Time) bool {
+	return !f.APIFreshAt.IsZero() && now.Sub(f.APIFreshAt) <= p.MaxAPIStaleness
+}
+
+// docStorm: "at least maxUnhealthyFraction of nodes, and stormMinUnhealthy
+// of them, unhealthy, per zone and overall".
+func docStorm(p Policy, f FleetView) bool {
+	storm := func(u, n int) bool {
+		return n > 0 && u >= p.StormMinUnhealthy && float64(u) >= p.MaxUnhealthyFraction*float64(n)
+	}
+	if storm(f.Unhealthy, f.Nodes) {
+		return true
+	}
+	for _, z := range f.Zones {
+		if storm(z.Unhealthy, z.Nodes) {
+			return true
+		}
+	}
+	return false
+}
+
+// docWholeGuard: a fresh view, no storm, fewer than maxConcurrentFences
+// such fences in flight, and the cooldown since the last admission.
+func docWholeGuard(p Policy, f FleetView, now time.Time) bool {
+	return docFresh(p, f, now) && !docStorm(p, f) && f.InFlight < p.MaxConcurrentFences &&
+		(f.LastFenceAt.IsZero() || now.Sub(f.LastFenceAt) >= p.Cooldown)
+}
+
+// docPowerLossGuard: a fresh view and fewer than
+// maxConcurrentPowerLossFences such fences in flight.
+func docPowerLossGuard(p Policy, f FleetView, now time.Time) bool {
+	return docFresh(p, f, now) && f.InFlightPowerLoss < p.MaxConcurrentPowerLossFences
+}
+
+// docOptIn: the powerOffNotReadyAfter opt-in holds now, under the policy
+// given and on our clock: NotReady observed for that long.
+func docOptIn(p Policy, n NodeView, now time.Time) bool {
+	return p.PowerOffNotReadyAfter > 0 && n.Ready != ReadyTrue && !n.NotReadySince.IsZero() &&
+		now.Sub(n.NotReadySince) >= p.PowerOffNotReadyAfter
+}
+
+// docOurForceOff: a ForceOff of ours was sent in this fence, after the
+// failure began.
+func docOurForceOff(s State) bool {
+	return !s.PowerOffAt.IsZero() && !s.PowerOffAt.Before(s.FailureStart)
+}
+
+// docOurs: the Off run is ours. docs/safety.md: an accepted ForceOff makes
+// Off reads after it settle over settleWindow "if the machine reads Off
+// within ownOffWithin of it"; once the machine ran after an acceptance
+// ("reads On ownOffWithin later, or comes up again after reading Off"),
+// "for the rest of this fence no acceptance of this BMC counts"; "an Off
+// that begins later than ownOffWithin after an acceptance counts the same
+// way". An answer "already in that state" or a failed ForceOff is no
+// acceptance.
+func docOurs(p Policy, s State, run OffRun) bool {
+	return docOurForceOff(s) && s.PowerOffAccepted && !s.AcceptanceUntrusted &&
+		!run.First.After(s.PowerOffAt.Add(p.OwnOffWithin))
+}
+
+// docSettled: settleReads consecutive reads spanning the window.
+func docSettled(run OffRun, window time.Duration, reads int) bool {
+	return run.Count >= reads && run.Last.Sub(run.First) >= window
+}
+
+// taintAllowed: invariants 1, 2, 6 and 9 for an ApplyTaint, as
+// docs/safety.md states them.
 func taintAllowed(p Policy, in Input, now time.Time, s State) error {
 	n := in.Node
 	switch {
@@ -178,38 +262,40 @@ func taintAllowed(p Policy, in Input, now time.Time, s State) error {
 		return fmt.Errorf("ApplyTaint on a node in maintenance or excluded")
 	case s.Phase != Tainting:
 		return fmt.Errorf("ApplyTaint from phase %v", s.Phase)
-	case StillSafe(p, in.Fleet, now).Reason == RefuseAPIStale:
-		return fmt.Errorf("ApplyTaint on a stale view of the API server")
+	case !docFresh(p, in.Fleet, now):
+		// "A taint always needs a fresh view."
+		return fmt.Errorf("ApplyTaint on a stale view of the API server (fresh at %v)", in.Fleet.APIFreshAt)
 	}
 	if s.Attested {
 		if now.Sub(s.AttestedAt) >= p.AttestationTTL {
 			return fmt.Errorf("ApplyTaint on an attestation %s old (TTL %s)", now.Sub(s.AttestedAt), p.AttestationTTL)
 		}
-		if !s.Forced && (n.RenewedAt.After(s.AttestedAt) || SilentFor(n, now) < p.SuspectAfter) {
+		if !s.Forced && (n.RenewedAt.After(s.AttestedAt) || docSilence(n, now) < p.SuspectAfter) {
 			return fmt.Errorf("ApplyTaint on an attestation contradicted by the Lease (renewed %v, attested %v)", n.RenewedAt, s.AttestedAt)
 		}
 		return nil
 	}
-	// A storm does not hold back the taint of an Off that settled after
-	// our own accepted ForceOff (the machine is physically off); every
-	// other taint needs the guard's absolute part.
-	ourOff := s.PowerOffAccepted && !s.PowerOffAt.IsZero() && !s.PowerOffAt.Before(s.FailureStart)
-	if r := StillSafe(p, in.Fleet, now); !r.Admitted() && !ourOff {
-		return fmt.Errorf("ApplyTaint refused by the storm guard (%v) but emitted", r)
-	}
 	if !n.HasBMC {
 		return fmt.Errorf("ApplyTaint without a BMC and without a human's attestation")
 	}
-	if s.PowerOffAt.IsZero() || s.PowerOffAt.Before(s.FailureStart) {
+	if !docOurForceOff(s) {
 		return fmt.Errorf("ApplyTaint without a ForceOff of ours in this fence (power-off %v, failure %v)", s.PowerOffAt, s.FailureStart)
 	}
-	window := p.SettleWindow
-	if !s.PowerOffAccepted {
-		window = p.UnassistedSettleWindow
-	}
 	run := s.OffRun
-	if !run.SettledOver(window, p.SettleReads) {
-		return fmt.Errorf("ApplyTaint with run %+v, not settled over %s (accepted %v)", run, window, s.PowerOffAccepted)
+	ours := docOurs(p, s, run)
+	// "A taint ... also needs no storm, unless the Off being confirmed
+	// settled after a ForceOff of ours that the BMC accepted" (ours, as
+	// defined above: not an untrusted acceptance, not a late Off).
+	if docStorm(p, in.Fleet) && !ours {
+		return fmt.Errorf("ApplyTaint during a storm on an Off that is not ours (accepted %v, untrusted %v, run from %v, ForceOff %v)",
+			s.PowerOffAccepted, s.AcceptanceUntrusted, run.First, s.PowerOffAt)
+	}
+	window := p.UnassistedSettleWindow
+	if ours {
+		window = p.SettleWindow
+	}
+	if !docSettled(run, window, p.SettleReads) {
+		return fmt.Errorf("ApplyTaint with run %+v, not settled over %s (ours %v)", run, window, ours)
 	}
 	if !run.First.After(s.FailureStart) || !run.First.After(s.PowerOffAt) {
 		return fmt.Errorf("ApplyTaint with a run starting %v, not after failure start %v and power-off %v", run.First, s.FailureStart, s.PowerOffAt)
@@ -220,18 +306,30 @@ func taintAllowed(p Policy, in Input, now time.Time, s State) error {
 	if in.Reading.Target != "" && s.Target != "" && in.Reading.Target != s.Target {
 		return fmt.Errorf("ApplyTaint on a reading from target %q, not the fence's %q", in.Reading.Target, s.Target)
 	}
-	// Invariant 2: the Lease is silent, with no renewal after the failure
-	// began (or after our ForceOff, for the NotReady opt-in).
-	if !s.NotReadyFence && (SilentFor(n, now) < p.SuspectAfter || n.RenewedAt.After(s.FailureStart)) {
-		return fmt.Errorf("ApplyTaint while the Lease renews (renewed %v, silent %s, failure %v)", n.RenewedAt, SilentFor(n, now), s.FailureStart)
+	// Invariant 2: the Lease silent for suspectAfter on our clock, and no
+	// renewal after our ForceOff. A fence that rests on the NotReady
+	// opt-in (flagged so, and the opt-in holds now) saw its kubelet renew
+	// until we acted: its Lease must have been silent for suspectAfter
+	// since our ForceOff. Any other fence: no renewal since the failure
+	// began.
+	if silent := docSilence(n, now); silent < p.SuspectAfter {
+		return fmt.Errorf("ApplyTaint while the Lease is silent only %s (suspectAfter %s)", silent, p.SuspectAfter)
 	}
 	if n.RenewedAt.After(s.PowerOffAt) {
 		return fmt.Errorf("ApplyTaint after a renewal (%v) later than our ForceOff (%v)", n.RenewedAt, s.PowerOffAt)
 	}
+	if s.NotReadyFence && docOptIn(p, n, now) {
+		if since := now.Sub(s.PowerOffAt); since < p.SuspectAfter {
+			return fmt.Errorf("ApplyTaint of a NotReady-opt-in fence %s after our ForceOff: its kubelet renewed until then, and its next renewal may not have come yet (suspectAfter %s)", since, p.SuspectAfter)
+		}
+	} else if n.RenewedAt.After(s.FailureStart) {
+		return fmt.Errorf("ApplyTaint while the Lease renews (renewed %v, failure %v; NotReady fence %v, opt-in holds %v)", n.RenewedAt, s.FailureStart, s.NotReadyFence, docOptIn(p, n, now))
+	}
 	return nil
 }
 
-// powerOffAllowed: invariants 2, 6 and 7 for a PowerOff.
+// powerOffAllowed: invariants 2, 6 and 7 for a PowerOff, as docs/safety.md
+// states them.
 func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) error {
 	n := in.Node
 	switch {
@@ -247,35 +345,43 @@ func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) e
 		return fmt.Errorf("PowerOff on a human's attestation")
 	case s.Phase != PoweringOff:
 		return fmt.Errorf("PowerOff from phase %v", s.Phase)
-	}
-	if r := Fresh(p, in.Fleet, now); !r.Admitted() {
-		return fmt.Errorf("PowerOff on a stale view (%v) but emitted", r)
+	case !docFresh(p, in.Fleet, now):
+		return fmt.Errorf("PowerOff on a stale view (fresh at %v) but emitted", in.Fleet.APIFreshAt)
 	}
 	// Invariant 6: a ForceOff to a machine that may run (any reading but
-	// exactly Off) passes the whole guard; one to a machine that reads Off
-	// (a power loss) the power-loss bound.
+	// exactly Off) passes the whole guard; later ForceOffs of a fence in
+	// flight, and a human's, its absolute part (fresh, no storm). One to a
+	// machine that reads exactly Off (a power loss) the power-loss bound.
 	readsOff := in.Kind == InputReading && in.Reading.Power == PowerOff && in.Reading.Failure == "" && !in.Reading.OSRunning
 	first := before.AdmittedAt.IsZero() || !before.Phase.InFlight()
 	switch {
 	case before.Manual || !readsOff:
-		if r := StillSafe(p, in.Fleet, now); !r.Admitted() {
-			return fmt.Errorf("PowerOff refused by the storm guard's absolute part (%v) but emitted", r)
+		if docStorm(p, in.Fleet) {
+			return fmt.Errorf("PowerOff during a storm (%d of %d unhealthy) but emitted", in.Fleet.Unhealthy, in.Fleet.Nodes)
 		}
-		if !before.Manual && (first || before.PowerLoss) && !Admit(p, in.Fleet, now).Admitted() {
-			return fmt.Errorf("first PowerOff of a fence (or of one back from Suspect) refused by the storm guard (%v) but emitted", Admit(p, in.Fleet, now))
+		if !before.Manual && (first || before.PowerLoss) && !docWholeGuard(p, in.Fleet, now) {
+			return fmt.Errorf("first PowerOff of a fence (or of one back from Suspect) refused by the storm guard (fleet %+v) but emitted", in.Fleet)
 		}
-	case first && !AdmitPowerLoss(p, in.Fleet, now).Admitted():
-		return fmt.Errorf("first PowerOff of a power-loss fence refused by the guard (%v) but emitted", AdmitPowerLoss(p, in.Fleet, now))
+	case first && !docPowerLossGuard(p, in.Fleet, now):
+		return fmt.Errorf("first PowerOff of a power-loss fence refused by the guard (fleet %+v) but emitted", in.Fleet)
 	}
-	if !s.NotReadyFence && SilentFor(n, now) < p.SuspectAfter {
-		return fmt.Errorf("PowerOff of a node whose Lease renewed %s ago", SilentFor(n, now))
+	// Invariant 2: the Lease silent for suspectAfter on our clock with no
+	// renewal since the failure began; only a fence that rests on the
+	// NotReady opt-in, and only while the opt-in holds now (our policy,
+	// our clock), powers off a node that renews.
+	optIn := s.NotReadyFence && docOptIn(p, n, now)
+	if !optIn && docSilence(n, now) < p.SuspectAfter {
+		return fmt.Errorf("PowerOff of a node whose Lease renewed %s ago (NotReady fence %v, opt-in holds %v)", docSilence(n, now), s.NotReadyFence, docOptIn(p, n, now))
 	}
-	if !s.NotReadyFence && n.RenewedAt.After(s.FailureStart) {
+	if !optIn && n.RenewedAt.After(s.FailureStart) {
 		return fmt.Errorf("PowerOff of a node that renewed (%v) since the failure began (%v)", n.RenewedAt, s.FailureStart)
 	}
 	on := in.Kind == InputReading && (in.Reading.Power == PowerOn || in.Reading.Power == PowerPoweringOn)
-	if on && before.PowerOffs == 0 && !s.Manual && !s.NotReadyFence && SilentFor(n, now) < p.FenceAfter {
-		return fmt.Errorf("PowerOff of a machine reading On after only %s of silence (fenceAfter %s)", SilentFor(n, now), p.FenceAfter)
+	if on && before.PowerOffs == 0 && !s.Manual && !optIn && docSilence(n, now) < p.FenceAfter {
+		return fmt.Errorf("PowerOff of a machine reading On after only %s of silence (fenceAfter %s)", docSilence(n, now), p.FenceAfter)
+	}
+	if s.PowerOffs > p.PowerOffAttempts {
+		return fmt.Errorf("ForceOff #%d of %d attempts", s.PowerOffs, p.PowerOffAttempts)
 	}
 	return nil
 }

@@ -252,7 +252,7 @@ func (p Policy) Validate() error {
 		{"suspectAfter", p.SuspectAfter, 5 * time.Second, time.Hour, "", ""},
 		{"fenceAfter", p.FenceAfter, p.SuspectAfter, 24 * time.Hour, "suspectAfter", ""},
 		{"settleWindow", p.SettleWindow, time.Second, 10 * time.Minute, "", ""},
-		{"unassistedSettleWindow", p.UnassistedSettleWindow, p.SettleWindow, time.Hour, "settleWindow", ""},
+		{"unassistedSettleWindow", p.UnassistedSettleWindow, time.Second, time.Hour, "", ""},
 		{"maxReadGap", p.MaxReadGap, p.SettleWindow / time.Duration(max(p.SettleReads-1, 1)), time.Hour, "settleWindow/(settleReads-1)", ""},
 		{"readInterval", p.ReadInterval, 100 * time.Millisecond, 10 * time.Minute, "", ""},
 		{"readBackoffMax", p.ReadBackoffMax, p.ReadInterval, time.Hour, "readInterval", ""},
@@ -303,6 +303,13 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("policy.%s = %s: must be between %s and %s", b.name, b.v, lo, hi))
 		}
 	}
+	// The unassisted window must outlast the settle window (a relation
+	// between two settings: the line names both and what to fix, and is
+	// not said when either is out of its own range).
+	if !invalid["settleWindow"] && !invalid["unassistedSettleWindow"] && p.UnassistedSettleWindow <= p.SettleWindow {
+		errs = append(errs, fmt.Errorf("policy.settleWindow = %s: not shorter than policy.unassistedSettleWindow = %s, so %w that long: set policy.unassistedSettleWindow longer than %s, or shorten policy.settleWindow",
+			p.SettleWindow, p.UnassistedSettleWindow, ErrSettleInsideDwell, p.SettleWindow))
+	}
 	for _, b := range ints {
 		if b.v < b.min || b.v > b.max {
 			errs = append(errs, fmt.Errorf("policy.%s = %d: must be between %d and %d", b.name, b.v, b.min, b.max))
@@ -319,6 +326,13 @@ func (p Policy) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ErrSettleInsideDwell: a settle window at least as long as the unassisted
+// window. The unassisted window must outlast every off-dwell (an Off we did
+// not cause may be one), and a settle window is set to a BMC's known dwell
+// (docs/safety.md, "Premise"): with the two the wrong way round, an Off we
+// did not cause could settle inside a dwell that long.
+var ErrSettleInsideDwell = errors.New("an Off we did not cause could settle inside an off-dwell")
 
 // SettleInterval spaces the settle reads across the window, at most
 // ReadInterval apart: a long window (a vendor's override) is watched with

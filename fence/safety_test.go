@@ -147,18 +147,18 @@ func TestAStateAnotherProcessWroteIsAdoptedOnOurClock(t *testing.T) {
 		PowerOffAt: at(sec(50)), PowerOffs: 1, PowerOffAccepted: true, Target: "bmc",
 		OffRun: OffRun{First: at(sec(52)), Last: at(sec(55)), Count: 2}, NextReadAt: at(sec(58)), Manual: true, By: "alice"}
 	now := at(sec(40)) // our clock runs behind theirs
-	got := Adopt(theirs, "replica-b", at(sec(39)), now)
+	got := Adopt(DefaultPolicy(), theirs, "replica-b", view(heartbeat(sec(39))), now)
 	want := State{Writer: "replica-b", Phase: Suspect, Since: now, FailureStart: at(sec(39)), AdmittedAt: now,
-		PowerOffs: 1, Manual: true, By: "alice"}
+		Manual: true, By: "alice"}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Evidence{}), cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Evidence" }, cmp.Ignore())); diff != "" {
 		t.Errorf("adopted state (-want +got):\n%s", diff)
 	}
-	if same := Adopt(got, "replica-b", at(sec(45)), at(sec(46))); !cmp.Equal(same, got, cmp.AllowUnexported(Evidence{})) {
+	if same := Adopt(DefaultPolicy(), got, "replica-b", view(heartbeat(sec(45))), at(sec(46))); !cmp.Equal(same, got, cmp.AllowUnexported(Evidence{})) {
 		t.Error("adopting our own state changed it")
 	}
 	// A taint's time becomes ours: it is removed only after a renewal we
 	// observed after adopting it.
-	fenced := Adopt(State{Writer: "a", Phase: Fenced, TaintOwned: true, TaintedAt: at(sec(90))}, "b", at(sec(10)), at(sec(60)))
+	fenced := Adopt(DefaultPolicy(), State{Writer: "a", Phase: Fenced, TaintOwned: true, TaintedAt: at(sec(90))}, "b", view(heartbeat(sec(10))), at(sec(60)))
 	if !fenced.TaintedAt.Equal(at(sec(60))) {
 		t.Errorf("TaintedAt = %v, want our now", fenced.TaintedAt)
 	}
@@ -396,7 +396,7 @@ func TestANotReadyFenceEndsWhenTheNodeIsReady(t *testing.T) {
 	now := at(sec(310))
 	n := view(heartbeat(sec(310)))
 	theirs := State{Writer: "a", Phase: Suspect, Since: at(sec(250)), FailureStart: at(sec(250)), NotReadyFence: true, AdmittedAt: at(sec(250))}
-	s := Adopt(theirs, "b", n.HeartbeatAt, now)
+	s := Adopt(p, theirs, "b", n, now)
 	out := Step(p, s, reading(n, now, PowerOn), now)
 	if has(out, ActPowerOff) || out.State.Phase != Healthy {
 		t.Fatalf("a NotReady fence of a node Ready again: actions %v, phase %v; want no ForceOff, Healthy", kinds(out), out.State.Phase)

@@ -53,8 +53,9 @@ type State struct {
 	// Policy.PowerOffNotReadyAfter while still renewing its Lease (an
 	// explicit opt-in); renewals before our ForceOff do not end it.
 	NotReadyFence bool
-	// AdmittedAt is when the storm guard admitted this fence (for the
-	// fleet's cooldown). Zero when not admitted.
+	// AdmittedAt is when the storm guard admitted this fence, or when it
+	// last sent a ForceOff since (for the fleet's cooldown). Zero when not
+	// admitted.
 	AdmittedAt time.Time
 	// PowerLoss: the fence was admitted on an exact-Off reading
 	// (AdmitPowerLoss), and counts against MaxConcurrentPowerLossFences

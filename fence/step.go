@@ -34,6 +34,7 @@ type stepper struct {
 }
 
 func (st *stepper) run() {
+	st.s.NotReadyFence = keepNotReadyFence(st.p, st.s, st.in.Node, st.now)
 	switch st.in.Kind {
 	case InputReading:
 		rd := st.in.Reading
@@ -190,6 +191,29 @@ func (st *stepper) recoveredAfterTaint() bool {
 	return st.node().Ready == ReadyTrue && !st.s.TaintedAt.IsZero() && st.renewedAfter(st.s.TaintedAt)
 }
 
+// notReadyOptIn: the PowerOffNotReadyAfter opt-in holds for the node now:
+// the policy has it, and we have watched the node NotReady that long, on
+// our clock (NotReadySince is when we saw Ready leave True, or our first
+// sighting of a NotReady node).
+func notReadyOptIn(p Policy, n NodeView, now time.Time) bool {
+	d := p.PowerOffNotReadyAfter
+	return d > 0 && n.Ready != ReadyTrue && !n.NotReadySince.IsZero() && now.Sub(n.NotReadySince) >= d
+}
+
+// keepNotReadyFence re-derives, at every step and on adoption, whether a
+// fence may still rest on NotReady: a state says what held when it was
+// written, possibly by another process under another policy; what holds now
+// is the current policy's call, on our clock. A fence whose opt-in no longer
+// holds is an ordinary fence from now on: the Lease rules decide (a renewal
+// since the failure began ends it). A node Ready again keeps the flag, so
+// that the fence ends for that reason (leavePreTaint).
+func keepNotReadyFence(p Policy, s State, n NodeView, now time.Time) bool {
+	if !s.NotReadyFence {
+		return false
+	}
+	return n.Ready == ReadyTrue || notReadyOptIn(p, n, now)
+}
+
 // suspectDue reports whether the node is a suspect: its Lease silent for
 // SuspectAfter on our clock (invariant 2), or, only with the explicit
 // PowerOffNotReadyAfter opt-in, NotReady that long while still renewing.
@@ -201,7 +225,7 @@ func (st *stepper) suspectDue() (due, notReadyFence bool) {
 	if !Enabled(CheckLeaseWitness) && UnhealthyFor(n, st.now) >= st.p.SuspectAfter {
 		return true, false // the mutant: NotReady alone is suspicion
 	}
-	if d := st.p.PowerOffNotReadyAfter; d > 0 && n.Ready != ReadyTrue && !n.NotReadySince.IsZero() && st.now.Sub(n.NotReadySince) >= d {
+	if notReadyOptIn(st.p, n, st.now) {
 		return true, true
 	}
 	return false, false
@@ -230,12 +254,26 @@ func (st *stepper) extend(rd Reading) OffRun {
 // ours: the Off being watched follows a ForceOff of ours that the BMC
 // accepted (invariant 1). Otherwise it settles only over the unassisted
 // window, which outlasts any restart's off-dwell.
-func (st *stepper) ours() bool {
+func (st *stepper) ours() bool { return st.oursFor(st.s.OffRun) }
+
+// oursFor: the Off of run is ours: a ForceOff of ours, sent in this fence,
+// that the BMC accepted; no machine ran after an acceptance of this BMC in
+// this fence; and the run began within OwnOffWithin of that ForceOff (a
+// later Off is a watchdog's power cycle, a restart, anything but us).
+func (st *stepper) oursFor(run OffRun) bool {
 	if !Enabled(CheckOurOwnOff) {
 		return true
 	}
-	return st.s.PowerOffAccepted && st.forceOffSent() && !st.s.AcceptanceUntrusted &&
-		(st.s.OffRun.Count == 0 || !st.s.OffRun.First.After(st.s.PowerOffAt.Add(st.p.OwnOffWithin)))
+	if !st.s.PowerOffAccepted || !st.forceOffSent() {
+		return false
+	}
+	if st.s.AcceptanceUntrusted && Enabled(CheckUntrustedAcceptance) {
+		return false
+	}
+	if run.Count > 0 && run.First.After(st.s.PowerOffAt.Add(st.p.OwnOffWithin)) && Enabled(CheckOwnOffWithin) {
+		return false
+	}
+	return true
 }
 
 // forceOffSent: a ForceOff of ours went out in this fence, after the
@@ -244,8 +282,10 @@ func (st *stepper) forceOffSent() bool {
 	return !st.s.PowerOffAt.IsZero() && !st.s.PowerOffAt.Before(st.s.FailureStart)
 }
 
-func (st *stepper) settleWindow() time.Duration {
-	if st.ours() {
+func (st *stepper) settleWindow() time.Duration { return st.settleWindowFor(st.s.OffRun) }
+
+func (st *stepper) settleWindowFor(run OffRun) time.Duration {
+	if st.oursFor(run) {
 		return st.p.SettleWindow
 	}
 	return st.p.UnassistedSettleWindow
@@ -257,7 +297,7 @@ func (st *stepper) settled(run OffRun) bool {
 	if !st.forceOffSent() && Enabled(CheckOurOwnOff) {
 		return false
 	}
-	return run.SettledOver(st.settleWindow(), st.p.SettleReads)
+	return run.SettledOver(st.settleWindowFor(run), st.p.SettleReads)
 }
 
 func (st *stepper) readNow() {
@@ -341,7 +381,7 @@ func (st *stepper) targetChanged(target string) bool {
 // like a new one; so is a power-loss fence whose machine now reads other
 // than Off.
 func (st *stepper) admitPowerOff(rd Reading) bool {
-	if !st.silentLongEnough() {
+	if !st.silentLongEnough(false) {
 		return false
 	}
 	inFlight := !st.s.AdmittedAt.IsZero() && st.s.Phase.InFlight()
@@ -372,19 +412,25 @@ func (st *stepper) admitPowerOff(rd Reading) bool {
 	return st.guard(Admit(st.p, st.in.Fleet, st.now))
 }
 
-// admitTaint: a taint re-checks the fresh view every time, a retry or a
-// resumed fence included. The storm check applies too, unless the Off being
-// confirmed settled after a ForceOff of ours the BMC accepted: that machine
-// is physically off, and tainting it is not what a partition can fake (a
-// rack's power loss trips the storm fraction at once, and must still fail
-// over). A human's attestation does not stand in for the cluster's view: a
-// stale view may hide the node's renewals.
-func (st *stepper) admitTaint() bool {
-	if !st.forced() && !st.silentLongEnough() {
+// admitTaint: a taint of the Off run run re-checks the fresh view every
+// time, a retry or a resumed fence included. The storm check applies too,
+// unless the Off is ours (oursFor: accepted, trusted, begun within
+// OwnOffWithin): that machine is physically off by our hand, and tainting
+// it is not what a partition can fake (a rack's power loss trips the storm
+// fraction at once, and must still fail over). An Off merely accepted is
+// not ours when the engine itself says so. A human's attestation does not
+// stand in for the cluster's view: a stale view may hide the node's
+// renewals.
+func (st *stepper) admitTaint(run OffRun) bool {
+	if !st.forced() && !st.silentLongEnough(true) {
 		return false
 	}
 	r := StillSafe(st.p, st.in.Fleet, st.now)
-	if r.Reason != RefuseAPIStale && (st.s.Attested || (st.s.PowerOffAccepted && st.forceOffSent())) {
+	exempt := st.oursFor(run)
+	if !Enabled(CheckStormExemptionOurs) {
+		exempt = st.s.PowerOffAccepted && st.forceOffSent() // the mutant: accepted is enough
+	}
+	if r.Reason != RefuseAPIStale && (st.s.Attested || exempt) {
 		r = Refusal{}
 	}
 	return st.guard(r)
@@ -393,11 +439,25 @@ func (st *stepper) admitTaint() bool {
 // silentLongEnough: the Lease witness holds on our clock right now (invariant
 // 2). A fence this process adopted from another (Adopt) saw the node first
 // when it started: it waits until that first sighting is SuspectAfter old.
-func (st *stepper) silentLongEnough() bool {
-	if (st.s.NotReadyFence && !st.s.Attested) || !Enabled(CheckLeaseWitness) {
+// A fence under the NotReady opt-in powers off a node that renews (that is
+// the opt-in), but its taint waits until the Lease has been silent for
+// SuspectAfter since our ForceOff as well: the kubelet renewed until we
+// acted, so a BMC that says Off while the machine runs meets the next
+// renewal (a contradiction) before the taint, whatever its phase.
+func (st *stepper) silentLongEnough(forTaint bool) bool {
+	if !Enabled(CheckLeaseWitness) {
 		return true
 	}
 	silent := SilentFor(st.node(), st.now)
+	if st.s.NotReadyFence && !st.s.Attested {
+		if !forTaint || !Enabled(CheckNotReadyLease) {
+			return true
+		}
+		if !st.forceOffSent() {
+			return false
+		}
+		silent = min(silent, st.now.Sub(st.s.PowerOffAt))
+	}
 	if silent >= st.p.SuspectAfter {
 		return true
 	}
@@ -644,12 +704,18 @@ func (st *stepper) suspect() {
 		// Off, but not by our hand: a restart's off-dwell reads Off too.
 		// Our own ForceOff costs nothing on a machine that is off, and an
 		// accepted one makes the Off ours.
+		if st.attemptsSpent(rd) {
+			return
+		}
 		if !st.admitPowerOff(rd) {
 			st.scheduleRead(st.p.ReadInterval)
 			return
 		}
 		st.sendPowerOff("the BMC reads Off; sending our own ForceOff, since a restart's off-dwell reads Off too")
 	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.powerOffDue():
+		if st.attemptsSpent(rd) {
+			return
+		}
 		if !st.admitPowerOff(rd) {
 			st.scheduleRead(st.p.ReadInterval)
 			return
@@ -695,6 +761,10 @@ func (st *stepper) powerOffDue() bool {
 
 func (st *stepper) sendPowerOff(why string) {
 	st.s.PowerOffAt = st.now
+	// The fleet's cooldown counts from the latest ForceOff, not only from
+	// the admission: a fence that sends again to a machine that may run
+	// and then leaves flight must not let the next one in at once.
+	st.s.AdmittedAt = st.now
 	st.s.PowerOffs++
 	st.s.PowerOffAccepted = false
 	st.s.OffRun = OffRun{}
@@ -709,10 +779,7 @@ func (st *stepper) sendPowerOff(why string) {
 // resendPowerOff sends ForceOff again within the fence's attempts, or holds
 // the node for a human when they are spent.
 func (st *stepper) resendPowerOff(rd Reading, why string) {
-	if st.s.PowerOffs >= st.p.PowerOffAttempts {
-		st.enterStuck(StuckPowerOffIgnored, "power-off ignored")
-		st.event(true, "FenceStuck", "sent ForceOff %d times but the BMC still reads %s; not tainting. Check the machine, then `kubectl fence confirm` or `abort`",
-			st.s.PowerOffs, readingText(rd))
+	if st.attemptsSpent(rd) {
 		return
 	}
 	if !st.admitPowerOff(rd) {
@@ -720,6 +787,21 @@ func (st *stepper) resendPowerOff(rd Reading, why string) {
 		return
 	}
 	st.sendPowerOff(why)
+}
+
+// attemptsSpent holds the node for a human when this fence has sent
+// PowerOffAttempts ForceOffs already (the BMC ignored them all), instead of
+// sending one more; it reports whether it did. A fence back in Suspect with
+// its attempts spent (its power-off stopped being due, then became due
+// again) ends here too.
+func (st *stepper) attemptsSpent(rd Reading) bool {
+	if st.s.PowerOffs < st.p.PowerOffAttempts {
+		return false
+	}
+	st.enterStuck(StuckPowerOffIgnored, "power-off ignored")
+	st.event(true, "FenceStuck", "sent ForceOff %d times but the BMC still reads %s; not tainting. Check the machine, then `kubectl fence confirm` or `abort`",
+		st.s.PowerOffs, readingText(rd))
+	return true
 }
 
 func (st *stepper) poweringOff() {
@@ -771,8 +853,10 @@ func (st *stepper) poweringOff() {
 	if st.forceOffSent() && st.s.PowerOffAccepted && !st.s.AcceptanceUntrusted && rd.Failure == "" &&
 		(rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.now.Sub(st.s.PowerOffAt) >= st.p.OwnOffWithin {
 		// Accepted, yet the machine still runs: this BMC accepts
-		// commands it ignores. Its acceptances prove nothing from now on.
+		// commands it ignores. Its acceptances prove nothing from now on,
+		// for whoever leads next too: persisted at once.
 		st.s.AcceptanceUntrusted = true
+		st.sideEffct = true
 		st.event(true, "FencePowerOffIgnored", "the BMC accepted our ForceOff at %s but the machine still reads %s; its acceptance no longer makes an Off ours: an Off must last %s",
 			stamp(st.s.PowerOffAt), rd.Power, st.p.UnassistedSettleWindow)
 	}
@@ -843,7 +927,7 @@ func (st *stepper) confirmingOff() {
 		st.scheduleRead(st.p.SettleInterval())
 		return
 	}
-	if !st.admitTaint() {
+	if !st.admitTaint(run) {
 		st.scheduleRead(st.p.SettleInterval())
 		return
 	}
@@ -943,7 +1027,7 @@ func (st *stepper) tainting() {
 			st.s.OffRun = run
 			st.enter(ConfirmingOff, "off run restarted")
 			st.scheduleRead(st.p.SettleInterval())
-		case !st.admitTaint():
+		case !st.admitTaint(run):
 			st.s.OffRun = run
 			st.scheduleRead(st.p.SettleInterval())
 		default:
@@ -959,7 +1043,7 @@ func (st *stepper) tainting() {
 				st.wakeAtTime(st.s.NextReadAt)
 				return
 			}
-			if st.admitTaint() {
+			if st.admitTaint(st.s.OffRun) {
 				st.applyTaint()
 			} else {
 				st.scheduleRead(st.p.SettleInterval())
@@ -983,7 +1067,7 @@ func (st *stepper) attestedReading(rd Reading) {
 		st.backToSuspect("attestation contradicted by the BMC")
 		return
 	}
-	if !st.admitTaint() {
+	if !st.admitTaint(st.s.OffRun) {
 		st.scheduleRead(st.p.SettleInterval())
 		return
 	}

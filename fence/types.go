@@ -124,7 +124,8 @@ type FleetView struct {
 	// InFlightPowerLoss those admitted on an exact-Off reading.
 	InFlight          int
 	InFlightPowerLoss int
-	// LastFenceAt is the latest admission of a fence on any other node.
+	// LastFenceAt is the latest admission of a fence on any other node, or
+	// ForceOff of one since.
 	LastFenceAt time.Time
 	// APIFreshAt is when our view of the API server was last proven fresh
 	// (an observed lease renewal of any node, a relist).

@@ -22,8 +22,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // Outlet is one switched outlet of a PDU. Implementations must be safe for
@@ -140,4 +142,27 @@ func Redact(s string, login bmc.Credentials, secrets ...bmc.Secret) string {
 		s = bmc.Redact(s, sec)
 	}
 	return s
+}
+
+// Words is a device's text fit to quote: redacted as it was written (every
+// form of the login and the secrets), then made one line, then, when max is
+// positive, cut to at most max bytes on a character boundary. In that
+// order: collapsing first splits a passphrase with two spaces in a row, and
+// cutting first leaves a prefix of it (issue 17).
+func Words(s string, max int, login bmc.Credentials, secrets ...bmc.Secret) string {
+	if mutant.On(mutant.RedactRawFirst) {
+		// The mutant: one line and cut first, as before issue 17.
+		return Redact(cut(strings.Join(strings.Fields(s), " "), max), login, secrets...)
+	}
+	return cut(strings.Join(strings.Fields(Redact(s, login, secrets...)), " "), max)
+}
+
+func cut(s string, max int) string {
+	if max <= 0 || len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max] + "…"
 }

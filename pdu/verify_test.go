@@ -3,6 +3,9 @@ package pdu_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,3 +214,75 @@ var (
 	_ powerDevice = pdu.Outlet(nil)
 	_ pdu.Machine = (*redfish.Client)(nil)
 )
+
+// losingMachine wraps a BMC and reports the named supplies' input lost
+// while lost() holds: what a second cut input, or a loss that is not the
+// outlet's doing, looks like from the BMC.
+type losingMachine struct {
+	pdu.Machine
+	ids  []string
+	lost func() bool
+}
+
+func (l losingMachine) PowerSupplies(ctx context.Context) ([]bmc.PowerSupply, error) {
+	ps, err := l.Machine.PowerSupplies(ctx)
+	if err != nil || !l.lost() {
+		return ps, err
+	}
+	for i := range ps {
+		if slices.Contains(l.ids, ps[i].ID) {
+			ps[i].Input, ps[i].Raw = bmc.InputLost, "LineInputStatus=NoInput"
+		}
+	}
+	return ps, nil
+}
+
+// An outlet whose off takes two supplies' input does not tell which one it
+// feeds: refused, and switched back on.
+func TestVerifyOutletRefusesALossOfSeveralSupplies(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	srv := rack(t, clk)
+	m := losingMachine{Machine: machine(t, srv, "1"), ids: []string{"2"}, lost: func() bool { return !outletOn(t, srv, "A1") }}
+	_, err := pdu.VerifyOutlet(context.Background(), m, outlet(t, srv, "A1"), pdu.VerifyOptions{Clock: clk})
+	if !errors.Is(err, pdu.ErrNotThisMachine) || !strings.Contains(err.Error(), "2 supplies lost input at once") {
+		t.Fatalf("%v; want ErrNotThisMachine for two supplies lost at once", err)
+	}
+	if !outletOn(t, srv, "A1") {
+		t.Error("the outlet was left off")
+	}
+}
+
+// switchWatch records the commands sent to an outlet.
+type switchWatch struct {
+	pdu.Outlet
+	off, on *atomic.Bool
+}
+
+func (w switchWatch) PowerOff(ctx context.Context) (bmc.Result, error) {
+	w.off.Store(true)
+	return w.Outlet.PowerOff(ctx)
+}
+
+func (w switchWatch) PowerOn(ctx context.Context) (bmc.Result, error) {
+	w.on.Store(true)
+	return w.Outlet.PowerOn(ctx)
+}
+
+// A supply that loses its input after a PDU accepted an off it ignored
+// (the outlet still reads On) lost it to something else: the PDU's
+// acceptance is no Off, so the outlet is read back and the test refused.
+func TestVerifyOutletReadsTheOutletBackAfterTheOff(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	srv := rack(t, clk)
+	_ = srv.Mock.SetPDUFaults("1", redfishmock.PDUFaults{IgnoreCommands: true})
+	var off, on atomic.Bool
+	o := switchWatch{Outlet: outlet(t, srv, "A1"), off: &off, on: &on}
+	m := losingMachine{Machine: machine(t, srv, "1"), ids: []string{"1"}, lost: func() bool { return off.Load() && !on.Load() }}
+	proof, err := pdu.VerifyOutlet(context.Background(), m, o, pdu.VerifyOptions{Clock: clk})
+	if !errors.Is(err, pdu.ErrPrecondition) || !strings.Contains(err.Error(), "not the outlet's doing") {
+		t.Fatalf("%v; want the loss refused: the outlet does not read Off", err)
+	}
+	if proof.OutletOff.State != bmc.PowerOn || !on.Load() {
+		t.Errorf("outlet read back %+v, switched back on: %v", proof.OutletOff, on.Load())
+	}
+}

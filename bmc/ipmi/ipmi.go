@@ -35,6 +35,7 @@ import (
 	goipmi "github.com/bougou/go-ipmi"
 
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // Provider is the name Result.Provider carries.
@@ -305,6 +306,14 @@ func (e *busyError) Is(target error) bool {
 // classify maps an error to one of bmc's sentinels, one line, free of
 // every form of the password.
 func (c *Client) classify(ctx context.Context, err error) error {
+	// The text is redacted as the library wrote it, then made one line:
+	// collapsing first would split a passphrase with two spaces in a row
+	// (issue 17); shorten cuts only redacted text.
+	msg := bmc.RedactCredentials(err.Error(), c.target.Credentials)
+	if mutant.On(mutant.RedactRawFirst) {
+		msg = bmc.RedactCredentials(oneLine(err.Error()), c.target.Credentials)
+	}
+	msg = oneLine(msg)
 	for _, s := range []error{bmc.ErrAlreadyInState, bmc.ErrBusy, bmc.ErrUnsupported, bmc.ErrBMC, bmc.ErrInvalidTarget, bmc.ErrAuth} {
 		if errors.Is(err, s) {
 			var derr *downgradeError
@@ -313,10 +322,12 @@ func (c *Client) classify(ctx context.Context, err error) error {
 				return fmt.Errorf("%w: %v (ipmitool refuses it too); ask for the suite the BMC offers with %s, or allow one fallback suite with %s",
 					bmc.ErrUnsupported, derr, n.CipherSuite, n.CipherSuiteFallback)
 			}
-			return bmc.RedactCredentialsError(err, c.target.Credentials)
+			if msg == err.Error() {
+				return err
+			}
+			return bmc.WithText(err, msg)
 		}
 	}
-	msg := bmc.RedactCredentials(oneLine(err.Error()), c.target.Credentials)
 	if cc, ok := completionCode(err); ok {
 		switch cc {
 		case goipmi.CompletionCodeCannotExecuteCommandNotSupported:

@@ -328,7 +328,7 @@ func (cn *conn) get(path string, v any) error {
 		return err
 	}
 	if !resp.ok() {
-		return newHTTPError(http.MethodGet, path, resp)
+		return newHTTPError(http.MethodGet, path, resp, cn.c.target.Credentials)
 	}
 	if err := checkRedirected(http.MethodGet, path, resp); err != nil {
 		return err
@@ -351,7 +351,7 @@ func (cn *conn) login() error {
 		return err
 	}
 	if !resp.ok() {
-		herr := newHTTPError(http.MethodPost, sessionsURI, resp)
+		herr := newHTTPError(http.MethodPost, sessionsURI, resp, cn.c.target.Credentials)
 		switch resp.status {
 		case http.StatusUnauthorized, http.StatusNotFound, http.StatusMethodNotAllowed:
 			// A refused login may mean there is no SessionService at all;

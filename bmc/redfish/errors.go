@@ -15,8 +15,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // httpError is a non-2xx answer, with what the Redfish error body said.
@@ -76,7 +78,14 @@ func (e *httpError) hasID(suffixes ...string) bool {
 // maxMessage bounds the BMC's words quoted in an error.
 const maxMessage = 300
 
-func newHTTPError(method, path string, resp *response) *httpError {
+// newHTTPError reads a non-2xx answer. The BMC's words are redacted as it
+// wrote them (after JSON decoding, which the redaction also sees through),
+// and only then made one line and cut to maxMessage: collapsing first
+// splits a passphrase with two spaces in a row, and cutting first leaves a
+// prefix of the password (issue 17).
+//
+// secrets are more to redact the same way (a subscription's Context token).
+func newHTTPError(method, path string, resp *response, creds bmc.Credentials, secrets ...bmc.Secret) *httpError {
 	e := &httpError{method: method, path: path, status: resp.status, wwwAuth: resp.header.Get("WWW-Authenticate")}
 	if s := resp.header.Get("Retry-After"); s != "" {
 		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n >= 0 {
@@ -118,14 +127,39 @@ func newHTTPError(method, path string, resp *response) *httpError {
 		if len(msgs) == 0 && body.Error.Message != "" {
 			msgs = append(msgs, body.Error.Message)
 		}
-		e.message = oneLine(strings.Join(msgs, " "))
+		e.message = bmcWords(strings.Join(msgs, "\n"), creds, secrets)
 	} else if len(resp.body) > 0 && !json.Valid(resp.body) {
-		e.message = oneLine(string(resp.body))
-	}
-	if len(e.message) > maxMessage {
-		e.message = e.message[:maxMessage] + "…"
+		e.message = bmcWords(string(resp.body), creds, secrets)
 	}
 	return e
+}
+
+// bmcWords is text a BMC wrote, fit to quote: redacted, one line, at most
+// maxMessage bytes (cut on a character boundary).
+func bmcWords(text string, creds bmc.Credentials, secrets []bmc.Secret) string {
+	redact := func(t string) string {
+		t = bmc.RedactCredentials(t, creds)
+		for _, sec := range secrets {
+			t = bmc.Redact(t, sec)
+		}
+		return t
+	}
+	if mutant.On(mutant.RedactRawFirst) {
+		// The mutant: one line and cut first, as before issue 17.
+		return redact(clip(oneLine(text), maxMessage))
+	}
+	return clip(oneLine(redact(text)), maxMessage)
+}
+
+// clip cuts s to at most n bytes, on a character boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // Vendor MessageIds (registry prefix and version stripped).
@@ -188,7 +222,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		dnsErr      *net.DNSError
 		opErr       *net.OpError
 	)
-	msg := c.redact(oneLine(err.Error()))
+	msg := c.oneLine(err.Error())
 	switch {
 	case errors.As(err, &herr) && expired(ctx):
 		// An answer that came after our deadline answers a request we had
@@ -255,10 +289,23 @@ func (c *Client) redact(msg string) string {
 	return bmc.RedactCredentials(msg, c.target.Credentials)
 }
 
+// oneLine is msg redacted, then made one line: in that order, or a
+// passphrase with two spaces in a row would no longer match.
+func (c *Client) oneLine(msg string) string {
+	if mutant.On(mutant.RedactRawFirst) {
+		return c.redact(oneLine(msg))
+	}
+	return oneLine(c.redact(msg))
+}
+
 // redacted is err with every form of the password removed from its text,
-// keeping its sentinels (bmc.RedactCredentialsError).
+// made one line, keeping its sentinels (bmc.RedactCredentialsError).
 func (c *Client) redacted(err error) error {
-	return bmc.RedactCredentialsError(err, c.target.Credentials)
+	msg := c.oneLine(err.Error())
+	if msg == err.Error() {
+		return err
+	}
+	return bmc.WithText(err, msg)
 }
 
 // expired reports whether ctx's deadline has passed. ctx.Err() alone is not

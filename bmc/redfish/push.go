@@ -51,7 +51,7 @@ func (c *Client) Subscribe(ctx context.Context, s Subscription) (string, error) 
 			return err
 		}
 		if !resp.ok() {
-			return newHTTPError(http.MethodPost, "/redfish/v1/EventService/Subscriptions", resp)
+			return newHTTPError(http.MethodPost, "/redfish/v1/EventService/Subscriptions", resp, cn.c.target.Credentials, s.Context)
 		}
 		uri = onlyPath(resp.header.Get("Location"))
 		if uri == "" {
@@ -74,7 +74,7 @@ func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
 			return err
 		}
 		if !resp.ok() && resp.status != http.StatusNotFound {
-			return newHTTPError(http.MethodDelete, uri, resp)
+			return newHTTPError(http.MethodDelete, uri, resp, cn.c.target.Credentials)
 		}
 		return nil
 	})

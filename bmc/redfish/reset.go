@@ -156,7 +156,7 @@ func (cn *conn) post(target, rt string, res *bmc.Result) error {
 			res.Reply = ""
 			return nil
 		}
-		herr := newHTTPError(http.MethodPost, target, resp)
+		herr := newHTTPError(http.MethodPost, target, resp, cn.c.target.Credentials)
 		res.Reply = cn.c.redact(herr.Error())
 		switch {
 		case herr.busy():
@@ -242,7 +242,7 @@ func (cn *conn) followTask(accepted *response) error {
 			// done. Only a later reading proves anything either way.
 			return nil
 		case !resp.ok():
-			return newHTTPError(http.MethodGet, monitor, resp)
+			return newHTTPError(http.MethodGet, monitor, resp, cn.c.target.Credentials)
 		}
 		var t taskDoc
 		if json.Unmarshal(resp.body, &t) != nil || t.TaskState == "" {
@@ -270,7 +270,9 @@ func taskMessages(t taskDoc) string {
 	if len(parts) == 0 {
 		return "no message"
 	}
-	return oneLine(strings.Join(parts, "; "))
+	// Not made one line here: classify redacts the error text first, then
+	// makes it one line (a passphrase with two spaces in a row).
+	return strings.Join(parts, "; ")
 }
 
 func retryAfter(h http.Header, def time.Duration) time.Duration {

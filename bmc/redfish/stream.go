@@ -374,7 +374,7 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	if resp.StatusCode != http.StatusOK {
 		body := make([]byte, 64<<10)
 		n, _ := bufio.NewReader(resp.Body).Read(body)
-		herr := newHTTPError(http.MethodGet, uri, &response{status: resp.StatusCode, header: resp.Header, body: body[:n]})
+		herr := newHTTPError(http.MethodGet, uri, &response{status: resp.StatusCode, header: resp.Header, body: body[:n]}, t.Credentials)
 		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
 			return false, fmt.Errorf("%w (GET %s answered %d)", errNoSSE, uri, resp.StatusCode)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // resolved is what the client learnt about its system and keeps between
@@ -363,8 +364,12 @@ func (cn *conn) powerStatus() (bmc.PowerStatus, error) {
 		if err != nil {
 			return st, err
 		}
-		if svc.staticChassis != "" {
+		if svc.staticChassis != "" || mutant.On(mutant.ChassisSetAside) {
 			st.Trusted = bmc.PowerSource{Resource: resourceSystem, Why: fmt.Sprintf(whySetAside, strconv.Quote(st.ChassisRaw), svc.staticChassis), ChassisSetAside: true}
+			return st, nil
+		}
+		if svc.sushy != "" && mutant.On(mutant.SushyChassisByConfiguration) {
+			st.Trusted = bmc.PowerSource{Resource: resourceSystem, Why: fmt.Sprintf(whySetAside, strconv.Quote(st.ChassisRaw), svc.sushy), ChassisSetAside: true}
 			return st, nil
 		}
 		if svc.sushy != "" {
@@ -722,7 +727,7 @@ func (cn *conn) identityWhileUnavailable(sysURI string, sysErr *httpError) (bmc.
 	if err != nil {
 		return bmc.Identity{}, err
 	}
-	if fp != known.fingerprint {
+	if fp != known.fingerprint && !mutant.On(mutant.AMIIdentityBinding) {
 		return bmc.Identity{}, fmt.Errorf("%w: the system answers %s while its host is off, and what identified its BMC and chassis when its identity was read has changed (then: %s; now: %s): not the same machine for certain",
 			bmc.ErrBMC, sysErr, known.fingerprint, orNone(fp))
 	}

@@ -503,3 +503,56 @@ func equalStatus(a, b v1alpha1.BMCFenceRecordStatus) bool {
 		return x.Time.Equal(&y.Time) && x.Kind == y.Kind && x.Message == y.Message && x.Phase == y.Phase && x.Who == y.Who
 	})
 }
+
+// Refusal is a request the agent refused before any fence began (issue 17:
+// one the admission policy did not authenticate), kept in the node's
+// history as a finished record with outcome Refused.
+type Refusal struct {
+	Node, RequestedBy, Reason, Message string
+	// Who names the agent replica.
+	Who string
+	At  time.Time
+	// MaxPerNode and MaxAge: the retention applied to the node's records
+	// afterwards (defaults DefaultMaxPerNode, DefaultMaxAge).
+	MaxPerNode int
+	MaxAge     time.Duration
+}
+
+// OutcomeRefused is the outcome of a Refusal's record.
+const OutcomeRefused = "Refused"
+
+// RecordRefusal writes rf as a finished BMCFenceRecord of its node and
+// applies the retention to the node's refusals; it returns the record's
+// name.
+func RecordRefusal(ctx context.Context, records fencingclient.BMCFenceRecordInterface, rf Refusal) (string, error) {
+	if rf.MaxPerNode <= 0 {
+		rf.MaxPerNode = DefaultMaxPerNode
+	}
+	if rf.MaxAge <= 0 {
+		rf.MaxAge = DefaultMaxAge
+	}
+	rec := &v1alpha1.BMCFenceRecord{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: rf.Node + "-", Labels: map[string]string{v1alpha1.LabelRecordNode: rf.Node}},
+		Spec: v1alpha1.BMCFenceRecordSpec{NodeName: rf.Node, Trigger: v1alpha1.TriggerHuman,
+			RequestedBy: fence.Clip(rf.RequestedBy, 512), Reason: fence.Clip(rf.Reason, 1024)},
+	}
+	created, err := records.Create(ctx, rec, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("creating a record: %w", err)
+	}
+	at := metav1.NewTime(rf.At)
+	created.Status = v1alpha1.BMCFenceRecordStatus{Outcome: OutcomeRefused, StartedAt: &at, FinishedAt: &at,
+		Timeline: []v1alpha1.TimelineEntry{{Time: at, Kind: v1alpha1.EntryRequest, Who: rf.Who, Message: fence.Clip(rf.Message, 1024)}}}
+	if _, err := records.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return created.Name, fmt.Errorf("recording the refusal in %s: %w", created.Name, err)
+	}
+	// Retention among the node's refusals only: a flood of refused
+	// requests must not push its fences out of its history.
+	if list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + rf.Node}); err == nil {
+		refused := slices.DeleteFunc(list.Items, func(r v1alpha1.BMCFenceRecord) bool { return r.Status.Outcome != OutcomeRefused })
+		for _, name := range Expired(refused, rf.MaxPerNode, rf.MaxAge, rf.At) {
+			_ = records.Delete(ctx, name, metav1.DeleteOptions{})
+		}
+	}
+	return created.Name, nil
+}

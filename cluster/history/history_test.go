@@ -198,6 +198,59 @@ func TestSyncAcrossLeaders(t *testing.T) {
 	}
 }
 
+// A refused request (issue 17) is a finished Refused record of its node;
+// retention then keeps the newest refusals only among refusals, so a flood
+// of them never pushes the node's fences out of its history.
+func TestRecordRefusalKeepsTheFences(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	created := 0
+	client.PrependReactor("create", "bmcfencerecords", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.BMCFenceRecord)
+		created++
+		if r.Name == "" { // the API server's generateName
+			r.Name = fmt.Sprintf("%s%05d", r.GenerateName, created)
+		}
+		r.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(created) * time.Second))
+		return false, nil, nil
+	})
+	records := client.FencingV1alpha1().BMCFenceRecords()
+	ctx := context.Background()
+	fenced := &v1alpha1.BMCFenceRecord{ObjectMeta: metav1.ObjectMeta{Name: "w1-fence", Labels: map[string]string{v1alpha1.LabelRecordNode: "w1"}},
+		Spec:   v1alpha1.BMCFenceRecordSpec{NodeName: "w1", Trigger: v1alpha1.TriggerBuiltin},
+		Status: v1alpha1.BMCFenceRecordStatus{Outcome: "Fenced", FinishedAt: &metav1.Time{Time: time.Unix(100, 0)}}}
+	if _, err := records.Create(ctx, fenced, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for i := range 5 {
+		name, err := RecordRefusal(ctx, records, Refusal{Node: "w1", RequestedBy: "alice", Reason: "confirm request x", Message: "refused: forged",
+			Who: "agent a", At: time.Unix(int64(200+i), 0), MaxPerNode: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = name
+	}
+	list, err := records.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, fences int
+	for _, r := range list.Items {
+		switch r.Status.Outcome {
+		case OutcomeRefused:
+			refused++
+			if r.Status.FinishedAt == nil || len(r.Status.Timeline) != 1 || r.Spec.Trigger != v1alpha1.TriggerHuman {
+				t.Errorf("refusal record %+v", r)
+			}
+		case "Fenced":
+			fences++
+		}
+	}
+	if refused > 2 || fences != 1 || last == "" {
+		t.Errorf("%d refusals (want at most 2) and %d fences (want 1) kept", refused, fences)
+	}
+}
+
 func TestReadingTextRoundTrips(t *testing.T) {
 	until := time.Date(2026, 11, 25, 20, 43, 33, 0, time.UTC)
 	for _, r := range []ReadingText{

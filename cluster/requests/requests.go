@@ -28,6 +28,7 @@ import (
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned/typed/fencing/v1alpha1"
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/cluster/history"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 )
@@ -36,28 +37,37 @@ import (
 // authenticates requests (deploy/base/admission.yaml).
 const PolicyName = "bmcfence-request-identity"
 
-// ErrUnauthenticated: the admission policy that vouches for requestedBy is
-// not bound, so no request can be trusted.
-var ErrUnauthenticated = errors.New("requests are not authenticated")
+// ErrUnauthenticated: the admission policy that vouches for requestedBy
+// was not in force, as the agent observed it, from before the request's
+// creation until now: the request is refused.
+var ErrUnauthenticated = errors.New("request not authenticated")
 
 // Cluster is what the controller needs of *cluster.Cluster.
 type Cluster interface {
 	Node(name string) (runner.NodeInfo, bool)
 	SetRequest(node, id string, cmd fence.Command)
+	OfferRequest(node, id string, cmd fence.Command, vouch func() error)
 	WithdrawRequest(node, id string)
 	OnRequestTaken(f func(node, id string))
+	Event(node string, ev fence.Event)
 }
 
-// PolicyCheck reports whether the admission policy is bound (nil) or why
-// requests cannot be trusted (an error wrapping ErrUnauthenticated).
-type PolicyCheck func(ctx context.Context) error
+// Voucher says whether a request was authenticated by the API server
+// (*Guard).
+type Voucher interface {
+	// Vouch: nil, acting on r is allowed now; an error wrapping
+	// ErrUnauthenticated, refuse it; ErrNotYet, wait (and Confirm).
+	Vouch(r *v1alpha1.BMCFenceRequest, seenAt time.Time) error
+	// Confirm reads the admission policy again, for Vouch.
+	Confirm(ctx context.Context)
+}
 
 // Options configure a Controller.
 type Options struct {
 	Client  fencingclient.FencingV1alpha1Interface
 	Cluster Cluster
-	// Policy checks the admission policy; nil trusts requests (tests).
-	Policy PolicyCheck
+	// Guard vouches for requests; nil trusts every request (tests).
+	Guard Voucher
 	// MaxRequestAge: a fence or confirm request not taken this long after
 	// we first saw it expires (fence.Policy.MaxRequestAge).
 	MaxRequestAge time.Duration
@@ -67,9 +77,15 @@ type Options struct {
 	// Collected, when set, counts each request deleted by TTL, by its
 	// outcome (bmcfence_requests_collected_total).
 	Collected func(outcome v1alpha1.RequestOutcome)
-	Clock     clock.WithTicker
-	Log       *zap.Logger
-	Resync    time.Duration
+	// HistoryMaxPerNode and HistoryMaxAge: the retention of the fence
+	// records a refusal leaves (history.Options).
+	HistoryMaxPerNode int
+	HistoryMaxAge     time.Duration
+	// Who names this agent replica in the records.
+	Who    string
+	Clock  clock.WithTicker
+	Log    *zap.Logger
+	Resync time.Duration
 }
 
 // DefaultTTL keeps a finished request a day (config requests.ttl).
@@ -85,6 +101,8 @@ type Controller struct {
 	// seen: when this process first saw each request (our clock: one
 	// clock per proof; a new leader starts its own).
 	seen map[types.UID]time.Time
+	// seenNow: seen by this reconcile pass for the first time.
+	seenNow map[types.UID]bool
 	// offered: requests handed to the engine; taken: acknowledged by a
 	// state write, status not yet written.
 	offered map[types.UID]bool
@@ -121,12 +139,15 @@ func New(opts Options) (*Controller, error) {
 		},
 	}
 	c := &Controller{opts: opts, kick: make(chan struct{}, 1),
-		seen: map[types.UID]time.Time{}, offered: map[types.UID]bool{}, taken: map[string]bool{}}
+		seen: map[types.UID]time.Time{}, seenNow: map[types.UID]bool{}, offered: map[types.UID]bool{}, taken: map[string]bool{}}
 	c.informer = cache.NewSharedIndexInformer(lw, &v1alpha1.BMCFenceRequest{}, 0, cache.Indexers{})
 	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.poke() }, UpdateFunc: func(any, any) { c.poke() }, DeleteFunc: func(any) { c.poke() },
 	}); err != nil {
 		return nil, fmt.Errorf("requests: %w", err)
+	}
+	if g, ok := opts.Guard.(*Guard); ok {
+		g.Subscribe(c.poke) // a refusal is said at once
 	}
 	opts.Cluster.OnRequestTaken(func(node, id string) {
 		c.mu.Lock()
@@ -150,7 +171,10 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // ReconcileAll handles every request, oldest first, so that the newest
-// request for a node is the one offered last (it replaces older ones).
+// request for a node is the one offered last (it replaces older ones). A
+// request is marked seen first, then the guard reads the admission policy
+// again (Confirm), so that a new request can be vouched for at once: the
+// read began after it was seen.
 func (c *Controller) ReconcileAll(ctx context.Context) {
 	var reqs []*v1alpha1.BMCFenceRequest
 	for _, o := range c.informer.GetStore().List() {
@@ -164,18 +188,41 @@ func (c *Controller) ReconcileAll(ctx context.Context) {
 		}
 		return compareStrings(a.Name, b.Name)
 	})
-	var policyErr error
-	if c.opts.Policy != nil {
-		policyErr = c.opts.Policy(ctx)
+	pending := false
+	now := c.opts.Clock.Now()
+	c.mu.Lock()
+	for _, r := range reqs {
+		if final(r.Status.Outcome) {
+			continue
+		}
+		pending = true
+		if _, ok := c.seen[r.UID]; !ok {
+			c.seen[r.UID] = now
+			c.seenNow[r.UID] = true
+		}
+	}
+	c.mu.Unlock()
+	if pending && c.opts.Guard != nil {
+		c.opts.Guard.Confirm(ctx)
 	}
 	for _, r := range reqs {
 		if c.collect(ctx, r) {
 			continue
 		}
-		if err := c.Reconcile(ctx, r, policyErr); err != nil {
+		if err := c.Reconcile(ctx, r); err != nil {
 			c.opts.Log.Warn("fence request", zap.String("request", r.Name), zap.Error(err))
 		}
 	}
+}
+
+// final reports whether an outcome is the request's last.
+func final(o v1alpha1.RequestOutcome) bool {
+	switch o {
+	case v1alpha1.OutcomeTaken, v1alpha1.OutcomeRefused, v1alpha1.OutcomeExpired:
+		return true
+	case v1alpha1.OutcomePending, "":
+	}
+	return false
 }
 
 // collect deletes a request whose outcome is final once TTL has passed
@@ -239,13 +286,13 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// Reconcile handles one request. policyErr, when set, refuses it: without
-// the admission policy, requestedBy is whatever the client wrote.
-func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest, policyErr error) error {
-	switch r.Status.Outcome {
-	case v1alpha1.OutcomeTaken, v1alpha1.OutcomeRefused, v1alpha1.OutcomeExpired:
+// Reconcile handles one request: it is refused unless the guard vouches
+// for it (the admission policy that authenticates requestedBy was in force
+// from before its creation), expires, or is offered to the engine, which
+// takes it only while the guard still vouches for it.
+func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest) error {
+	if final(r.Status.Outcome) {
 		return nil
-	case v1alpha1.OutcomePending, "":
 	}
 	node, id := r.Spec.NodeName, r.Name
 	now := c.opts.Clock.Now()
@@ -254,38 +301,45 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest,
 	if !ok {
 		seenAt = now
 		c.seen[r.UID] = now
+		c.seenNow[r.UID] = true
 	}
 	// Seen first by another process (an earlier leader, or this agent
 	// before a restart): its age is on a clock we cannot compare with ours,
 	// and it may have been taken already without its status saying so.
-	inherited := !ok && r.Status.SeenAt != nil
+	firstLook := c.seenNow[r.UID]
+	delete(c.seenNow, r.UID)
+	inherited := firstLook && r.Status.SeenAt != nil
 	// Created long before we first saw it (no leader ran meanwhile): as
 	// the annotation channel did with the CLI's time, the API server's
 	// creation time bounds it; a skew only moves that bound.
-	old := !ok && !r.CreationTimestamp.IsZero() && now.Sub(r.CreationTimestamp.Time) > c.opts.MaxRequestAge
+	old := firstLook && !r.CreationTimestamp.IsZero() && now.Sub(r.CreationTimestamp.Time) > c.opts.MaxRequestAge
 	taken := c.taken[node+"/"+id]
 	offered := c.offered[r.UID]
 	c.mu.Unlock()
 
+	var vouch error
+	if g := c.opts.Guard; g != nil {
+		vouch = g.Vouch(r, seenAt)
+	}
 	kind, err := commandKind(r.Spec.Action)
 	switch {
 	case taken:
-		return c.finish(ctx, r, v1alpha1.OutcomeTaken, fmt.Sprintf("taken in by the fence engine at %s (this agent's, or kubectl-fence's while no agent ran); its answer is in the node's Events and `kubectl fence status %s`", now.UTC().Format(time.RFC3339), node))
+		// The state write that took it in asked the guard first.
+		return c.finish(ctx, r, v1alpha1.OutcomeTaken, fmt.Sprintf("taken in by the fence engine at %s (this agent's, or kubectl-fence's while no agent ran); its answer is in the node's Events and `kubectl fence status %s`", now.UTC().Format(time.RFC3339), node), "")
 	case err != nil:
-		return c.finish(ctx, r, v1alpha1.OutcomeRefused, err.Error())
-	case policyErr != nil:
-		c.opts.Cluster.WithdrawRequest(node, id)
-		return c.finish(ctx, r, v1alpha1.OutcomeRefused, policyErr.Error())
+		return c.finish(ctx, r, v1alpha1.OutcomeRefused, err.Error(), "")
+	case errors.Is(vouch, ErrUnauthenticated):
+		return c.refuse(ctx, r, vouch)
 	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && old:
-		return c.finish(ctx, r, v1alpha1.OutcomeExpired, fmt.Sprintf("created more than %s before the agent first saw it: what you saw may have changed; run kubectl fence again", c.opts.MaxRequestAge))
+		return c.finish(ctx, r, v1alpha1.OutcomeExpired, fmt.Sprintf("created more than %s before the agent first saw it: what you saw may have changed; run kubectl fence again", c.opts.MaxRequestAge), "")
 	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && inherited:
-		return c.finish(ctx, r, v1alpha1.OutcomeExpired, "first seen by another agent process (a previous leader, or before a restart): its age cannot be told on our clock and it may have been taken already; run kubectl fence again")
+		return c.finish(ctx, r, v1alpha1.OutcomeExpired, "first seen by another agent process (a previous leader, or before a restart): its age cannot be told on our clock and it may have been taken already; run kubectl fence again", "")
 	case (kind == fence.CmdFence || kind == fence.CmdConfirm) && now.Sub(seenAt) > c.opts.MaxRequestAge:
 		c.opts.Cluster.WithdrawRequest(node, id)
-		return c.finish(ctx, r, v1alpha1.OutcomeExpired, fmt.Sprintf("not taken within %s of being seen: what you saw may have changed; run kubectl fence again", c.opts.MaxRequestAge))
+		return c.finish(ctx, r, v1alpha1.OutcomeExpired, fmt.Sprintf("not taken within %s of being seen: what you saw may have changed; run kubectl fence again", c.opts.MaxRequestAge), "")
 	}
 	if _, found := c.opts.Cluster.Node(node); !found {
-		return c.finish(ctx, r, v1alpha1.OutcomeRefused, fmt.Sprintf("node %s does not exist", node))
+		return c.finish(ctx, r, v1alpha1.OutcomeRefused, fmt.Sprintf("node %s does not exist", node), "")
 	}
 	if r.Status.SeenAt == nil {
 		st := r.DeepCopy()
@@ -296,10 +350,17 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest,
 			return fmt.Errorf("marking it seen: %w", err)
 		}
 	}
+	if vouch != nil {
+		return nil // not yet: asked again at the next reconcile
+	}
 	if !offered {
-		c.opts.Cluster.SetRequest(node, id, fence.Command{
-			Kind: kind, User: r.Spec.RequestedBy, Reason: r.Spec.Reason, PowerOn: r.Spec.PowerOn, Force: r.Spec.Force, SeenAt: seenAt,
-		})
+		cmd := fence.Command{Kind: kind, User: r.Spec.RequestedBy, Reason: r.Spec.Reason, PowerOn: r.Spec.PowerOn, Force: r.Spec.Force, SeenAt: seenAt}
+		var check func() error
+		if g := c.opts.Guard; g != nil {
+			snapshot := r.DeepCopy()
+			check = func() error { return g.Vouch(snapshot, seenAt) }
+		}
+		c.opts.Cluster.OfferRequest(node, id, cmd, check)
 		c.mu.Lock()
 		c.offered[r.UID] = true
 		c.mu.Unlock()
@@ -307,9 +368,31 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest,
 	return nil
 }
 
-func (c *Controller) finish(ctx context.Context, r *v1alpha1.BMCFenceRequest, outcome v1alpha1.RequestOutcome, msg string) error {
+// refuse refuses a request the guard does not vouch for: withdrawn from
+// the engine, a Warning Event on the node, a fence record (kubectl fence
+// history), and the request's status, each saying why.
+func (c *Controller) refuse(ctx context.Context, r *v1alpha1.BMCFenceRequest, why error) error {
+	node := r.Spec.NodeName
+	c.opts.Cluster.WithdrawRequest(node, r.Name)
+	msg := fmt.Sprintf("refused the %s request %s written in the name of %s: %v", r.Spec.Action, r.Name, r.Spec.RequestedBy, why)
+	c.opts.Cluster.Event(node, fence.Event{Warning: true, Reason: "FenceRequestRefused", Message: msg})
+	c.opts.Log.Warn("fence request refused", zap.String("request", r.Name), zap.String("node", node), zap.Error(why))
+	record, err := history.RecordRefusal(ctx, c.opts.Client.BMCFenceRecords(), history.Refusal{
+		Node: node, RequestedBy: r.Spec.RequestedBy, Reason: fmt.Sprintf("%s request %s", r.Spec.Action, r.Name), Message: msg,
+		Who: c.opts.Who, At: c.opts.Clock.Now(), MaxPerNode: c.opts.HistoryMaxPerNode, MaxAge: c.opts.HistoryMaxAge,
+	})
+	if err != nil {
+		c.opts.Log.Warn("cannot record the refusal in the node's history", zap.String("request", r.Name), zap.Error(err))
+	}
+	return c.finish(ctx, r, v1alpha1.OutcomeRefused, why.Error(), record)
+}
+
+func (c *Controller) finish(ctx context.Context, r *v1alpha1.BMCFenceRequest, outcome v1alpha1.RequestOutcome, msg, record string) error {
 	st := r.DeepCopy()
-	st.Status.Outcome, st.Status.Message = outcome, msg
+	st.Status.Outcome, st.Status.Message = outcome, fence.Clip(msg, 1024)
+	if record != "" {
+		st.Status.Record = record
+	}
 	done := metav1.NewTime(c.opts.Clock.Now())
 	st.Status.FinishedAt = &done
 	if st.Status.SeenAt == nil {

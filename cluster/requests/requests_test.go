@@ -23,15 +23,24 @@ var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 type fakeCluster struct {
 	nodes   map[string]bool
 	offered map[string]fence.Command // node/id
+	vouch   map[string]func() error  // node/id: the offer's check
+	events  []fence.Event
 	taken   func(node, id string)
 }
 
 func (f *fakeCluster) Node(name string) (runner.NodeInfo, bool) {
 	return runner.NodeInfo{Name: name}, f.nodes[name]
 }
-func (f *fakeCluster) SetRequest(node, id string, cmd fence.Command) { f.offered[node+"/"+id] = cmd }
-func (f *fakeCluster) WithdrawRequest(node, id string)               { delete(f.offered, node+"/"+id) }
-func (f *fakeCluster) OnRequestTaken(h func(node, id string))        { f.taken = h }
+func (f *fakeCluster) SetRequest(node, id string, cmd fence.Command) {
+	f.OfferRequest(node, id, cmd, nil)
+}
+func (f *fakeCluster) OfferRequest(node, id string, cmd fence.Command, vouch func() error) {
+	f.offered[node+"/"+id] = cmd
+	f.vouch[node+"/"+id] = vouch
+}
+func (f *fakeCluster) WithdrawRequest(node, id string)        { delete(f.offered, node+"/"+id) }
+func (f *fakeCluster) OnRequestTaken(h func(node, id string)) { f.taken = h }
+func (f *fakeCluster) Event(_ string, ev fence.Event)         { f.events = append(f.events, ev) }
 
 func request(name string, action v1alpha1.RequestAction) *v1alpha1.BMCFenceRequest {
 	return &v1alpha1.BMCFenceRequest{
@@ -47,7 +56,7 @@ type world struct {
 	clock   *clocktesting.FakeClock
 }
 
-func newWorld(t *testing.T, policy PolicyCheck, objs ...*v1alpha1.BMCFenceRequest) *world {
+func newWorld(t *testing.T, guard Voucher, objs ...*v1alpha1.BMCFenceRequest) *world {
 	t.Helper()
 	client := fake.NewSimpleClientset()
 	for _, o := range objs {
@@ -55,9 +64,9 @@ func newWorld(t *testing.T, policy PolicyCheck, objs ...*v1alpha1.BMCFenceReques
 			t.Fatal(err)
 		}
 	}
-	fc := &fakeCluster{nodes: map[string]bool{"w1": true}, offered: map[string]fence.Command{}}
+	fc := &fakeCluster{nodes: map[string]bool{"w1": true}, offered: map[string]fence.Command{}, vouch: map[string]func() error{}}
 	clk := clocktesting.NewFakeClock(t0)
-	c, err := New(Options{Client: client.FencingV1alpha1(), Cluster: fc, Policy: policy, MaxRequestAge: 15 * time.Minute, Clock: clk})
+	c, err := New(Options{Client: client.FencingV1alpha1(), Cluster: fc, Guard: guard, MaxRequestAge: 15 * time.Minute, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +81,7 @@ func (w *world) reconcile(t *testing.T, name string) *v1alpha1.BMCFenceRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var policyErr error
-	if w.c.opts.Policy != nil {
-		policyErr = w.c.opts.Policy(ctx)
-	}
-	if err := w.c.Reconcile(ctx, r, policyErr); err != nil {
+	if err := w.c.Reconcile(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	r, err = reqs.Get(ctx, name, metav1.GetOptions{})
@@ -105,18 +110,24 @@ func TestRequestIsOfferedThenTaken(t *testing.T) {
 	}
 }
 
+// unvouched is a guard that refuses every request.
+type unvouched struct{}
+
+func (unvouched) Vouch(*v1alpha1.BMCFenceRequest, time.Time) error {
+	return fmt.Errorf("%w: the binding is missing", ErrUnauthenticated)
+}
+func (unvouched) Confirm(context.Context) {}
+
 // Requests expire maxRequestAge after we first saw them (fence and confirm;
 // an abort only makes things safer), and are refused while the admission
-// policy that vouches for requestedBy is not bound.
+// policy that vouches for requestedBy is not in force.
 func TestRequestRefusals(t *testing.T) {
-	unbound := func(context.Context) error {
-		return fmt.Errorf("%w: the binding is missing", ErrUnauthenticated)
-	}
+	unbound := unvouched{}
 	tests := []struct {
 		name        string
 		action      v1alpha1.RequestAction
 		node        string
-		policy      PolicyCheck
+		policy      Voucher
 		age         time.Duration
 		wantOutcome v1alpha1.RequestOutcome
 	}{

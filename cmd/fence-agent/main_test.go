@@ -38,6 +38,9 @@ func runAgent(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // CrashLoopBackOff.
 func TestUsageErrorsAreOneLineEachAndExit2(t *testing.T) {
 	bad := writeConfig(t, "policy:\n  settleReads: 1\n  cooldown: 30\ninventory:\n  nodes:\n    - {name: w1, address: 10.0.0.1}\n")
+	// Issue 17, defect 7: the defaults' settle window, which every node from
+	// a BareMetalHost would get, as long as the unassisted window.
+	dwell := writeConfig(t, "inventory:\n  defaults: {settleWindow: 60s}\n")
 	tests := []struct {
 		name  string
 		args  []string
@@ -52,6 +55,9 @@ func TestUsageErrorsAreOneLineEachAndExit2(t *testing.T) {
 			"fence-agent: policy.cooldown: 30 has no unit",
 			"fence-agent: policy.settleReads = 1",
 			"fence-agent: inventory.nodes[0] (w1): address",
+		}},
+		{"a merged policy that settles inside a dwell", []string{"--config", dwell}, []string{
+			"fence-agent: inventory.defaults.settleWindow = 1m0s: not shorter than policy.unassistedSettleWindow = 1m0s, so an Off we did not cause could settle inside an off-dwell that long",
 		}},
 		{"bad listen address flag", []string{"--metrics-address", "not an address"}, []string{`fence-agent: server.metricsAddress: "not an address"`}},
 		{"missing config file", []string{"--config", "/nonexistent/agent.yaml"}, []string{"fence-agent: config file /nonexistent/agent.yaml"}},

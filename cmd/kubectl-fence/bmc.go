@@ -320,8 +320,12 @@ func (f *settleFlags) policy() (fence.Policy, error) {
 	if f.window <= 0 || f.limit <= 0 || f.unassisted <= 0 {
 		return p, usageError("--settle-window, --unassisted-settle-window and the time limit must be positive")
 	}
-	if f.unassisted < f.window {
-		return p, usageError("--unassisted-settle-window %s is shorter than --settle-window %s: an Off we did not cause needs at least as long", f.unassisted, f.window)
+	// An Off the BMC did not cause (it answered "already off") settles over
+	// the unassisted window, which must outlast every off-dwell; a settle
+	// window is set to a BMC's known dwell, so it must be the shorter
+	// (issue 17, as fence.Policy.Validate says).
+	if f.unassisted <= f.window {
+		return p, usageError("--settle-window %s: not shorter than --unassisted-settle-window %s, so an Off the BMC did not cause could settle inside an off-dwell that long: give a longer --unassisted-settle-window or a shorter --settle-window", f.window, f.unassisted)
 	}
 	if p.MaxReadGap < p.SettleInterval() {
 		p.MaxReadGap = 2 * p.SettleInterval()

@@ -176,7 +176,17 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 		// No agent: this process runs the engine for the node and takes
 		// the request in itself (setting its status is the agent's grant,
 		// not a user's), then deletes it, so that an agent started later
-		// never takes it again.
+		// never takes it again (and one that did would refuse it: it
+		// predates the agent's watch of the admission policy).
+		//
+		// The agent's admission rule (requests.Guard: the policy that
+		// checks requestedBy in force from before the request until it is
+		// taken) is not applied here, and need not be: it keeps a writer
+		// from borrowing the agent's rights under someone else's name,
+		// while this process takes only the command it was given, in the
+		// name the API server gives its caller (whoAmI), and acts with the
+		// caller's own credentials, which must already read the BMC's
+		// Secret and patch and taint the Node.
 		defer func() {
 			_ = sess.fencing.FencingV1alpha1().BMCFenceRequests().Delete(context.WithoutCancel(ctx), id, metav1.DeleteOptions{})
 		}()

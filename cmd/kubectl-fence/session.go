@@ -276,6 +276,7 @@ func (s *session) startView(ctx context.Context) error {
 	s.view = v
 	s.inv = inventory.New(inventory.Options{
 		Config: s.cfg.Inventory, Namespace: s.cfg.Namespace, Timeout: s.cfg.BMC.Timeout, Client: s.client, Dynamic: s.dynamic, Nodes: v,
+		Policy: s.cfg.Policy,
 	})
 	s.inv.Refresh(ctx)
 	return nil

@@ -33,6 +33,10 @@ func TestUsageErrorsNeedNoCluster(t *testing.T) {
 		{[]string{"bmc", "cycle", "--address", "https://x"}, `unknown command "cycle" for "kubectl fence bmc": a power cycle can leave a machine on`},
 		{[]string{"fence", "n1", "--reason", "r", "--timeout", "-1s"}, "--timeout -1s: must be positive"},
 		{[]string{"bmc", "off", "--settle-window", "0s"}, "--settle-window 0s: must be positive"},
+		// Issue 17, defect 7: a settle window as long as the unassisted
+		// window would let an Off we did not cause settle inside a dwell.
+		{[]string{"bmc", "off", "--address", "https://10.0.0.5", "--settle-window", "60s"}, "--settle-window 1m0s: not shorter than --unassisted-settle-window 1m0s"},
+		{[]string{"drain", "n1", "--power-off", "--settle-window", "2m"}, "--settle-window 2m0s: not shorter than --unassisted-settle-window 1m0s"},
 		{[]string{"status", "--request-timeout", "abc"}, ""},
 		{[]string{"status", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"--bogus"}, "unknown flag: --bogus"},

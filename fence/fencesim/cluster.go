@@ -88,7 +88,10 @@ func (w *World) observed(n *Node) (runner.NodeInfo, *pendingRequest) {
 }
 
 // view turns the world's observations into what this agent knows, stamped
-// on its clock (the world's plus skew).
+// on its clock (the world's plus skew). What the agent's own reads of the
+// node took in ahead of its informers (absorbed: the state persist reads
+// the node, and the real adapter's view adopts what it read) counts as
+// observed.
 func (c Cluster) view(n *Node) runner.NodeInfo {
 	w := c.W
 	info, r := w.observed(n)
@@ -97,6 +100,11 @@ func (c Cluster) view(n *Node) runner.NodeInfo {
 		since = n.created // the first sighting of a Node object created later
 	}
 	v := info.View
+	if a := c.Agent; a != nil {
+		if t, ok := a.absorbed[n]; ok && t.After(v.HeartbeatAt) {
+			v.HeartbeatAt = t
+		}
+	}
 	if !v.HeartbeatAt.After(since) {
 		v.HeartbeatAt, v.RenewedAt = since, time.Time{}
 	} else {
@@ -161,9 +169,11 @@ func (c Cluster) APIFreshAt() time.Time {
 func (c Cluster) Changed() <-chan string { return c.W.changed }
 
 var (
-	errAPI      = errors.New("simulated API server error (503)")
-	errWrite    = errors.New("simulated API server refusing writes (etcd: mvcc: database space exceeded)")
-	errNotFound = errors.New("simulated API server: node not found (404)")
+	errNoTaint   = errors.New("simulated: not force-deleting pods: the node has no out-of-service taint")
+	errConflicts = errors.New("simulated: the node kept changing under us (409 ten times)")
+	errAPI       = errors.New("simulated API server error (503)")
+	errWrite     = errors.New("simulated API server refusing writes (etcd: mvcc: database space exceeded)")
+	errNotFound  = errors.New("simulated API server: node not found (404)")
 )
 
 func (w *World) apiFails() bool { return w.apiErrorRate > 0 && w.rng.Float64() < w.apiErrorRate }
@@ -201,7 +211,45 @@ func token(n *Node, tok string) error {
 	return nil
 }
 
+// Gap names a point between two API calls of one cluster write, where the
+// world may act and the agent may pause (World.between). The real adapter
+// (package cluster) makes these calls in this order; its tests check it
+// (TestDeleteTerminatingPodsCallsInTheSimulatedOrder).
+type Gap struct {
+	// At is the point: GapPersist (before the state persist reads the
+	// node), GapTaintRead (between a token-guarded write's read of the
+	// node and its patch), GapPodsListed (between the list of pods and the
+	// re-check before a delete), GapPodsRechecked (between that re-check
+	// and the delete).
+	At string
+	// Phase is the phase being persisted (GapPersist) and Write the
+	// guarded write (GapTaintRead: "taint", "untaint", "forget").
+	Phase fence.Phase
+	Write string
+}
+
+// The gaps of the cluster adapter's writes.
+const (
+	GapPersist       = "persist"
+	GapTaintRead     = "write:read"
+	GapPodsListed    = "pods:listed"
+	GapPodsRechecked = "pods:rechecked"
+)
+
+func (c Cluster) between(node string, g Gap) {
+	if f := c.W.between; f != nil && c.Agent != nil {
+		f(c.Agent, node, g)
+	}
+}
+
+// SaveState models cluster.SaveState: it reads the node from the server,
+// and the agent's view takes in what it read (the Ready heartbeat included:
+// the real adapter adopts the node), compares the annotation with old, and
+// writes new, preconditioned on what it read. Between the runner's decision
+// and this read the world may act (GapPersist).
 func (c Cluster) SaveState(_ context.Context, node, old, new, ackID string) error {
+	p, _ := phaseOf(new)
+	c.between(node, Gap{At: GapPersist, Phase: p})
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
 	w := c.W
@@ -212,11 +260,13 @@ func (c Cluster) SaveState(_ context.Context, node, old, new, ackID string) erro
 	if n == nil {
 		return errNotFound
 	}
+	c.absorb(n)
 	if n.state != old {
 		return runner.ErrConflict
 	}
 	n.state = new
 	n.stateWrites++
+	n.rv++
 	if r := n.request; ackID != "" && r != nil && ackID == r.id {
 		n.request = nil
 		w.take(n, r, c.Since)
@@ -230,6 +280,41 @@ func (c Cluster) SaveState(_ context.Context, node, old, new, ackID string) erro
 	return nil
 }
 
+// absorb: the agent read the node from the server (its status, not its
+// Lease): its view takes in the node's Ready heartbeat, on its clock, ahead
+// of its informers. Called with w.mu held.
+func (c Cluster) absorb(n *Node) {
+	a := c.Agent
+	if a == nil || !n.statusAt.After(c.seen(n)) {
+		return
+	}
+	if a.absorbed == nil {
+		a.absorbed = map[*Node]time.Time{}
+	}
+	a.absorbed[n] = c.W.now()
+	if n.statusAt.After(n.leaseAt) {
+		c.W.quirk(faultStatusFirst + "/taken in by the state persist before the Lease renewal")
+	}
+}
+
+// seen is what the agent's informers delivered of the node's signs of life
+// (a paused process's informers hold what they had when it stalled).
+// Called with w.mu held.
+func (c Cluster) seen(n *Node) time.Time {
+	seen := n.lastObservedHB
+	if a := c.Agent; a != nil && a.stale != nil {
+		if t, ok := a.stale[n.Name]; ok {
+			seen = t
+		}
+	}
+	return seen
+}
+
+// Recheck models cluster.Recheck: a Lease renewal the agent's informers
+// have not delivered, or a Ready heartbeat its view has not taken in
+// (informers or its own reads), is a renewal; and it reports the agent's
+// view's signs of life now, which the runner compares with the view it
+// decided on.
 func (c Cluster) Recheck(_ context.Context, node string) (runner.Recheck, error) {
 	c.W.mu.Lock()
 	defer c.W.mu.Unlock()
@@ -241,15 +326,18 @@ func (c Cluster) Recheck(_ context.Context, node string) (runner.Recheck, error)
 	if n == nil {
 		return runner.Recheck{}, errNotFound
 	}
-	seen := n.lastObservedHB
-	if a := c.Agent; a != nil && a.stale != nil {
-		// A process that just resumed from a pause: its informers still
-		// hold what they had when it stalled.
-		if t, ok := a.stale[node]; ok {
-			seen = t
+	seenLease, seenStatus := c.seen(n), c.seen(n)
+	if a := c.Agent; a != nil {
+		if t, ok := a.absorbed[n]; ok && t.After(seenStatus) {
+			seenStatus = t
 		}
 	}
-	return runner.Recheck{LeaseRenewed: n.lastBeat.After(seen), Maintenance: n.Maintenance, Excluded: n.Excluded, State: n.state}, nil
+	v := c.view(n).View
+	return runner.Recheck{
+		LeaseRenewed: n.leaseAt.After(seenLease) || n.statusAt.After(seenStatus),
+		Maintenance:  n.Maintenance, Excluded: n.Excluded, State: n.state,
+		HeartbeatAt: v.HeartbeatAt, RenewedAt: v.RenewedAt,
+	}, nil
 }
 
 func (c Cluster) CurrentState(_ context.Context, node string) (string, error) {
@@ -265,70 +353,176 @@ func (c Cluster) CurrentState(_ context.Context, node string) (string, error) {
 	return n.state, nil
 }
 
-// ApplyTaint checks the oracle (checkTaint) on every taint that lands.
-func (c Cluster) ApplyTaint(_ context.Context, node, tok string) error {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
+// guardedWrite models cluster.guardedWrite: it reads the node and checks
+// the fencing token (guarded), the world may act (GapTaintRead), then it
+// writes, preconditioned on the node's resourceVersion as read: a node
+// changed meanwhile is read again, a few times, as RetryOnConflict does.
+// write runs with w.mu held on the node as it is now.
+func (c Cluster) guardedWrite(node, tok, what string, write func(n *Node) error) error {
 	w := c.W
-	n, err := w.guarded(node, tok)
-	if err != nil {
+	for range 10 {
+		w.mu.Lock()
+		n, err := w.guarded(node, tok)
+		rv := int64(0)
+		if n != nil {
+			rv = n.rv
+		}
+		w.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		c.between(node, Gap{At: GapTaintRead, Write: what})
+		w.mu.Lock()
+		if err := w.writeFails(); err != nil {
+			w.mu.Unlock()
+			return err
+		}
+		n = w.byName[node]
+		if n == nil {
+			w.mu.Unlock()
+			return errNotFound
+		}
+		if n.rv != rv && fence.Enabled(fence.CheckWritePrecondition) {
+			w.mu.Unlock()
+			continue // 409: computed again on the node as it is now
+		}
+		err = write(n)
+		w.mu.Unlock()
 		return err
 	}
-	w.checkTaint(n)
-	if n.taint == fence.TaintAbsent {
-		n.taint, n.taintAt = fence.TaintOurs, w.now()
+	return errConflicts
+}
+
+// deleting marks a pod delete of the node in flight past its last re-check
+// (World.SetTaint).
+func (c Cluster) deleting(node string, d int) {
+	c.W.mu.Lock()
+	defer c.W.mu.Unlock()
+	if c.W.podDeletes == nil {
+		c.W.podDeletes = map[string]int{}
 	}
-	w.record(node, "taint", "", "")
-	w.notify(node)
-	return nil
+	c.W.podDeletes[node] += d
+}
+
+// ApplyTaint checks the oracle (checkTaint) on every taint that lands.
+func (c Cluster) ApplyTaint(_ context.Context, node, tok string) error {
+	w := c.W
+	return c.guardedWrite(node, tok, "taint", func(n *Node) error {
+		w.checkTaint(n)
+		if n.taint == fence.TaintAbsent {
+			n.taint, n.taintAt = fence.TaintOurs, w.now()
+			n.rv++
+		}
+		w.record(node, "taint", "", "")
+		w.notify(node)
+		return nil
+	})
 }
 
 // ForgetTaint: the world keeps no owner marks; it never removes a taint.
 func (c Cluster) ForgetTaint(_ context.Context, node, tok string) error {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
-	_, err := c.W.guarded(node, tok)
-	return err
+	return c.guardedWrite(node, tok, "forget", func(*Node) error { return nil })
 }
 
 // RemoveTaint checks the oracle (checkUntaint).
 func (c Cluster) RemoveTaint(_ context.Context, node, tok string) error {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
 	w := c.W
-	n, err := w.guarded(node, tok)
-	if err != nil {
-		return err
-	}
-	if n.taint == fence.TaintAbsent {
-		return nil // already gone: removal is idempotent
-	}
-	w.checkUntaint(n)
-	if n.taint == fence.TaintOurs {
-		n.taint = fence.TaintAbsent
-		w.record(node, "untaint", "", "")
-		w.notify(node)
-	}
-	return nil
+	return c.guardedWrite(node, tok, "untaint", func(n *Node) error {
+		if n.taint == fence.TaintAbsent {
+			return nil // already gone: removal is idempotent
+		}
+		w.checkUntaint(n)
+		if n.taint == fence.TaintOurs {
+			n.taint = fence.TaintAbsent
+			n.rv++
+			w.record(node, "untaint", "", "")
+			w.notify(node)
+		}
+		return nil
+	})
 }
 
+// DeleteTerminatingPods models cluster.DeleteTerminatingPods call by call:
+// the node is read and the token and the taint checked; the pods are
+// listed; then, before each delete, the node is read and both are checked
+// again; each delete carries the pods' version as listed. Any call may
+// fail (API errors), and between the list and the re-check, and between
+// the re-check and the delete, the world may act and the leader may pause
+// (GapPodsListed, GapPodsRechecked). The oracle judges each delete that
+// lands.
 func (c Cluster) DeleteTerminatingPods(_ context.Context, node, tok string) (int, error) {
-	c.W.mu.Lock()
-	defer c.W.mu.Unlock()
 	w := c.W
-	n, err := w.guarded(node, tok)
-	if err != nil {
+	guard := func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.apiFails() {
+			return errAPI
+		}
+		n := w.byName[node]
+		if n == nil {
+			return errNotFound
+		}
+		if err := token(n, tok); err != nil {
+			return err
+		}
+		if n.taint == fence.TaintAbsent {
+			return errNoTaint
+		}
+		return nil
+	}
+	if err := guard(); err != nil {
 		return 0, err
 	}
-	if !n.terminating {
-		return 0, nil
+	w.mu.Lock()
+	if w.apiFails() {
+		w.mu.Unlock()
+		return 0, errAPI
 	}
-	if n.taint == fence.TaintAbsent {
-		w.violate("%s: force-deleted pods of a node without the out-of-service taint", node)
+	var listed int
+	var gen int64
+	var listedOf *Node
+	if n := w.byName[node]; n != nil && n.terminating {
+		listed, gen, listedOf = n.pods, n.podGen, n
 	}
-	k := n.pods
-	n.pods, n.terminating, n.podsGoneAt = 0, false, w.now()
-	return k, nil
+	w.mu.Unlock()
+	deleted := 0
+	for range listed {
+		c.between(node, Gap{At: GapPodsListed})
+		if fence.Enabled(fence.CheckPodDeleteRecheck) {
+			if err := guard(); err != nil {
+				return deleted, err
+			}
+		}
+		c.deleting(node, +1)
+		c.between(node, Gap{At: GapPodsRechecked})
+		c.deleting(node, -1)
+		w.mu.Lock()
+		if err := w.writeFails(); err != nil {
+			w.mu.Unlock()
+			return deleted, err
+		}
+		n := w.byName[node]
+		switch {
+		case n == nil || n != listedOf || n.pods == 0:
+			// Gone already (NotFound), or the Node object was re-created
+			// (its pods have other UIDs).
+		case n.podGen != gen && fence.Enabled(fence.CheckPodDeletePreconditions):
+			// 409: the pods changed since the list (a new one under the
+			// name, or its kubelet touched it).
+		default:
+			if n.taint == fence.TaintAbsent {
+				w.violate("%s: force-deleted a pod of a node without the out-of-service taint", node)
+			}
+			n.pods--
+			deleted++
+			if n.pods == 0 {
+				n.terminating, n.podsGoneAt = false, w.now()
+			}
+			w.notify(node)
+		}
+		w.mu.Unlock()
+	}
+	return deleted, nil
 }
 
 func (c Cluster) Event(node string, ev fence.Event) {

@@ -31,6 +31,10 @@ type Agent struct {
 	paused  bool
 	stale   map[string]time.Time
 	started bool
+	// absorbed: per Node object, when this process's own read of the node
+	// (the state persist) took in a Ready heartbeat its informers had not
+	// delivered (Cluster.absorb; under the world's lock).
+	absorbed map[*Node]time.Time
 }
 
 // skewedClock is the world's clock as a replica whose clock is off by
@@ -66,8 +70,13 @@ type Sim struct {
 	rng        *rand.Rand
 	Interleave float64
 	pauses     []*PausePlan
-	triggers   []*trigger
-	depth      int
+	gaps       []*GapPlan
+	// partners: in a split brain, the node whose worker of the other
+	// leader runs between this node's persisted decision and its act
+	// (random when none).
+	partners map[string]string
+	triggers []*trigger
+	depth    int
 
 	// faults counts what this scenario's faults did (faults.go).
 	faults map[string]int
@@ -96,6 +105,25 @@ type PausePlan struct {
 	fired   bool
 }
 
+// GapPlan acts at a gap between two API calls of one cluster write (Gap),
+// the first time the leader reaches one (on Node, or any node) at or after
+// After that When accepts: Act runs there (the world acts: a partition
+// heals, the kubelet's status update arrives first), and the leader stalls
+// for For (0: not at all) while another agent leads (To, Skew, Perturb as
+// in PausePlan). Then the leader's next call goes on.
+type GapPlan struct {
+	After   time.Time
+	At      string
+	Node    string
+	When    func(node string, g Gap) bool
+	Act     func(node string)
+	For     time.Duration
+	To      string
+	Skew    time.Duration
+	Perturb func(node string)
+	fired   bool
+}
+
 type trigger struct {
 	node  string
 	phase fence.Phase
@@ -117,6 +145,7 @@ func NewSimSeeded(w *World, seed uint64, skew time.Duration) *Sim {
 	s := &Sim{W: w, start: w.Clock.Now(), due: map[*Agent]map[string]time.Time{},
 		rng: rand.New(rand.NewPCG(seed, 0x51ced)), faults: map[string]int{}}
 	w.onPhase = s.phaseEntered
+	w.between = s.between
 	s.setActive(s.newAgent(w.Clock.Now(), skew))
 	return s
 }
@@ -161,13 +190,6 @@ func (s *Sim) newAgent(since time.Time, skew time.Duration) *Agent {
 }
 
 func (s *Sim) setActive(as ...*Agent) {
-	split := len(as) > 1
-	s.W.mu.Lock()
-	if s.W.splitBrain && !split {
-		s.W.splitUntil = s.W.now()
-	}
-	s.W.splitBrain = split
-	s.W.mu.Unlock()
 	s.active = as
 }
 
@@ -183,6 +205,32 @@ func (s *Sim) atAbs(t time.Time, desc string, fn func()) {
 
 // Arm adds a leader pause.
 func (s *Sim) Arm(p *PausePlan) { s.pauses = append(s.pauses, p) }
+
+// ArmGap adds an act (and maybe a pause) between two API calls.
+func (s *Sim) ArmGap(p *GapPlan) { s.gaps = append(s.gaps, p) }
+
+// between runs at a gap between two API calls of agent a's write on node
+// (Cluster, outside the world's lock).
+func (s *Sim) between(a *Agent, node string, g Gap) {
+	if s.depth > 0 || !s.isActive(a) {
+		return
+	}
+	for _, p := range s.gaps {
+		if p.fired || s.W.Clock.Now().Before(p.After) || p.At != g.At || (p.Node != "" && p.Node != node) || (p.When != nil && !p.When(node, g)) {
+			continue
+		}
+		p.fired = true
+		if p.Act != nil {
+			p.Act(node)
+		}
+		if p.For > 0 {
+			s.fault(faultPauseInCall)
+			s.fault(faultPauseInCall + "/at " + g.At)
+			s.pause(a, node, &PausePlan{For: p.For, To: p.To, Skew: p.Skew, Perturb: p.Perturb})
+		}
+		return
+	}
+}
 
 // OnPhase runs do(node), delay after node (any node, if "") first
 // persists phase p.
@@ -243,10 +291,15 @@ func (s *Sim) pick(to string, skew time.Duration, not *Agent) *Agent {
 	}
 }
 
-// SplitBrain makes two agents act at once until a failover or crash.
-func (s *Sim) SplitBrain() {
+// SplitBrain makes two agents act at once until a failover or crash: the
+// leader and the one before it (a new process if there was none).
+func (s *Sim) SplitBrain() { s.SplitBrainWith("old") }
+
+// SplitBrainWith makes the leader and another agent (picked as FailoverTo
+// picks) act at once until a failover or crash.
+func (s *Sim) SplitBrainWith(to string) {
 	s.fault(faultSplitBrain)
-	other := s.pick("old", 0, s.active[0])
+	other := s.pick(to, 0, s.active[0])
 	s.setActive(s.active[0], other)
 }
 
@@ -328,7 +381,39 @@ func (s *Sim) beforeAct(a *Agent, node string, k fence.ActionKind, _ fence.State
 		if p.fired || s.W.Clock.Now().Before(p.After) || (p.Node != "" && p.Node != node) || !slices.Contains(p.Kinds, k) {
 			continue
 		}
-		s.pause(a, node, k, p)
+		s.fault(faultPause)
+		s.fault(faultPause + "/before " + k.String())
+		s.pause(a, node, p)
+		return
+	}
+	if s.Interleave > 0 && len(s.active) > 1 && len(s.W.Nodes) > 1 && (k == fence.ActPowerOff || k == fence.ActApplyTaint) && s.rng.Float64() < s.Interleave {
+		// A split brain: the other leader's worker for another node runs
+		// between this leader's persisted decision and its act, and must
+		// count this fence from the persisted state (it is not in its
+		// memory). Not between a decision and its persist: two leaders
+		// deciding at once on the same counts is what leader election
+		// exists to prevent (package doc).
+		var b *Agent
+		for _, x := range s.active {
+			if x != a {
+				b = x
+				break
+			}
+		}
+		other := s.partners[node]
+		if s.W.Node(other) == nil {
+			others := make([]string, 0, len(s.W.Nodes)-1)
+			for _, n := range s.W.Nodes {
+				if n.Name != node {
+					others = append(others, n.Name)
+				}
+			}
+			other = others[s.rng.IntN(len(others))]
+		}
+		s.fault(faultSplitBrain + "/the other leader acts between a persist and its act")
+		s.depth++
+		s.sync(b, other)
+		s.depth--
 		return
 	}
 	if s.Interleave > 0 && len(s.W.Nodes) > 1 && s.rng.Float64() < s.Interleave {
@@ -346,13 +431,11 @@ func (s *Sim) beforeAct(a *Agent, node string, k fence.ActionKind, _ fence.State
 	}
 }
 
-// pause stalls agent a before action k on node for p.For: another agent
-// leads meanwhile, and the world runs on. Then a resumes, its informers
-// still where they were when it stalled.
-func (s *Sim) pause(a *Agent, node string, k fence.ActionKind, p *PausePlan) {
+// pause stalls agent a (before an action on node, or between two of its
+// calls) for p.For: another agent leads meanwhile, and the world runs on.
+// Then a resumes, its informers still where they were when it stalled.
+func (s *Sim) pause(a *Agent, node string, p *PausePlan) {
 	p.fired = true
-	s.fault(faultPause)
-	s.fault(faultPause + "/before " + k.String())
 	s.W.mu.Lock()
 	a.paused = true
 	a.stale = make(map[string]time.Time, len(s.W.Nodes))

@@ -14,6 +14,8 @@ import (
 const (
 	faultWrongEntry     = "1a  BMC reads Off for a running machine: wrong inventory entry"
 	faultCaching        = "1b  BMC reads Off for a running machine: caching BMC"
+	faultDropped        = "1c  BMC accepts a ForceOff and drops it; a watchdog power-cycles later"
+	faultLiesOff        = "1d  BMC accepts and reads Off while the machine runs (Lease or storm can tell)"
 	faultNotReadyAlive  = "2   kubelet alive but NotReady (runtime or CNI down)"
 	faultRestart        = "3   restart or power cycle with a 1-30 s off-dwell"
 	faultRecreate       = "4   node deleted and re-created under the same name"
@@ -23,6 +25,8 @@ const (
 	faultFailover       = "6   failover (standby, fresh process, old leader)"
 	faultPause          = "6   leader paused between decision and write"
 	faultSplitBrain     = "6   split brain"
+	faultStatusFirst    = "6   kubelet status update before its Lease renewal, around a state persist"
+	faultPauseInCall    = "6   leader paused between two calls of one write (list and delete, read and patch)"
 	faultInterleave     = "7   workers interleaved between decision and write"
 	faultWriteOutage    = "8   API write outage (every write fails, up to 10 min)"
 	faultFrozenView     = "8   stale (frozen) API view"
@@ -51,6 +55,7 @@ const (
 // Deliver 9, and the faults the simulation had before).
 var Required = []string{
 	faultWrongEntry, faultCaching, faultNotReadyAlive, faultRestart, faultRecreate, faultInventory, faultUUID,
+	faultDropped, faultLiesOff, faultStatusFirst, faultPauseInCall,
 	faultReplicas, faultFailover, faultPause, faultSplitBrain, faultInterleave, faultWriteOutage, faultFrozenView,
 	faultAPIErrors, faultStaleRequest, faultReplay, faultWrongConfirm, faultPowerLoss, faultHang, faultShutdown,
 	faultKubeletStop, faultUnreachable, faultLiar, faultMaintenance, faultPartition, faultKeepOff, faultHuman,

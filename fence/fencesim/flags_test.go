@@ -9,6 +9,7 @@ var (
 	seedFlag      = flag.Uint64("seed", 0, "run only this simulation seed, and print its plan")
 	scenariosFlag = flag.Int("scenarios", 0, "run this many scenarios instead of the default")
 	stopFirst     = flag.Bool("stop-first", false, "stop at the first violation and print its seed (the mutation test's child mode)")
+	mutantsOnly   = flag.Bool("mutants-only", false, "run the mutation test alone, without the scenarios before it (make mutants)")
 )
 
 // simScenarios: the full run proves the invariants over 100000 scenarios;

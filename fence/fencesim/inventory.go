@@ -87,6 +87,10 @@ func (t *target) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
 			m.cache, m.cacheAt, m.cached = st, now, true
 		}
 	}
+	if m.liesOff && st.State != bmc.PowerOff {
+		st.State, st.Raw, st.BootProgress = bmc.PowerOff, "Off", ""
+		w.quirk(faultLiesOff + "/Off answered while the machine runs")
+	}
 	if st.State == bmc.PowerOff {
 		t.n.lastOffAnswer = now
 		if running(t.n.Host) {
@@ -96,14 +100,42 @@ func (t *target) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
 	return st, nil
 }
 
-// PowerOff sends ForceOff to the target, judged first (oracle.go).
+// PowerOff sends ForceOff to the target, judged first (oracle.go). A BMC
+// that drops ForceOffs answers success to one sent to its running machine
+// and does nothing (the call costs its latency all the same).
 func (t *target) PowerOff(ctx context.Context) (bmc.Result, error) {
 	w := t.w
+	m := t.e.Target
 	w.mu.Lock()
-	verdict := w.judgePowerOff(t.n, t.e.Target)
-	w.record(t.n.Name, "power-off", "", t.e.Target.Name)
+	verdict := w.judgePowerOff(t.n, m)
+	w.record(t.n.Name, "power-off", "", m.Name)
+	drop := m.dropForceOffs > 0 && running(m)
+	if drop {
+		m.dropForceOffs--
+	}
 	w.mu.Unlock()
-	res, err := t.e.Target.BMC.PowerOff(ctx)
+	if drop {
+		if _, err := m.BMC.Identity(ctx); err != nil {
+			w.mu.Lock()
+			m.dropForceOffs++ // it never got there
+			w.mu.Unlock()
+			return bmc.Result{}, err
+		}
+		w.mu.Lock()
+		verdict.commit(w)
+		now := w.now()
+		m.dropped = append(m.dropped, now)
+		w.quirk(faultDropped + "/ForceOff accepted and dropped")
+		if m.liesOffOnDrop {
+			m.liesOff = true
+		}
+		if m.onDrop != nil {
+			m.onDrop(len(m.dropped), now)
+		}
+		w.mu.Unlock()
+		return bmc.Result{Provider: "fake", Attempts: 1}, nil
+	}
+	res, err := m.BMC.PowerOff(ctx)
 	if err == nil || errors.Is(err, bmc.ErrAlreadyInState) || errors.Is(err, bmc.ErrBMC) {
 		// It reached the BMC (whatever the BMC then did).
 		w.mu.Lock()

@@ -21,7 +21,8 @@ import (
 //	           and that has a BMC entry or that confirm.
 //	Untaint    only our taint, only when the node is back: Ready, with a
 //	           Lease renewed after the taint.
-//	Pods       force-deleting pods needs the out-of-service taint.
+//	Pods       force-deleting a pod needs the out-of-service taint on its
+//	           node when the delete lands.
 //	ForceOff   a ForceOff never reaches another node's machine, nor a node
 //	           in maintenance or excluded. Unless the node carries the
 //	           out-of-service taint (keep-off), a human's fence request was
@@ -33,8 +34,8 @@ import (
 //	Storm      more than maxConcurrentFences running machines whose kubelet
 //	           lives (a partition: alive, unable to renew) are never powered
 //	           off within cooldown/2 of each other (the guard admits one per
-//	           cooldown; half of it absorbs BMC latencies). Not judged during
-//	           a split brain, which leader election forbids.
+//	           cooldown; half of it absorbs BMC latencies). Judged in a split
+//	           brain too: each leader counts the fences the other persisted.
 //	Keep-off   while our taint is on and volumes are still attached, the
 //	           machine never runs longer than keepOffGrace, as long as the
 //	           agent can act (see keepOffGrace).
@@ -181,9 +182,6 @@ func (w *World) stormCheck(n *Node) {
 	if n.Partitioned {
 		w.quirk(faultPartition + "/running machine powered off")
 	}
-	if w.splitBrain || now.Before(w.splitUntil.Add(window)) {
-		return
-	}
 	var names []string
 	for _, s := range w.stormOffs {
 		if !containsString(names, s.node) {
@@ -240,7 +238,7 @@ func (w *World) keepOffJudged(n *Node) (*Entry, bool) {
 		return nil, false
 	}
 	m := n.Host
-	if m.unreachable || m.behavior.IgnoreCommands || w.writesFail || w.apiErrorRate > 0 || !w.identityOK(n, e) || w.targets[m] > 1 {
+	if m.unreachable || m.behavior.IgnoreCommands || m.deceives() || w.writesFail || w.apiErrorRate > 0 || !w.identityOK(n, e) || w.targets[m] > 1 {
 		return nil, false
 	}
 	return e, true

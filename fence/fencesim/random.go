@@ -83,8 +83,15 @@ func (g *gen) spare(on bool) *Machine {
 // fault episodes (each built to produce one hazard of docs/safety.md) over a
 // background of single faults, human commands, API trouble and agent
 // crashes, over eight minutes. It returns the driver and the plan.
+//
+// A few scenarios in a hundred (calmPercent) are calm instead: one episode
+// whose BMC deceives in a way only another witness can reveal, and nothing
+// else (calmScenario).
 func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
 	rng := rand.New(rand.NewPCG(seed, 0xb3c4f3ce))
+	if rng.IntN(100) < calmPercent {
+		return calmScenario(rng, seed, start)
+	}
 	p := SimPolicy()
 	p.PowerOnAfterDetach = rng.IntN(3) == 0
 	if rng.IntN(4) == 0 {
@@ -120,6 +127,8 @@ func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
 		g.wrongEntry, g.cachingFailure, g.notReadyAlive, g.restart, g.recreate, g.inventoryChange,
 		g.skewedFailoverMidFence, g.leaderPause, g.replicas, g.writeOutage, g.staleConfirm, g.staleFence,
 		g.wrongConfirm, g.replay, g.partition, g.poweredOnWhileTainted, g.powerLoss,
+		g.droppedThenWatchdog, g.statusFirstAtPersist, g.pausedBetweenListAndDelete, g.pausedBetweenRecheckAndDelete,
+		g.pausedInsideATaintWrite, g.splitBrainOverAPartition,
 	}
 	for i := 1 + rng.IntN(3); i > 0; i-- {
 		episodes[rng.IntN(len(episodes))]()
@@ -128,6 +137,56 @@ func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
 		g.background()
 	}
 	return g.sim, g.plan
+}
+
+// calmPercent is the share of scenarios that are calm (calmScenario).
+const calmPercent = 6
+
+// calmScenario builds five healthy nodes with honest BMCs and one episode
+// whose BMC deceives: it drops ForceOffs, or reads Off while its machine
+// runs. Such a BMC is caught only by another witness, and only if nothing
+// takes that witness away: the kubelet that keeps renewing (the NotReady
+// opt-in), the storm that holds back a taint of an Off that is not ours,
+// the machine seen running after an acceptance. So nothing else happens in
+// the scenario (the premise, in the package doc).
+func calmScenario(rng *rand.Rand, seed uint64, start time.Time) (*Sim, []string) {
+	p := SimPolicy()
+	episode := rng.IntN(3)
+	if episode == 1 {
+		p.PowerOffNotReadyAfter = time.Duration(60+rng.IntN(61)) * time.Second
+	}
+	w := NewWorld(start, p, seed)
+	g := &gen{rng: rng, w: w, plan: []string{"calm: one deceiving BMC, nothing else"}}
+	for i := range 5 {
+		g.addHonestNode(fmt.Sprintf("n%d", i+1), "z0")
+	}
+	g.sim = NewSimSeeded(w, seed, 0)
+	if rng.IntN(2) == 0 {
+		g.sim.Interleave = float64(1+rng.IntN(5)) / 10
+		g.plan = append(g.plan, fmt.Sprintf("interleave %.1f", g.sim.Interleave))
+	}
+	switch episode {
+	case 0:
+		g.droppedTwice()
+	case 1:
+		g.liesUnderTheOptIn()
+	default:
+		g.liesInAStorm()
+	}
+	return g.sim, g.plan
+}
+
+// addHonestNode adds a node on its own machine with random timing, behind
+// an honest, verifiable BMC.
+func (g *gen) addHonestNode(name, zone string) {
+	m := g.w.AddMachine(name, machine.Timing{
+		PowerOn:          g.dur(5*time.Second, 60*time.Second),
+		PowerOff:         time.Duration(g.rng.IntN(3)) * time.Second,
+		GracefulShutdown: g.dur(1*time.Second, 10*time.Second),
+		RestartOff:       g.dur(1*time.Second, 30*time.Second),
+	})
+	m.SetLatency(time.Duration(g.rng.IntN(400)) * time.Millisecond)
+	g.w.AddNodeOn(name, zone, m)
 }
 
 // addNode adds a node on its own machine with random timing and BMC quirks.
@@ -263,6 +322,9 @@ func (g *gen) machineEvent(name string, ev machine.Event) bool {
 	if ev == machine.EventPowerRestore && !g.w.mayStart(n) {
 		return false
 	}
+	if ev == machine.EventOSReboot && !g.w.mayCycle(n.Host) {
+		return false
+	}
 	return n.Host.BMC.Event(ev) == nil
 }
 
@@ -275,7 +337,19 @@ func (g *gen) press(name string, rt machine.ResetType) bool {
 	if rt == machine.ResetOn && !g.w.mayStart(n) {
 		return false
 	}
+	if cycles(rt) && !g.w.mayCycle(n.Host) {
+		return false
+	}
 	return n.Host.BMC.Press(rt) == nil
+}
+
+// cycles: the reset restarts a running machine (an off-dwell, then On).
+func cycles(rt machine.ResetType) bool {
+	switch rt {
+	case machine.ResetForceRestart, machine.ResetPowerCycle, machine.ResetGracefulRestart:
+		return true
+	}
+	return false
 }
 
 // restartClass names the restart fault by how the node's BMC answers a
@@ -309,6 +383,10 @@ func (g *gen) restartBy(name string, d time.Duration, how string) {
 		}
 		var err error
 		switch {
+		case !g.w.mayCycle(n.Host):
+			// Not within ownOffWithin of a ForceOff its BMC dropped
+			// (premise).
+			return false
 		case ev != "":
 			err = n.Host.BMC.Event(ev)
 		case n.Host.BMC.Truth().Power == machine.PowerPoweringOff || n.Host.BMC.Truth().Power == machine.PowerPoweringOn:
@@ -782,7 +860,7 @@ func (g *gen) witnessed(n *Node) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e := w.entries[n.Name]
-	if e == nil || !n.HasBMC || e.Target != n.Host || !w.identityOK(n, e) || n.Host.unreachable || n.Host.CacheFor > 0 || n.Host.ignores() {
+	if e == nil || !n.HasBMC || e.Target != n.Host || !w.identityOK(n, e) || n.Host.unreachable || n.Host.CacheFor > 0 || n.Host.ignores() || n.Host.deceives() {
 		return false
 	}
 	return w.targets[e.Target] == 1
@@ -1013,4 +1091,305 @@ func RunRandom(seed uint64, start time.Time) ([]string, []string, *World, map[st
 	}
 	sim.Run(d)
 	return sim.W.Violations, plan, sim.W, sim.Faults()
+}
+
+// ---- episodes of issue 17: BMCs that deceive, and races between calls ----
+
+// watchdogCycle power-cycles node's machine at d after now, if it still
+// runs then (a hung OS's watchdog, or the BMC's own: a machine that is
+// powering off or on is left alone, as a BMC busy with a transition
+// refuses). It runs under the world's lock (onDrop): it only schedules.
+func (g *gen) watchdogCycle(name string, m *Machine, at time.Time, what string) {
+	g.sim.atAbs(at, name+" "+what, func() {
+		n := g.node(name)
+		if n == nil || n.Host != m || m.BMC.Truth().Power != machine.PowerOn {
+			return
+		}
+		if m.BMC.Press(machine.ResetPowerCycle) == nil {
+			g.sim.fault(faultDropped)
+			g.sim.fault(faultDropped + "/" + what)
+		}
+	})
+}
+
+// deceivable: a node whose machine may be given a deceiving BMC here: its
+// entry is right and verifiable, and nothing else about its BMC deceives.
+func (g *gen) deceivable(n *Node) bool {
+	e := g.w.entries[n.Name]
+	m := n.Host
+	return e != nil && n.HasBMC && !n.Excluded && !n.protect && e.Target == m && g.w.identityOK(n, e) &&
+		m.CacheFor == 0 && !m.ignores() && !m.deceives() && !m.alreadyOff && !m.behavior.ConflictWhenOff
+}
+
+// droppedThenWatchdog: a node's OS hangs (its kubelet dies, its machine
+// runs); its BMC accepts our first ForceOff and drops it, and the hung OS's
+// watchdog power-cycles the machine, later than ownOffWithin after that
+// acceptance, into a long off-dwell. That Off is not ours: it settles only
+// over the unassisted window, which outlasts the dwell (own-off-within).
+// A cycle sooner after the acceptance would read exactly like the Off we
+// caused (premise), so the world never makes one.
+func (g *gen) droppedThenWatchdog() {
+	n := g.pick()
+	name, m := n.Name, n.Host
+	if !g.deceivable(n) {
+		return
+	}
+	m.timing.RestartOff = g.dur(15*time.Second, 30*time.Second)
+	m.BMC.SetTiming(m.timing)
+	if m.latency == 0 {
+		m.SetLatency(100 * time.Millisecond)
+	}
+	own := g.w.Policy.OwnOffWithin
+	d := g.dur(0, 3*time.Minute)
+	g.at(d, name+" os-hang; its BMC will drop our next ForceOff", func() bool {
+		if !g.machineEvent(name, machine.EventOSHang) {
+			return false
+		}
+		g.w.mu.Lock()
+		m.dropForceOffs = 1
+		m.onDrop = func(_ int, at time.Time) {
+			g.watchdogCycle(name, m, at.Add(own+500*time.Millisecond), "watchdog power cycle after ownOffWithin")
+		}
+		g.w.mu.Unlock()
+		return true
+	}, faultHang, faultDropped)
+}
+
+// droppedTwice (calm): a node's OS hangs; its BMC drops our first ForceOff
+// (the machine runs on, for everyone to see: it reads On past
+// ownOffWithin), then our second one, and right after that second
+// acceptance a watchdog power-cycles the machine into a long off-dwell.
+// That Off began within ownOffWithin of an acceptance, but of a BMC whose
+// acceptance the machine already proved empty: it is not ours, and settles
+// only over the unassisted window (untrusted-acceptance). The world makes
+// the early cycle only when the machine ran, with no renewal, from the
+// first acceptance for longer than ownOffWithin and two power polls.
+func (g *gen) droppedTwice() {
+	n := g.pick()
+	name, m := n.Name, n.Host
+	m.timing.RestartOff = g.dur(15*time.Second, 30*time.Second)
+	m.BMC.SetTiming(m.timing)
+	p := g.w.Policy
+	d := g.dur(0, 2*time.Minute)
+	g.at(d, name+" os-hang; its BMC will drop our next two ForceOffs", func() bool {
+		if !g.machineEvent(name, machine.EventOSHang) {
+			return false
+		}
+		g.w.mu.Lock()
+		m.dropForceOffs = 2
+		m.onDrop = func(k int, at time.Time) {
+			if k == 1 {
+				return // the machine runs on, hung, for all to see
+			}
+			seen := at.Sub(m.dropped[0]) >= p.OwnOffWithin+2*p.PowerPollInterval+time.Second &&
+				n.lastBeat.Before(m.dropped[0])
+			if !seen {
+				g.watchdogCycle(name, m, at.Add(p.OwnOffWithin+500*time.Millisecond), "watchdog power cycle after ownOffWithin")
+				return
+			}
+			g.watchdogCycle(name, m, at.Add(time.Duration(1+g.rng.IntN(7))*time.Second), "watchdog power cycle right after an acceptance already proven empty")
+		}
+		g.w.mu.Unlock()
+		return true
+	}, faultHang, faultDropped)
+}
+
+// liesUnderTheOptIn (calm; the policy has powerOffNotReadyAfter): a node's
+// container runtime goes down, so its kubelet renews and reports NotReady;
+// past the opt-in's delay the agent powers it off, and its BMC accepts the
+// ForceOff, drops it, and reads Off from then on while the machine runs.
+// The kubelet's next renewal contradicts the BMC: never tainted
+// (notready-lease-after-forceoff). The BMC answers at once, so the settle
+// window's three reads fit before that renewal.
+func (g *gen) liesUnderTheOptIn() {
+	n := g.pick()
+	name, m := n.Name, n.Host
+	m.SetLatency(0)
+	d := g.dur(0, time.Minute)
+	g.at(d, name+" container runtime down for good (kubelet renews, NotReady); its BMC will accept our ForceOff, drop it and read Off", func() bool {
+		n := g.node(name)
+		if n == nil || n.RuntimeDown {
+			return false
+		}
+		n.RuntimeDown = true
+		g.w.mu.Lock()
+		m.dropForceOffs, m.liesOffOnDrop = 1, true
+		g.w.mu.Unlock()
+		return n.renews()
+	}, faultNotReadyAlive, faultLiesOff)
+}
+
+// liesInAStorm (calm): a partitioned node's BMC drops our ForceOffs (the
+// machine reads On after the first: its acceptances are empty); then two
+// more nodes are partitioned, a storm; during the storm the BMC reads Off
+// while the machine runs. That Off is not ours (the BMC's acceptance is
+// void): it settles over the unassisted window, and the storm holds its
+// taint back (storm-exemption-ours). The lie ends before the storm does:
+// an Off that no witness can contradict is the premise's undetectable
+// double fault.
+func (g *gen) liesInAStorm() {
+	nodes := g.w.Nodes
+	x := nodes[g.rng.IntN(len(nodes))]
+	var others []string
+	for _, n := range nodes {
+		if n != x && len(others) < 2 {
+			others = append(others, n.Name)
+		}
+	}
+	name, m := x.Name, x.Host
+	g.at(5*time.Second, name+" partitioned; its BMC drops every ForceOff", func() bool {
+		g.w.mu.Lock()
+		m.dropForceOffs = 100
+		g.w.mu.Unlock()
+		return g.setPartitioned(name, true)
+	}, faultPartition, faultDropped)
+	// The storm begins after our first ForceOff (about 65 s, fenceAfter
+	// past the partition) and before our second (powerTimeout later),
+	// which it refuses; the machine read On past ownOffWithin meanwhile.
+	for _, o := range others {
+		g.at(60*time.Second, o+" partitioned (a storm: three of five silent)", func() bool { return g.setPartitioned(o, true) }, faultPartition)
+	}
+	g.at(90*time.Second, name+" BMC reads Off while the machine runs (a storm holds)", func() bool {
+		g.w.mu.Lock()
+		defer g.w.mu.Unlock()
+		m.liesOff = true
+		return true
+	}, faultLiesOff)
+	g.at(200*time.Second, name+" BMC reads the truth again", func() bool {
+		g.w.mu.Lock()
+		defer g.w.mu.Unlock()
+		m.liesOff = false
+		return true
+	})
+	for _, o := range append(others, name) {
+		g.at(240*time.Second, o+" partition heals", func() bool { return g.setPartitioned(o, false) })
+	}
+}
+
+// statusFirstAtPersist: a partitioned node (kubelet alive, machine
+// running) is silent past fenceAfter; exactly when the agent persists its
+// decision to power it off, the partition heals and the kubelet's status
+// update (a new Ready heartbeat) reaches the server before its Lease
+// renewal. The persist reads the node and takes the heartbeat in; the
+// recheck that follows must still stop the ForceOff (recheck-decided-view).
+func (g *gen) statusFirstAtPersist() {
+	name := g.pick().Name
+	d := g.dur(0, 2*time.Minute)
+	g.at(d, name+" partitioned (heals at the persist of a ForceOff, status first)", func() bool { return g.setPartitioned(name, true) }, faultPartition)
+	g.at(d+g.dur(3*time.Minute, 5*time.Minute), name+" partition heals", func() bool { return g.setPartitioned(name, false) })
+	g.sim.ArmGap(&GapPlan{
+		After: g.sim.start.Add(d), At: GapPersist, Node: name,
+		When: func(node string, gp Gap) bool { return gp.Phase == fence.PoweringOff && g.w.partitionedAlive(node) },
+		Act: func(node string) {
+			if g.w.StatusFirst(node) {
+				g.sim.fault(faultStatusFirst)
+			}
+		},
+	})
+}
+
+// fencedPowerLoss: node name loses power at d, to be fenced; its pods stay
+// terminating (no kubelet) until force-deleted.
+func (g *gen) fencedPowerLoss(name string, d time.Duration) {
+	g.at(d, name+" power-loss", func() bool { return g.machineEvent(name, machine.EventPowerLoss) }, faultPowerLoss)
+}
+
+// pausedBetweenListAndDelete: a node that lost power is fenced; while the
+// leader force-deletes its terminating pods, it stalls between its list of
+// the pods and its deletes, and meanwhile someone removes the out-of-service
+// taint (the pods stay as listed). The re-check of the token and the taint
+// right before each delete must stop the stale deletes
+// (pod-delete-recheck).
+func (g *gen) pausedBetweenListAndDelete() {
+	name := g.pick().Name
+	d := g.dur(0, 3*time.Minute)
+	g.fencedPowerLoss(name, d)
+	g.sim.ArmGap(&GapPlan{
+		After: g.sim.start.Add(d), At: GapPodsListed, Node: name,
+		Act: func(node string) {
+			g.w.SetTaint(node, false)
+			g.sim.fault(faultForeignTaint + "/our taint removed by hand while pods were being deleted")
+		},
+		For: g.dur(2*time.Second, 5*time.Second), To: []string{"standby", "fresh", "old"}[g.rng.IntN(3)],
+	})
+	g.plan = append(g.plan, fmt.Sprintf("on %s's pod deletes: leader pause between the list and the deletes; the taint removed meanwhile", name))
+}
+
+// pausedBetweenRecheckAndDelete: as above, but the leader stalls after its
+// re-check, right before a delete, and meanwhile the node comes back: its
+// power restored, its kubelet deletes the pods it no longer owns, another
+// leader removes our taint (the node is Ready), new pods are scheduled.
+// The delete's preconditions (the pods' version as listed) must stop it
+// (pod-delete-preconditions).
+func (g *gen) pausedBetweenRecheckAndDelete() {
+	n := g.pick()
+	name := n.Name
+	if n.Host.CacheFor > 0 {
+		return
+	}
+	n.Host.timing.PowerOn = g.dur(5*time.Second, 15*time.Second)
+	n.Host.BMC.SetTiming(n.Host.timing)
+	d := g.dur(0, 3*time.Minute)
+	g.fencedPowerLoss(name, d)
+	g.sim.ArmGap(&GapPlan{
+		After: g.sim.start.Add(d), At: GapPodsRechecked, Node: name,
+		For: g.dur(40*time.Second, maxPause), To: []string{"standby", "fresh", "old"}[g.rng.IntN(3)],
+		Perturb: func(node string) {
+			if g.machineEvent(node, machine.EventPowerRestore) {
+				g.sim.fault(faultPowerOnByHuman)
+			}
+		},
+	})
+	g.plan = append(g.plan, fmt.Sprintf("on %s's pod deletes: leader pause between the re-check and a delete; the node comes back meanwhile", name))
+}
+
+// pausedInsideATaintWrite: a node that lost power is about to be tainted;
+// the leader stalls between reading the node (its token checked) and its
+// patch, while another leader takes over and someone powers the machine
+// back on. The patch's resourceVersion precondition must stop the stale
+// taint (write-precondition).
+func (g *gen) pausedInsideATaintWrite() {
+	name := g.pick().Name
+	d := g.dur(0, 3*time.Minute)
+	g.fencedPowerLoss(name, d)
+	g.sim.ArmGap(&GapPlan{
+		After: g.sim.start.Add(d), At: GapTaintRead, Node: name,
+		When: func(_ string, gp Gap) bool { return gp.Write == "taint" },
+		For:  g.dur(5*time.Second, maxPause), To: []string{"standby", "fresh", "old"}[g.rng.IntN(3)],
+		Perturb: func(node string) {
+			if g.press(node, machine.ResetOn) {
+				g.sim.fault(faultPowerOnByHuman)
+			}
+		},
+	})
+	g.plan = append(g.plan, fmt.Sprintf("on %s's taint: leader pause between reading the node and the patch; powered on meanwhile", name))
+}
+
+// splitBrainOverAPartition: two nodes are cut off from the API server (their
+// machines run, their BMCs read On), and as their silence reaches
+// fenceAfter two agents both believe they lead; each one's workers run
+// between the other's persisted decision and its ForceOff. Each must count
+// the other's fence from its persisted state: at most maxConcurrentFences
+// running machines powered off per cooldown (the storm rule, judged in a
+// split brain too).
+func (g *gen) splitBrainOverAPartition() {
+	nodes := g.w.Nodes
+	i := g.rng.IntN(len(nodes))
+	a, b := nodes[i].Name, nodes[(i+1)%len(nodes)].Name
+	d := g.dur(0, 2*time.Minute)
+	for _, name := range []string{a, b} {
+		g.at(d, name+" partitioned", func() bool { return g.setPartitioned(name, true) }, faultPartition)
+		g.at(d+g.dur(2*time.Minute, 4*time.Minute), name+" partition heals", func() bool { return g.setPartitioned(name, false) })
+	}
+	fa := g.w.Policy.FenceAfter
+	g.at(d+fa-g.dur(5*time.Second, 20*time.Second), "agent split-brain with a standby", func() bool { g.sim.SplitBrainWith("standby"); return true })
+	g.at(d+fa+g.dur(30*time.Second, 90*time.Second), "agent failover to standby", func() bool { g.sim.FailoverTo("standby", 0); return true })
+	if g.sim.Interleave < 0.5 {
+		g.sim.Interleave = 0.5
+		g.plan = append(g.plan, "interleave 0.5")
+	}
+	if g.sim.partners == nil {
+		g.sim.partners = map[string]string{}
+	}
+	g.sim.partners[a], g.sim.partners[b] = b, a
 }

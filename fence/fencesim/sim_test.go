@@ -31,6 +31,10 @@ var simStart = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 //
 // Reproduce a failure with: go test ./fence/fencesim -run 'TestSimulation$' -seed=N -v
 func TestSimulation(t *testing.T) {
+	if *mutantsOnly {
+		t.Run("mutants", testMutants)
+		return
+	}
 	n := simScenarios()
 	if *seedFlag != 0 {
 		n = 1

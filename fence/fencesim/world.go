@@ -26,6 +26,7 @@
 //     as the dwell lasts, from one that acted. The agent's defence is a
 //     per-node settle window longer than that BMC's dwell, so every such
 //     machine's inventory entry carries one (runner.PolicySource).
+//
 //   - A BMC whose reads lag (a caching BMC) never also ignores commands:
 //     a ForceOff that does nothing plus a read that says Off is a settled
 //     Off that nothing can tell from a real one. Its lag is bounded (at most
@@ -34,21 +35,25 @@
 //     BMC's machine (power button, power restore) either: a machine that
 //     boots while its BMC still answers Off is invisible for the lag, to
 //     any agent (the keep-off reads catch it once the cache catches up).
+//
 //   - allowUnverifiedIdentity is the operator vouching for an entry: it is
 //     generated only with correct entries, and such an entry never changes
 //     to another machine. Wrong entries exist only where identity can be
 //     checked (a Node systemUUID or an expectedUUID), and are caught by it.
+//
 //   - An explicit expectedUUID is the operator's word for the entry's
 //     machine: internal/inventory checks the BMC against it alone, not
 //     against the Node's systemUUID. A node re-created on another machine
 //     under the same name, its entry and expectedUUID left as they were,
 //     passes that check; such an entry never goes stale here (a node only
 //     moves when its identity comes from its systemUUID).
+//
 //   - A confirm is generated truthful (the machine is off) or against a live
 //     witness (the kubelet renewing, or a readable BMC reading On). A wrong
 //     confirm with no contrary witness cannot be detected by anyone; while a
 //     confirm stands, nobody powers the machine on, except after the request
 //     has expired (the stale-request fault, which the engine must refuse).
+//
 //   - Nobody else power-cycles a machine while it is powering off or on:
 //     a BMC busy with a transition refuses (iDRAC's SYS518, "not ready
 //     after previous operation"). One that accepted right after our
@@ -56,6 +61,7 @@
 //     the Off we caused; one that accepted during a boot would join two
 //     dwells across a boot shorter than the agent's read interval, which
 //     a run of Off reads cannot see.
+//
 //   - A request can be taken up to twice MaxRequestAge after it was
 //     written (requestLife): the cluster drops one written more than
 //     MaxRequestAge before a process first sees it (on the CLI's clock),
@@ -64,6 +70,42 @@
 //     new. The oracle judges a request's age from when the taking process
 //     could first see it, and a confirm stands, for the rule above, as
 //     long as it can still be taken.
+//
+//   - A BMC that accepts a ForceOff and drops it (the machine runs on) is
+//     caught by ownOffWithin and by the machine seen running after the
+//     acceptance. So nobody restarts such a machine (a power cycle, a
+//     watchdog, a reboot) within ownOffWithin and a second of the drop:
+//     that dwell would read exactly like the Off we caused (mayCycle). The
+//     one exception is the calm scenario in which the machine visibly ran,
+//     with no renewal, for longer than ownOffWithin and two power polls
+//     after an earlier dropped acceptance of the same fence: its BMC's
+//     acceptances are void by then (droppedTwice).
+//
+//   - A BMC that reads Off while its machine runs (a lie, a stuck cache) is
+//     generated only where another witness can tell, and nothing takes
+//     that witness away (calm scenarios: nothing else happens): a kubelet
+//     that keeps renewing, under the NotReady opt-in (liesUnderTheOptIn);
+//     or a storm that lasts longer than the lie, when the lie is not an Off
+//     of ours (it comes after the machine ran past an acceptance:
+//     liesInAStorm). Anywhere else it is the undetectable double fault
+//     docs/safety.md names (maxConcurrentPowerLossFences: 1 limits it).
+//
+//   - The cluster adapter's calls are modelled one by one (Cluster), and a
+//     leader may pause, or the world act, between any two (gap plans). Not
+//     between its last re-check of the token and the taint and a pod's
+//     delete, though, does anyone remove the out-of-service taint by hand:
+//     the pod and the node are two objects, and no adapter can make that
+//     check and that write one (a node that comes back touches its pods,
+//     and the delete's preconditions stop it). A kubelet's status update
+//     may arrive at a state persist (which takes it in), never between the
+//     server recheck and the ForceOff it licenses: that one no agent can
+//     see.
+//
+//   - In a split brain both leaders act, each between the other's persisted
+//     decisions and their acts, never between the other's decision and its
+//     persist: two leaders deciding at once on the same counts is what
+//     leader election exists to prevent. Each counts the fences the other
+//     persisted (the storm rule is judged in a split brain too).
 //
 // Frozen (stalled) views last up to two minutes, three times the node
 // monitor grace period: the oracle does not need them shorter, since it
@@ -133,6 +175,21 @@ type Machine struct {
 	cacheAt     time.Time
 	cached      bool
 
+	// dropForceOffs: the BMC accepts that many more ForceOffs sent to the
+	// running machine and does nothing (a dropped command); onDrop, if
+	// set, is told of each (the k-th, and when), under the world's lock
+	// (it only schedules). liesOff: the BMC reads Off whatever the machine
+	// does; liesOffOnDrop makes it start to at a dropped ForceOff. Both are
+	// generated only where a witness other than the BMC can tell (see the
+	// package doc): onDrop schedules a power cycle only as late as
+	// ownOffWithin allows, and a lie only meets a kubelet that renews, or a
+	// storm.
+	dropForceOffs int
+	dropped       []time.Time
+	onDrop        func(k int, at time.Time)
+	liesOff       bool
+	liesOffOnDrop bool
+
 	// unreachable, behavior and latency mirror the BMC's settings, for
 	// the oracle.
 	unreachable bool
@@ -180,6 +237,10 @@ func (m *Machine) ignores() bool {
 	return m.behavior.IgnoreCommands || m.behavior.IgnoreDuringTransition
 }
 
+// deceives: the BMC drops ForceOffs or reads Off while the machine runs
+// (no agent can keep such a machine off, nor take its word).
+func (m *Machine) deceives() bool { return m.dropForceOffs > 0 || m.liesOff || m.liesOffOnDrop }
+
 // Entry is a node's inventory entry: the BMC it addresses and how its
 // identity is checked.
 type Entry struct {
@@ -220,9 +281,20 @@ type Node struct {
 	Partitioned    bool
 	renewing       bool
 
-	// API objects (the server's truth).
+	// API objects (the server's truth). lastBeat is the node's last sign
+	// of life on the server: its Lease renewal (leaseAt) or its status
+	// update (statusAt: a new Ready heartbeat, on the Node object). A
+	// kubelet that renews writes both at once; one coming back writes its
+	// status first (faultStatusFirst). rv is the Node object's
+	// resourceVersion, podGen the version of its pods as listed (a pod
+	// scheduled, marked terminating, or touched by its kubelet changes it;
+	// our deleting one of them does not change the others).
 	created        time.Time
 	lastBeat       time.Time
+	leaseAt        time.Time
+	statusAt       time.Time
+	rv             int64
+	podGen         int64
 	ready          fence.Readiness
 	notReadySince  time.Time
 	taint          fence.TaintState
@@ -312,15 +384,20 @@ type World struct {
 
 	// stormOffs: recent power-offs of running machines (oracle.go).
 	stormOffs []stormOff
-	// agents are the simulated agent processes (for per-agent informers);
-	// splitBrain: more than one believes it leads.
-	agents     []*Agent
-	splitBrain bool
-	splitUntil time.Time
+	// agents are the simulated agent processes (for per-agent informers).
+	agents []*Agent
 
 	// onPhase, if set, is told of every persisted phase (the driver's
 	// triggers). It runs under the world's lock and must only schedule.
 	onPhase func(node string, p fence.Phase)
+	// podDeletes counts, per node, our pod deletes in flight past their
+	// last re-check of the token and the taint (SetTaint).
+	podDeletes map[string]int
+	// between, if set, runs between two API calls of one cluster write
+	// (cluster.go), without the world's lock: where the real adapter may
+	// be paused, or the world may act, between its calls (the driver's
+	// gap plans).
+	between func(a *Agent, node string, at Gap)
 	// quirks counts what the world's BMCs and humans did, by fault class.
 	quirks map[string]int
 
@@ -385,7 +462,7 @@ func (w *World) newNode(name, zone string, m *Machine) *Node {
 	now := w.now()
 	n := &Node{
 		Name: name, Zone: zone, Host: m, BMC: m.BMC, SystemUUID: m.UUID, HasBMC: true, KubeletEnabled: true,
-		created: now, lastBeat: now, renewing: true, ready: fence.ReadyTrue, pods: 2, vas: 1, lastObservedHB: now,
+		created: now, lastBeat: now, leaseAt: now, statusAt: now, renewing: true, ready: fence.ReadyTrue, pods: 2, vas: 1, lastObservedHB: now,
 	}
 	w.Nodes = append(w.Nodes, n)
 	w.byName[name] = n
@@ -464,8 +541,34 @@ func (w *World) recreate(old *Node, host *Machine) *Node {
 	n.KubeletEnabled, n.RuntimeDown, n.Partitioned = old.KubeletEnabled, old.RuntimeDown, old.Partitioned
 	n.Excluded, n.HasBMC = old.Excluded, old.HasBMC
 	n.pods, n.vas = 0, 0
+	n.podGen++
 	w.notify(n.Name)
 	return n
+}
+
+// partitionedAlive: the node's kubelet runs but cannot reach the API
+// server.
+func (w *World) partitionedAlive(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.byName[name]
+	return n != nil && n.Partitioned && n.alive()
+}
+
+// StatusFirst heals a partitioned node whose kubelet runs, and its first
+// write reaches the server: its status update (a new Ready heartbeat), not
+// yet its Lease renewal (at the next Advance). It reports whether it did.
+func (w *World) StatusFirst(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.byName[name]
+	if n == nil || !n.Partitioned || !n.alive() {
+		return false
+	}
+	n.Partitioned = false
+	w.statusUpdate(n, w.now())
+	w.notify(name)
+	return true
 }
 
 // Notify tells the agents a node's view changed.
@@ -533,27 +636,14 @@ func (w *World) Advance() {
 	w.reregister(now)
 	for _, n := range w.Nodes {
 		renews := n.renews()
-		if renews && (!n.renewing || now.Sub(n.lastBeat) >= LeaseRenewInterval) {
-			n.lastBeat = now
-			// A human's request or attestation was about the failure that
-			// just ended.
-			delete(w.manual, n.Name)
-			delete(w.attested, n.Name)
-			want := fence.ReadyTrue
-			if n.RuntimeDown {
-				want = fence.ReadyFalse
-			}
-			if n.ready != want {
-				n.ready = want
-				n.notReadySince = time.Time{}
-				if want != fence.ReadyTrue {
-					n.notReadySince = now
-				}
-			}
+		if renews && (!n.renewing || now.Sub(n.leaseAt) >= LeaseRenewInterval) {
+			w.statusUpdate(n, now)
+			n.leaseAt = now
 			if !n.renewing && n.pods > 0 && (n.terminating || n.taint != fence.TaintAbsent) {
 				// A kubelet coming back deletes the pods it no longer
 				// owns (seed timeline: "Terminating pods are GC'd").
 				n.pods, n.terminating, n.podsGoneAt = 0, false, now
+				n.podGen++
 			}
 			w.notify(n.Name)
 		}
@@ -564,11 +654,13 @@ func (w *World) Advance() {
 				n.notReadySince = now
 			}
 			n.ready = fence.ReadyUnknown
+			n.rv++
 			w.notify(n.Name)
 		}
 		// Taint manager: NoExecute evicts at once.
 		if n.taint != fence.TaintAbsent && n.pods > 0 && !n.terminating {
 			n.terminating, n.terminatingAt = true, now
+			n.podGen++
 			if renews {
 				// A live kubelet honours the eviction itself.
 				n.pods, n.terminating, n.podsGoneAt = 0, false, now
@@ -577,6 +669,7 @@ func (w *World) Advance() {
 		// Pod GC: terminating pods of a NotReady out-of-service node.
 		if n.terminating && n.ready != fence.ReadyTrue && n.taint != fence.TaintAbsent && now.Sub(n.terminatingAt) >= PodGCInterval {
 			n.pods, n.terminating, n.podsGoneAt = 0, false, now
+			n.podGen++
 			w.notify(n.Name)
 		}
 		// Attach-detach: volumes go once the pods are gone, if the node is
@@ -589,6 +682,7 @@ func (w *World) Advance() {
 		// The scheduler places new work on a healthy, untainted node.
 		if renews && n.taint == fence.TaintAbsent && n.pods == 0 && n.ready == fence.ReadyTrue && !n.Maintenance {
 			n.pods, n.vas = 2, 1
+			n.podGen++
 		}
 	}
 	if w.frozenSince.IsZero() {
@@ -603,6 +697,30 @@ func (w *World) Advance() {
 		}
 	}
 	w.checkKeepOff(now)
+}
+
+// statusUpdate is the kubelet's node status update on the server: a new
+// Ready heartbeat, and its Ready condition. Its Lease renewal is separate
+// (leaseAt): a kubelet that renews writes both; one that comes back may
+// write its status first.
+func (w *World) statusUpdate(n *Node, now time.Time) {
+	n.lastBeat, n.statusAt = now, now
+	n.rv++
+	// A human's request or attestation was about the failure that just
+	// ended.
+	delete(w.manual, n.Name)
+	delete(w.attested, n.Name)
+	want := fence.ReadyTrue
+	if n.RuntimeDown {
+		want = fence.ReadyFalse
+	}
+	if n.ready != want {
+		n.ready = want
+		n.notReadySince = time.Time{}
+		if want != fence.ReadyTrue {
+			n.notReadySince = now
+		}
+	}
 }
 
 // reregister: a live kubelet whose Node object was deleted registers it
@@ -753,6 +871,18 @@ func (w *World) mayStart(n *Node) bool {
 	return true
 }
 
+// mayCycle reports whether someone may restart machine m now (a power
+// cycle, a reboot: an off-dwell, then On) without making an undetectable
+// double fault (package doc): not within ownOffWithin (and a second) of a
+// ForceOff its BMC accepted and dropped, where the dwell would read exactly
+// like the Off we caused.
+func (w *World) mayCycle(m *Machine) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := len(m.dropped)
+	return k == 0 || w.now().Sub(m.dropped[k-1]) > w.Policy.OwnOffWithin+time.Second
+}
+
 // Phase decodes the node's persisted phase ("" when none).
 func (n *Node) Phase() string {
 	if n.state == "" {
@@ -780,9 +910,17 @@ func (w *World) SetTaint(name string, foreign bool) {
 	switch {
 	case foreign && n.taint == fence.TaintAbsent:
 		n.taint, n.taintAt = fence.TaintForeign, w.now()
+	case !foreign && w.podDeletes[name] > 0:
+		// Premise: not between our last re-check of the taint and a
+		// pod's delete, a window no adapter can close (the pod and the
+		// node are two objects). A node that comes back touches its pods,
+		// and the delete's preconditions stop it.
+		w.quirk(faultForeignTaint + "/its removal waited for a pod delete in flight")
+		return
 	case !foreign:
 		n.taint = fence.TaintAbsent
 	}
+	n.rv++
 	w.notify(name)
 }
 

@@ -16,8 +16,9 @@ import (
 // one action with a result last; execute returns that result as the next
 // input. A failed or conflicting persist stops everything after it: no side
 // effect runs unless the intent is on the Node first. retry > 0 means "stop
-// this sync and come back then".
-func (r *Runner) execute(ctx context.Context, name string, rec *record, out fence.Output, ackID string) (next *fence.Input, retry time.Duration) {
+// this sync and come back then". decided is the node view the Step decided
+// on: the server recheck before a ForceOff or a taint compares with it.
+func (r *Runner) execute(ctx context.Context, name string, rec *record, out fence.Output, ackID string, decided fence.NodeView) (next *fence.Input, retry time.Duration) {
 	prev := rec.state
 	for _, a := range out.Actions {
 		if r.opts.BeforeAct != nil && a.Kind != fence.ActEvent {
@@ -62,7 +63,7 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 				}
 				return nil, 0
 			}
-			res, err := r.sideEffect(ctx, name, rec, out.State, a.Kind)
+			res, err := r.sideEffect(ctx, name, rec, out.State, a.Kind, decided)
 			if errors.Is(err, ErrConflict) {
 				// The fencing token is no longer ours: another agent
 				// wrote the state since. Nothing was done; reload and
@@ -216,13 +217,14 @@ func powerOf(s bmc.PowerState) fence.Power {
 	return fence.PowerUnknown
 }
 
-// sideEffect performs one irreversible action of the state s. A power-off
-// and a taint rested on a cached view: the server is asked first (the
-// fencing token, a renewal we missed, maintenance), and the BMC target's
-// identity is checked right before (invariants 3 and 4). An error wrapping
-// ErrConflict means the fencing token is no longer ours and nothing was
-// done.
-func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fence.State, k fence.ActionKind) (fence.Result, error) {
+// sideEffect performs one irreversible action of the state s, decided on
+// the view decided. A power-off and a taint rested on a cached view: the
+// server is asked first (the fencing token, a renewal we missed,
+// maintenance), and compared with the view the decision rested on, not
+// with what our own reads took in since; the BMC target's identity is
+// checked right before (invariants 3 and 4). An error wrapping ErrConflict
+// means the fencing token is no longer ours and nothing was done.
+func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fence.State, k fence.ActionKind, decided fence.NodeView) (fence.Result, error) {
 	// Until the BMC is called, nothing was sent: an error on the way is
 	// not an attempt the BMC ignored (fence.Result.NotSent).
 	res := fence.Result{NotSent: true}
@@ -233,7 +235,7 @@ func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fen
 			return res, fmt.Errorf("not acting: cannot read the node from the API server: %w", err)
 		}
 		keepOff := s.Phase == fence.Detaching
-		if err := c.blocks(token, !keepOff); err != nil {
+		if err := c.blocks(token, !keepOff, decided); err != nil {
 			return res, err
 		}
 	}

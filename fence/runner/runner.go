@@ -73,20 +73,29 @@ type NodeInfo struct {
 
 // Recheck is the server's current word on what may stop a fence.
 type Recheck struct {
-	// LeaseRenewed: the Lease was renewed after the renewal we last
-	// observed: the node is alive.
+	// LeaseRenewed: the server holds a Lease renewal, or a Ready
+	// heartbeat, that our view has not taken in: the node is alive.
 	LeaseRenewed bool
 	Maintenance  bool
 	Excluded     bool
 	// State is the state annotation on the server: the fencing token.
 	State string
+	// HeartbeatAt and RenewedAt are our view of the node's signs of life
+	// now (fence.NodeView's, on our clock), after whatever our own reads
+	// took in since the decision: the state persist right before a
+	// ForceOff reads the node from the server, and a view that takes in
+	// what it read has seen a heartbeat that the decision did not. The
+	// runner compares them with the view the engine decided on.
+	HeartbeatAt time.Time
+	RenewedAt   time.Time
 }
 
 // blocks says why the recheck forbids a power-off or a taint, or "". token
 // is the state annotation this runner last wrote; alive says whether a
 // renewal blocks (not for keep-off: a machine found On while its volumes
-// are being detached is forced off whatever its kubelet says).
-func (c Recheck) blocks(token string, alive bool) error {
+// are being detached is forced off whatever its kubelet says); decided is
+// the view the engine decided on.
+func (c Recheck) blocks(token string, alive bool, decided fence.NodeView) error {
 	switch {
 	case fence.Enabled(fence.CheckFencingToken) && c.State != token:
 		return fmt.Errorf("not acting: %w: the fence state on the server is not the one this agent wrote (another agent took over)", ErrConflict)
@@ -98,6 +107,13 @@ func (c Recheck) blocks(token string, alive bool) error {
 		// Before a power-off: it is alive. Before a taint: it is alive
 		// while its BMC reads Off, so the BMC is not this node's.
 		return errors.New("not acting: the node renewed its Lease since we last saw it (our view was behind)")
+	case alive && fence.Enabled(fence.CheckRecheckDecided) &&
+		(c.HeartbeatAt.After(decided.HeartbeatAt) || c.RenewedAt.After(decided.RenewedAt)):
+		// A sign of life our view took in after the decision (our own
+		// read of the node, the persist's, brought it): not news to the
+		// server comparison above, news to the decision.
+		return fmt.Errorf("not acting: the node showed a sign of life at %s, after the view this decision rested on (%s)",
+			c.HeartbeatAt.UTC().Format("15:04:05.000"), decided.HeartbeatAt.UTC().Format("15:04:05.000"))
 	}
 	return nil
 }
@@ -234,6 +250,25 @@ type Runner struct {
 	// stormSaid is when the last storm refusal was announced (stormEvent).
 	stormMu   sync.Mutex
 	stormSaid time.Time
+
+	// persisted caches, per node, what its state annotation says about its
+	// fence when another process wrote it (persistedFence): the fleet view
+	// counts those fences too.
+	persistedMu sync.Mutex
+	persisted   map[string]persistedFence
+}
+
+// persistedFence is what a node's state annotation, written by another
+// process, says about its fence: decoded once per distinct annotation.
+type persistedFence struct {
+	raw       string
+	ours      bool // written by this runner: our memory is authoritative
+	phase     fence.Phase
+	powerLoss bool
+	// admitted is the writer's admission time (on its clock), seenAt when
+	// we first saw that admission (on ours): the cooldown counts from it.
+	admitted time.Time
+	seenAt   time.Time
 }
 
 // stormEventEvery is how often a storm that goes on is announced again: a
@@ -245,6 +280,7 @@ const stormEventEvery = 10 * time.Minute
 // record is the runner's memory of one node.
 type record struct {
 	name string
+	self string     // the runner's ID (State.Writer of its own states)
 	mu   sync.Mutex // held by the node's sync; fleet reads take it briefly
 	// state is the engine state; raw is its last persisted encoding (what
 	// the annotation holds as far as we know), and ours says whether this
@@ -273,9 +309,13 @@ type record struct {
 	would map[fence.ActionKind]time.Time
 	wake  chan struct{}
 
-	// pub is what other nodes' fleet views read: the last committed phase
-	// and admission, under its own lock so a node busy on a BMC call never
-	// stalls the others.
+	// pub is what other nodes' fleet views read: the last committed phase,
+	// and the latest admission (or ForceOff) this node's fences ever had,
+	// under its own lock so a node busy on a BMC call never stalls the
+	// others. The admission outlives the fence: one that ended (the node
+	// renewed, a human aborted) still counts for the cooldown. Only our
+	// own states' admissions are on our clock; another writer's count
+	// from when we first saw them (persistedFence).
 	pubMu        sync.Mutex
 	pubPhase     fence.Phase
 	pubAdmitted  time.Time
@@ -289,7 +329,10 @@ func (rec *record) publish() { rec.reserve(rec.state) }
 // back the committed state if the decision does not stick.
 func (rec *record) reserve(s fence.State) {
 	rec.pubMu.Lock()
-	rec.pubPhase, rec.pubAdmitted, rec.pubPowerLoss = s.Phase, s.AdmittedAt, s.PowerLoss
+	rec.pubPhase, rec.pubPowerLoss = s.Phase, s.PowerLoss
+	if s.Writer == rec.self && s.AdmittedAt.After(rec.pubAdmitted) {
+		rec.pubAdmitted = s.AdmittedAt
+	}
 	rec.pubMu.Unlock()
 }
 
@@ -326,10 +369,11 @@ func New(opts Options) (*Runner, error) {
 		opts.ID = randomID()
 	}
 	return &Runner{
-		opts:  opts,
-		log:   opts.Log,
-		sem:   make(chan struct{}, opts.BMCConcurrency),
-		nodes: map[string]*record{},
+		opts:      opts,
+		log:       opts.Log,
+		sem:       make(chan struct{}, opts.BMCConcurrency),
+		nodes:     map[string]*record{},
+		persisted: map[string]persistedFence{},
 	}, nil
 }
 
@@ -408,7 +452,7 @@ func (r *Runner) recordFor(name string) *record {
 	defer r.mu.Unlock()
 	rec, ok := r.nodes[name]
 	if !ok {
-		rec = &record{name: name, wake: make(chan struct{}, 1), would: map[fence.ActionKind]time.Time{}}
+		rec = &record{name: name, self: r.opts.ID, wake: make(chan struct{}, 1), would: map[fence.ActionKind]time.Time{}}
 		if info, ok := r.opts.Cluster.Node(name); ok {
 			rec.load(info.State)
 		}
@@ -534,8 +578,11 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		rec.load(info.State)
 	}
 	if rec.hold != nil {
+		// Versions mix during a rollout or a rollback: a newer bmcfence may
+		// have written what this one cannot read. Acting on the part we can
+		// read would drop the rest (docs/safety.md, invariant 16).
 		r.opts.Cluster.Event(name, fence.Event{Warning: true, Reason: "FenceStateUnreadable",
-			Message: fmt.Sprintf("cannot read the fence state annotation (%v); this node will not be fenced until it is fixed or removed", rec.hold)})
+			Message: fmt.Sprintf("cannot read the fence state annotation (%v): a newer bmcfence may have written it (a rollout or a rollback under way), or someone edited it; this agent will not act on this node, nor overwrite its state, until an agent that reads it leads or the annotation is removed", rec.hold)})
 		r.log.Warn("fence state unreadable; node held", zap.String("node", name), zap.Error(rec.hold))
 		return 5 * time.Minute, false
 	}
@@ -547,8 +594,8 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		ackID = info.CommandID
 	}
 	for i := 0; i < maxStepsPerSync; i++ {
-		out := r.decide(name, rec, info, in)
-		next, retry := r.execute(ctx, name, rec, out, ackID)
+		out, decided := r.decide(name, rec, info, in)
+		next, retry := r.execute(ctx, name, rec, out, ackID, decided)
 		// What execute committed is what others see; a reservation whose
 		// persist failed is withdrawn.
 		rec.publish()
@@ -569,11 +616,11 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 	return retryAfterError, false
 }
 
-// decide steps the engine on the node's current view. The state is adopted
-// onto our clock first when another process wrote it (invariant 5). Under
-// admitMu, what the Step admitted is published before any other worker
-// reads the fleet (invariant 6).
-func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input) fence.Output {
+// decide steps the engine on the node's current view, and returns the view
+// it decided on. The state is adopted onto our clock first when another
+// process wrote it (invariant 5). Under admitMu, what the Step admitted is
+// published before any other worker reads the fleet (invariant 6).
+func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input) (fence.Output, fence.NodeView) {
 	atomic := fence.Enabled(fence.CheckAdmission)
 	if atomic {
 		r.admitMu.Lock()
@@ -590,7 +637,7 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	// write failed), says whether we have.
 	takeover := rec.raw != "" && !rec.ours
 	if rec.state.Writer != r.opts.ID && fence.Enabled(fence.CheckOneClock) {
-		rec.state = fence.Adopt(rec.state, r.opts.ID, in.Node.HeartbeatAt, now)
+		rec.state = fence.Adopt(r.policy(name), rec.state, r.opts.ID, in.Node, now)
 	}
 	// The fleet view costs a pass over every node. A healthy node's tick
 	// (a Lease renewal, a timer: a hundred a second at 1000 nodes) never
@@ -610,7 +657,7 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	if atomic {
 		rec.reserve(out.State)
 	}
-	return out
+	return out, in.Node
 }
 
 // policy is the node's policy: ours, with its inventory entry's overrides.
@@ -629,9 +676,16 @@ func (r *Runner) view(info NodeInfo) fence.NodeView {
 	return v
 }
 
-// fleet summarises every other node for the storm guard.
+// fleet summarises every other node for the storm guard. A node counts in
+// flight when our memory says so (a decision not yet persisted included:
+// the admission is atomic across our workers) or when its persisted state,
+// written by another process, does: in a split brain, until leader election
+// sorts it out, two agents act, and each must count the other's fences
+// (invariant 6). Another process's admission counts for the cooldown from
+// when we first saw it, on our clock.
 func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 	f := fence.FleetView{APIFreshAt: r.opts.Cluster.APIFreshAt()}
+	var lastPersisted time.Time
 	zones := map[string]*fence.ZoneHealth{}
 	var order []string
 	for _, n := range r.opts.Cluster.Nodes() {
@@ -658,7 +712,16 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 		if n.Name == self {
 			continue
 		}
-		if phase, powerLoss := r.peek(n.Name); phase.InFlight() {
+		phase, powerLoss := r.peek(n.Name)
+		if pf := r.persistedFence(n.Name, n.State, now); !pf.ours && fence.Enabled(fence.CheckSplitBrainCount) {
+			if !phase.InFlight() && pf.phase.InFlight() {
+				phase, powerLoss = pf.phase, pf.powerLoss
+			}
+			if pf.seenAt.After(lastPersisted) {
+				lastPersisted = pf.seenAt
+			}
+		}
+		if phase.InFlight() {
 			if powerLoss {
 				f.InFlightPowerLoss++
 			} else {
@@ -670,7 +733,39 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 		f.Zones = append(f.Zones, *zones[z])
 	}
 	f.LastFenceAt = r.lastAdmission(self)
+	if lastPersisted.After(f.LastFenceAt) {
+		f.LastFenceAt = lastPersisted
+	}
 	return f
+}
+
+// persistedFence reads what node's state annotation raw says about its
+// fence, decoding it only when it changed. An annotation this runner wrote
+// is marked ours (its memory says more). One it cannot decode (a newer
+// agent's, in a rollout) counts as a fence in flight: the guard errs on the
+// side of fewer power-offs.
+func (r *Runner) persistedFence(node, raw string, now time.Time) persistedFence {
+	r.persistedMu.Lock()
+	defer r.persistedMu.Unlock()
+	pf, ok := r.persisted[node]
+	if ok && pf.raw == raw {
+		return pf
+	}
+	pf.raw, pf.ours, pf.phase, pf.powerLoss = raw, false, fence.Healthy, false
+	switch s, err := fence.Decode(raw); {
+	case raw == "":
+	case err != nil:
+		pf.phase = fence.PoweringOff
+	case s.Writer == r.opts.ID:
+		pf.ours = true
+	default:
+		pf.phase, pf.powerLoss = s.Phase, s.PowerLoss
+		if !s.AdmittedAt.IsZero() && !s.AdmittedAt.Equal(pf.admitted) {
+			pf.admitted, pf.seenAt = s.AdmittedAt, now
+		}
+	}
+	r.persisted[node] = pf
+	return pf
 }
 
 // lastAdmission is the latest admission of a fence on any other node that

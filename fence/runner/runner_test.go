@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -359,5 +360,46 @@ func TestRunCancelsInFlightWorkWhenLeadershipIsLost(t *testing.T) {
 	}
 	if got := cancelled.Load(); got != 2 {
 		t.Errorf("%d in-flight BMC calls saw the cancellation, want 2", got)
+	}
+}
+
+// Mixed versions (docs/safety.md): a state written by a newer version, one
+// this runner cannot read exactly, is never acted on and never overwritten:
+// no BMC command, no taint, no state write, the annotation as it was; the
+// node's Event says a newer bmcfence may have written it.
+func TestSyncRefusesAStateFromANewerVersion(t *testing.T) {
+	for name, state := range map[string]string{
+		"newer version":            `{"v":3,"ph":"Tainting","wr":"newer"}`,
+		"a field it does not know": `{"v":2,"ph":"ConfirmingOff","wr":"newer","po":1,"poa":true,"lsa":1}`,
+		"a phase it does not know": `{"v":2,"ph":"PoweringOffOutlets","wr":"newer"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, c := world(t)
+			if err := c.Cluster.SaveState(context.Background(), "n1", "", state, ""); err != nil {
+				t.Fatal(err)
+			}
+			r := newRunner(t, w, c)
+			syncFor(w, r, 2*time.Minute)
+			if c.taints.Load() != 0 || c.saves.Load() != 0 {
+				t.Fatalf("acted on it: %d taints, %d state writes", c.taints.Load(), c.saves.Load())
+			}
+			for _, rec := range w.Records {
+				if rec.Node == "n1" && (rec.Kind == "power-off" || rec.Kind == "power-on") {
+					t.Errorf("sent a %s", rec.Kind)
+				}
+			}
+			if got, _ := c.Cluster.CurrentState(context.Background(), "n1"); got != state {
+				t.Errorf("the annotation is now %s, want it untouched", got)
+			}
+			var msg string
+			for _, rec := range w.Records {
+				if rec.Node == "n1" && rec.Kind == "event" && rec.Detail == "FenceStateUnreadable" {
+					msg = rec.Msg
+				}
+			}
+			if !strings.Contains(msg, "newer bmcfence") || !strings.Contains(msg, "will not act on this node") {
+				t.Errorf("Event FenceStateUnreadable %q; want it to say a newer bmcfence may have written it and that this agent will not act", msg)
+			}
+		})
 	}
 }

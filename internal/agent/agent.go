@@ -5,13 +5,13 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,8 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -83,6 +83,14 @@ type Agent struct {
 
 	ready   atomic.Bool
 	leading atomic.Bool
+	// leader learns of every renewal of the leader Lease; leaderHealth
+	// (leader, or a test's) fails /healthz when this replica leads but has
+	// stopped renewing.
+	leader       *cluster.LeaderHealth
+	leaderHealth interface{ Check() error }
+	// guard vouches for humans' requests (started by Run when the
+	// request CRD's client is there).
+	guard *requests.Guard
 }
 
 // Option configures an Agent beyond its configuration.
@@ -117,14 +125,16 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ..
 	}
 	m := metrics.New()
 	inv := inventory.New(inventory.Options{
-		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout,
+		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout, Policy: cfg.Policy,
 		Client: client, Dynamic: o.dynamic, Nodes: cl, Observer: m, Log: log.Named("inventory"),
 		SecretMaxAge: secretMaxAge,
 		HostEvent: func(host *corev1.ObjectReference, reason, message string) {
 			cl.ObjectEvent(host, fence.Event{Warning: true, Reason: reason, Message: message})
 		},
 	})
-	return &Agent{cfg: cfg, log: log, client: client, clock: clk, cluster: cl, inv: inv, metrics: m}, nil
+	leader := cluster.NewLeaderHealth(clk, cluster.LeaderHealthTimeout)
+	return &Agent{cfg: cfg, log: log, client: client, clock: clk, cluster: cl, inv: inv, metrics: m,
+		leader: leader, leaderHealth: leader}, nil
 }
 
 // Run serves until ctx ends: the endpoints at once, the fencing only while
@@ -159,6 +169,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.Inventory.UsesMetal3() {
 		go a.watchMetal3(ctx)
 	}
+	a.startGuard(ctx)
 	a.ready.Store(true)
 	a.warnRiskySettings(ctx)
 
@@ -175,15 +186,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		lead(ctx)
 		return ctx.Err()
 	}
-	id, _ := os.Hostname()
-	if pod := os.Getenv("POD_NAME"); pod != "" {
-		id = pod
-	}
+	id := podName()
 	le := a.cfg.LeaderElection
 	return cluster.RunLeader(ctx, a.client, cluster.LeaderOptions{
 		Namespace: a.cfg.Namespace, Name: le.Name, Identity: id,
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
-		Log: a.log.Named("leader"),
+		Log: a.log.Named("leader"), Health: a.leader,
 	}, lead)
 }
 
@@ -359,10 +367,12 @@ func (a *Agent) warnRiskySettings(ctx context.Context) {
 	}
 }
 
-// serve starts /metrics and /healthz, /readyz.
+// serve starts /metrics (over TLS unless server.metricsPlainHTTP) and
+// /healthz, /readyz (plain HTTP: the kubelet probes them, and they carry
+// nothing secret).
 func (a *Agent) serve() ([]*http.Server, error) {
 	health := http.NewServeMux()
-	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	health.HandleFunc("/healthz", a.healthz)
 	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !a.ready.Load() {
 			http.Error(w, "not ready: the cluster view has not synced", http.StatusServiceUnavailable)
@@ -378,9 +388,19 @@ func (a *Agent) serve() ([]*http.Server, error) {
 	if a.cfg.Server.MetricsAuth {
 		metricsHandler = newKubeAuth(a.client, a.clock).wrap(metricsHandler)
 	}
+	var tlsCfg *tls.Config
+	if !a.cfg.Server.MetricsPlainHTTP {
+		certs, err := newCertSource(a.cfg.Server.MetricsCertDir, metricsNames(a.cfg.Namespace), a.clock, a.log.Named("metrics"))
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg = certs.tlsConfig()
+	}
 	if a.cfg.Server.MetricsAddress == a.cfg.Server.HealthAddress {
+		// One listener: the probes then speak HTTPS too (httpGet scheme
+		// HTTPS; the kubelet does not verify the certificate).
 		health.Handle("/metrics", metricsHandler)
-		s, err := listen(a.cfg.Server.HealthAddress, health, a.log)
+		s, err := listen(a.cfg.Server.HealthAddress, health, tlsCfg, a.log)
 		if err != nil {
 			return nil, err
 		}
@@ -388,11 +408,11 @@ func (a *Agent) serve() ([]*http.Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
-	ms, err := listen(a.cfg.Server.MetricsAddress, mux, a.log)
+	ms, err := listen(a.cfg.Server.MetricsAddress, mux, tlsCfg, a.log)
 	if err != nil {
 		return nil, err
 	}
-	hs, err := listen(a.cfg.Server.HealthAddress, health, a.log)
+	hs, err := listen(a.cfg.Server.HealthAddress, health, nil, a.log)
 	if err != nil {
 		_ = ms.Close()
 		return nil, err
@@ -400,15 +420,46 @@ func (a *Agent) serve() ([]*http.Server, error) {
 	return []*http.Server{ms, hs}, nil
 }
 
-func listen(addr string, h http.Handler, log *zap.Logger) (*http.Server, error) {
+// healthz fails when this replica leads but has stopped renewing its Lease
+// (cluster.LeaderHealth), so the kubelet's liveness probe restarts it: it
+// would otherwise go on fencing as a leader after a standby took over.
+func (a *Agent) healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := a.leaderHealth.Check(); err != nil {
+		http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// listen serves h on addr, over TLS when tlsCfg is set.
+func listen(addr string, h http.Handler, tlsCfg *tls.Config, log *zap.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("serving", zap.String("address", ln.Addr().String()))
-	go func() { _ = s.Serve(ln) }()
-	return s, nil
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	log.Info("serving", zap.String("address", ln.Addr().String()), zap.String("scheme", scheme))
+	return start(ln, h, tlsCfg, log), nil
+}
+
+// start serves h on ln, over TLS when tlsCfg is set: a plain-HTTP request
+// to it gets a 400 and nothing else.
+func start(ln net.Listener, h http.Handler, tlsCfg *tls.Config, log *zap.Logger) *http.Server {
+	// Handshake errors (a scraper that does not trust the certificate, a
+	// plain-HTTP scrape) at debug: say them, without flooding the log.
+	errLog, _ := zap.NewStdLogAt(log.Named("http"), zapcore.DebugLevel)
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsCfg, ErrorLog: errLog}
+	go func() {
+		if tlsCfg != nil {
+			_ = s.ServeTLS(ln, "", "")
+			return
+		}
+		_ = s.Serve(ln)
+	}()
+	return s
 }
 
 // serveRemediations runs the remediation CR controller while this replica
@@ -455,6 +506,32 @@ func (a *Agent) serveRemediations(ctx context.Context) {
 	}
 }
 
+// guardSyncTimeout bounds how long the agent waits at start for the
+// request admission guard's first view: past it, the agent is ready anyway,
+// and requests wait (or are refused) until the guard can vouch for them.
+const guardSyncTimeout = 30 * time.Second
+
+// startGuard starts watching the admission policy that authenticates
+// requests, in every replica and from the start, so that a standby that
+// becomes the leader can vouch for the requests created after it started
+// (requests.Guard). Requests created before its first view are refused.
+func (a *Agent) startGuard(ctx context.Context) {
+	if a.fencing == nil {
+		return
+	}
+	a.guard = requests.NewGuard(a.client, a.fencing.FencingV1alpha1().BMCFenceRequests(), a.clock, a.log.Named("admission"))
+	synced := make(chan struct{})
+	go a.guard.Run(ctx, synced)
+	timer := a.clock.NewTimer(guardSyncTimeout)
+	defer timer.Stop()
+	select {
+	case <-synced:
+	case <-ctx.Done():
+	case <-timer.C():
+		a.log.Warn("the request admission policy could not be read within " + guardSyncTimeout.String() + ": requests wait until it is (check the agent's grants on validatingadmissionpolicies and their bindings)")
+	}
+}
+
 // serveRequests runs the controller of humans' requests (BMCFenceRequest)
 // while this replica leads, when the CRDs are installed.
 func (a *Agent) serveRequests(ctx context.Context) {
@@ -467,9 +544,10 @@ func (a *Agent) serveRequests(ctx context.Context) {
 		return
 	}
 	c, err := requests.New(requests.Options{
-		Client: a.fencing.FencingV1alpha1(), Cluster: a.cluster, Policy: a.requestPolicyBound,
+		Client: a.fencing.FencingV1alpha1(), Cluster: a.cluster, Guard: a.guard,
 		MaxRequestAge: a.cfg.Policy.MaxRequestAge, TTL: a.cfg.Requests.TTL, Clock: a.clock, Log: a.log.Named("requests"),
-		Collected: func(o fencingv1alpha1.RequestOutcome) { a.metrics.RequestCollected(string(o)) },
+		Collected:         func(o fencingv1alpha1.RequestOutcome) { a.metrics.RequestCollected(string(o)) },
+		HistoryMaxPerNode: a.cfg.History.MaxPerNode, HistoryMaxAge: a.cfg.History.MaxAge, Who: "agent " + podName(),
 	})
 	if err != nil {
 		a.log.Error("request controller", zap.Error(err))
@@ -480,18 +558,13 @@ func (a *Agent) serveRequests(ctx context.Context) {
 	}
 }
 
-// requestPolicyBound checks that the ValidatingAdmissionPolicy that
-// authenticates requests is bound in Deny mode: without it, a request's
-// requestedBy is whatever its writer put there.
-func (a *Agent) requestPolicyBound(ctx context.Context) error {
-	b, err := a.client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, requests.PolicyName, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("%w: the ValidatingAdmissionPolicyBinding %s cannot be read (%w); install deploy/base/admission.yaml", requests.ErrUnauthenticated, requests.PolicyName, err)
+// podName names this replica: the pod's name, else the host's.
+func podName() string {
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		return pod
 	}
-	if b.Spec.PolicyName != requests.PolicyName || !slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
-		return fmt.Errorf("%w: the ValidatingAdmissionPolicyBinding %s does not deny through policy %s", requests.ErrUnauthenticated, requests.PolicyName, requests.PolicyName)
-	}
-	return nil
+	host, _ := os.Hostname()
+	return host
 }
 
 // recordHistory keeps the fence records (BMCFenceRecord) while this replica
@@ -504,13 +577,9 @@ func (a *Agent) recordHistory(ctx context.Context) {
 		a.log.Error("the record CRD is not served: fences leave no durable history; install deploy/base/crds", zap.Error(err))
 		return
 	}
-	who, _ := os.Hostname()
-	if pod := os.Getenv("POD_NAME"); pod != "" {
-		who = pod
-	}
 	r, err := history.New(history.Options{
 		Client: a.fencing.FencingV1alpha1(), Nodes: a.cluster, MaxPerNode: a.cfg.History.MaxPerNode, MaxAge: a.cfg.History.MaxAge,
-		Who: "agent " + who, Clock: a.clock, Log: a.log.Named("history"),
+		Who: "agent " + podName(), Clock: a.clock, Log: a.log.Named("history"),
 	})
 	if err != nil {
 		a.log.Error("history recorder", zap.Error(err))

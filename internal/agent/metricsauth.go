@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+
+	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // Decisions are cached per token for a minute: Prometheus scrapes every
@@ -34,7 +37,7 @@ type kubeAuth struct {
 	clock  clock.PassiveClock
 
 	mu    sync.Mutex
-	cache map[string]authDecision
+	cache map[cacheKey]authDecision
 }
 
 type authDecision struct {
@@ -43,18 +46,18 @@ type authDecision struct {
 }
 
 func newKubeAuth(client kubernetes.Interface, clk clock.PassiveClock) *kubeAuth {
-	return &kubeAuth{client: client, clock: clk, cache: map[string]authDecision{}}
+	return &kubeAuth{client: client, clock: clk, cache: map[cacheKey]authDecision{}}
 }
 
 func (k *kubeAuth) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || strings.TrimSpace(token) == "" {
+		token, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="bmcfence metrics"`)
 			http.Error(w, "Unauthorized: a bearer token is required", http.StatusUnauthorized)
 			return
 		}
-		switch status := k.decide(r.Context(), strings.TrimSpace(token), r.URL.Path); status {
+		switch status := k.decide(r.Context(), token, r.URL.Path); status {
 		case http.StatusOK:
 			next.ServeHTTP(w, r)
 		case http.StatusUnauthorized:
@@ -67,8 +70,34 @@ func (k *kubeAuth) wrap(next http.Handler) http.Handler {
 	})
 }
 
+// bearerToken reads an Authorization header's bearer token. The scheme is
+// case-insensitive (RFC 9110 §11.1): "bearer" and "BEARER" are Bearer.
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", false
+	}
+	return token, true
+}
+
+// cacheKey keys a decision by a hash of the token (and the path), never by
+// the token itself: a heap dump or a debugger must not hand out the
+// scraper's credentials.
+type cacheKey [sha256.Size]byte
+
+func keyOf(token, path string) cacheKey {
+	if mutant.On(mutant.MetricsTokenHash) {
+		// The mutant: the token itself, as before issue 17.
+		var k cacheKey
+		copy(k[:], path+"\x00"+token)
+		return k
+	}
+	return sha256.Sum256([]byte(path + "\x00" + token))
+}
+
 func (k *kubeAuth) decide(ctx context.Context, token, path string) int {
-	key := path + "\x00" + token
+	key := keyOf(token, path)
 	now := k.clock.Now()
 	k.mu.Lock()
 	if d, ok := k.cache[key]; ok && now.Before(d.expires) {
@@ -92,7 +121,7 @@ func (k *kubeAuth) decide(ctx context.Context, token, path string) int {
 			}
 		}
 		if len(k.cache) >= authCacheSize {
-			k.cache = map[string]authDecision{}
+			k.cache = map[cacheKey]authDecision{}
 		}
 	}
 	k.cache[key] = authDecision{status: status, expires: now.Add(authCacheTTL)}

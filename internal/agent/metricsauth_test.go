@@ -3,6 +3,7 @@ package agent
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,12 @@ func TestMetricsAuth(t *testing.T) {
 		{"unknown token", "Bearer made-up", http.StatusUnauthorized},
 		{"authenticated, not authorized", "Bearer other-token", http.StatusForbidden},
 		{"authorized", "Bearer good-token", http.StatusOK},
+		// RFC 9110 §11.1: the scheme is case-insensitive.
+		{"bearer in lower case", "bearer good-token", http.StatusOK},
+		{"bearer in upper case", "BEARER good-token", http.StatusOK},
+		{"spaces around the token", "Bearer   good-token ", http.StatusOK},
+		{"bearer with no token", "Bearer ", http.StatusUnauthorized},
+		{"a scheme that only starts like bearer", "Bearerx good-token", http.StatusUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,5 +102,30 @@ func TestMetricsAuthCachesForAMinute(t *testing.T) {
 	scrape()
 	if calls != 4 {
 		t.Errorf("%d API calls after the minute, want 4", calls)
+	}
+}
+
+// The decision cache is keyed by a hash of the token, never the token: a
+// heap dump or a debugger must not hand out Prometheus's credentials.
+func TestMetricsAuthTokenCacheNeverHoldsTheToken(t *testing.T) {
+	var calls int
+	auth := newKubeAuth(fakeAuthAPI(&calls), clocktesting.NewFakeClock(time.Unix(0, 0)))
+	h := auth.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, tok := range []string{"good-token", "other-token", "made-up"} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	auth.mu.Lock()
+	defer auth.mu.Unlock()
+	if len(auth.cache) != 3 {
+		t.Fatalf("%d cached decisions, want 3", len(auth.cache))
+	}
+	for key := range auth.cache {
+		for _, tok := range []string{"good-token", "other-token", "made-up"} {
+			if strings.Contains(string(key[:]), tok) {
+				t.Errorf("cache key %q holds the token %q", key, tok)
+			}
+		}
 	}
 }

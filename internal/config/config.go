@@ -197,6 +197,18 @@ type Server struct {
 	// does, in-process. Off by default for local runs; the manifests and
 	// the chart turn it on.
 	MetricsAuth bool `mapstructure:"metricsAuth"`
+	// MetricsCertDir holds tls.crt and tls.key (PEM) for /metrics, as a
+	// kubernetes.io/tls Secret mounted there gives them (cert-manager's, or
+	// yours); they are read again when they change, so a rotated
+	// certificate is served without a restart. Empty, or no files there
+	// yet: a self-signed certificate made at start (as controller-runtime's
+	// metrics server and kube-rbac-proxy do), which a scraper cannot verify
+	// but which still keeps its bearer token off the wire in clear.
+	MetricsCertDir string `mapstructure:"metricsCertDir"`
+	// MetricsPlainHTTP serves /metrics without TLS: the scraper's bearer
+	// token then crosses the network in clear. A risky setting (announced
+	// at start) unless /metrics listens on loopback.
+	MetricsPlainHTTP bool `mapstructure:"metricsPlainHTTP"`
 }
 
 // Log configures zap.
@@ -243,14 +255,16 @@ const EnvPrefix = "BMCFENCE"
 
 // flagKeys maps command-line flags to config keys.
 var flagKeys = map[string]string{
-	"namespace":       "namespace",
-	"kubeconfig":      "kubeconfig",
-	"dry-run":         "dryRun",
-	"leader-elect":    "leaderElection.enabled",
-	"metrics-address": "server.metricsAddress",
-	"health-address":  "server.healthAddress",
-	"log-format":      "log.format",
-	"log-level":       "log.level",
+	"namespace":          "namespace",
+	"kubeconfig":         "kubeconfig",
+	"dry-run":            "dryRun",
+	"leader-elect":       "leaderElection.enabled",
+	"metrics-address":    "server.metricsAddress",
+	"metrics-cert-dir":   "server.metricsCertDir",
+	"metrics-plain-http": "server.metricsPlainHTTP",
+	"health-address":     "server.healthAddress",
+	"log-format":         "log.format",
+	"log-level":          "log.level",
 }
 
 // RegisterFlags adds the flags Load understands.
@@ -261,7 +275,9 @@ func RegisterFlags(fs *pflag.FlagSet) {
 	fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster)")
 	fs.Bool("dry-run", false, "shadow mode: read BMCs and decide, but change nothing")
 	fs.Bool("leader-elect", d.LeaderElection.Enabled, "elect a leader on a Lease (disable only for a single replica)")
-	fs.String("metrics-address", d.Server.MetricsAddress, "address for /metrics")
+	fs.String("metrics-address", d.Server.MetricsAddress, "address for /metrics (HTTPS unless --metrics-plain-http)")
+	fs.String("metrics-cert-dir", d.Server.MetricsCertDir, "directory with tls.crt and tls.key for /metrics, reloaded when they change (default: a self-signed certificate made at start)")
+	fs.Bool("metrics-plain-http", d.Server.MetricsPlainHTTP, "serve /metrics over plain HTTP (risky: the scraper's token crosses the network in clear)")
 	fs.String("health-address", d.Server.HealthAddress, "address for /healthz and /readyz")
 	fs.String("log-format", d.Log.Format, "log format: json, console or auto")
 	fs.String("log-level", d.Log.Level, "log level: debug, info, warn, error")
@@ -455,10 +471,18 @@ func (a Agent) Validate() error {
 		bad("bmc.probeInterval", "%s: must be at least 10s (each probe costs every BMC a request)", a.BMC.ProbeInterval)
 	}
 	errs = append(errs, a.Inventory.validate()...)
+	// Every merged per-node policy: the defaults' (nodes from BareMetalHosts,
+	// annotations, entries without windows), then each entry's own.
+	if err := DefaultsPolicyError(a.Policy, a.Inventory.Defaults); err != nil {
+		errs = append(errs, err)
+	}
 	for i, n := range a.Inventory.Nodes {
-		// A node's settle-window overrides must leave a valid policy.
-		if err := n.Resolved(a.Inventory.Defaults).Policy(a.Policy).Validate(); err != nil && a.Policy.Validate() == nil {
-			errs = append(errs, fmt.Errorf("inventory.nodes[%d] (%s): with its settle windows: %w", i, n.Name, err))
+		if n.SettleWindow == 0 && n.UnassistedSettleWindow == 0 {
+			continue // the defaults' policy, checked above
+		}
+		field := fmt.Sprintf("inventory.nodes[%d]", i)
+		if err := NodePolicyError(a.Policy, a.Inventory.Defaults, fmt.Sprintf("%s (%s)", field, n.Name), field, n.BMCSettings); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	le := a.LeaderElection

@@ -68,7 +68,7 @@ func TestSettleWindowOverridesAreValidated(t *testing.T) {
 	a := Defaults()
 	a.Inventory.Nodes = []NodeBMC{{Name: "w1", Address: "https://10.0.0.5", BMCSettings: BMCSettings{UnassistedSettleWindow: 2e9}}}
 	err := a.Validate()
-	if err == nil || !strings.Contains(err.Error(), "inventory.nodes[0] (w1): with its settle windows: policy.unassistedSettleWindow = 2s") {
+	if err == nil || !strings.Contains(err.Error(), "inventory.nodes[0] (w1).unassistedSettleWindow = 2s: not longer than policy.settleWindow = 6s") {
 		t.Errorf("Validate = %v", err)
 	}
 }

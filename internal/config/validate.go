@@ -239,6 +239,7 @@ const (
 	RiskMetricsUnauthenticated = "metricsUnauthenticated"
 	RiskPowerOffNotReady       = "powerOffNotReadyAfter"
 	RiskEmptyInventory         = "emptyInventory"
+	RiskMetricsPlainHTTP       = "metricsPlainHTTP"
 	RiskChassisPowerIgnored    = "chassisPowerIgnored"
 )
 
@@ -284,6 +285,9 @@ func (a Agent) Risks() []Risk {
 	}
 	if !a.Server.MetricsAuth && !loopback(a.Server.MetricsAddress) {
 		out = append(out, Risk{RiskMetricsUnauthenticated, fmt.Sprintf("server.metricsAuth is off and /metrics listens on %s: anyone who reaches it reads node names, BMC error rates and fence history (turn on server.metricsAuth, or restrict it with a NetworkPolicy)", a.Server.MetricsAddress)})
+	}
+	if a.Server.MetricsPlainHTTP && !loopback(a.Server.MetricsAddress) {
+		out = append(out, Risk{RiskMetricsPlainHTTP, fmt.Sprintf("server.metricsPlainHTTP is on and /metrics listens on %s: the scraper's bearer token and the metrics cross the network in clear (turn it off: /metrics is served over TLS, with server.metricsCertDir's certificate or a self-signed one)", a.Server.MetricsAddress)})
 	}
 	if !a.LeaderElection.Enabled {
 		out = append(out, Risk{RiskLeaderElectionDisabled, "leader election is disabled: safe only with exactly one replica; two agents would fence the same nodes at once"})

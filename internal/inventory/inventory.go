@@ -84,6 +84,11 @@ type Options struct {
 	// inventory cannot use (once per problem and process). The agent sets
 	// it; the CLI, which only reads, does not.
 	HostEvent func(host *corev1.ObjectReference, reason, message string)
+	// Policy is the agent's policy: each node's merged policy (it, with the
+	// entry's or inventory.defaults' settle windows) is validated whenever
+	// an entry is built; a node whose merged policy is invalid is
+	// unfenceable, and Problems says why. Zero: fence.DefaultPolicy().
+	Policy fence.Policy
 	// SecretMaxAge, when positive, keeps a credentials Secret read by a
 	// Refresh for between half of it and all of it (spread by the
 	// Secret's name) before reading it again: a thousand nodes with a
@@ -265,6 +270,10 @@ func (i *Inventory) Refresh(ctx context.Context) {
 	nodes := map[string]*Controller{}
 	resolved := map[string]bmc.Target{}
 	for name, e := range entries {
+		if err := i.policyError(e); err != nil {
+			problems[name] = err
+			continue
+		}
 		t, err := i.resolve(ctx, e, secrets, cas)
 		if err != nil {
 			problems[name] = fmt.Errorf("node %s: %w", name, err)
@@ -324,6 +333,33 @@ func (i *Inventory) Refresh(ctx context.Context) {
 	}
 }
 
+// policyError validates the node's merged policy (issue 17, defect 7): the
+// runner fences it under the agent's policy with the entry's settle
+// windows, or inventory.defaults' where the entry sets none. The file's
+// entries were checked at load; this holds for every source, whenever it
+// changes (a BareMetalHost appears, an annotation is written).
+func (i *Inventory) policyError(e entry) error {
+	base := i.opts.Policy
+	if base == (fence.Policy{}) {
+		base = fence.DefaultPolicy()
+	}
+	subject, field := "node "+e.Name, ""
+	switch {
+	case e.host != nil:
+		subject += " (BareMetalHost " + e.host.Key() + ")"
+	case e.annotated:
+		subject += " (annotations)"
+	default:
+		for j, n := range i.opts.Config.Nodes {
+			if n.Name == e.Name {
+				field = fmt.Sprintf("inventory.nodes[%d]", j)
+				subject = fmt.Sprintf("%s (%s)", field, e.Name)
+			}
+		}
+	}
+	return config.NodePolicyError(base, i.opts.Config.Defaults, subject, field, e.BMCSettings)
+}
+
 // entry is one node's inventory entry and where it came from.
 type entry struct {
 	config.NodeBMC
@@ -336,6 +372,9 @@ type entry struct {
 	via  string
 	// src is the host's cluster: its credentials Secret is read there.
 	src *metal3Source
+	// annotated: the entry comes from the node's bmcfence.dev/bmc-*
+	// annotations.
+	annotated bool
 }
 
 // entries merges the sources: BareMetalHosts (source metal3 or both), then
@@ -351,19 +390,19 @@ func (i *Inventory) entries(ctx context.Context) (map[string]entry, map[string]e
 	if !i.opts.Config.UsesConfigMap() {
 		return out, problems
 	}
-	set := func(e config.NodeBMC) {
-		out[e.Name] = entry{NodeBMC: e, secretNamespace: i.opts.Namespace}
+	set := func(e config.NodeBMC, annotated bool) {
+		out[e.Name] = entry{NodeBMC: e, secretNamespace: i.opts.Namespace, annotated: annotated}
 		delete(problems, e.Name)
 	}
 	if i.opts.Config.FromAnnotations {
 		for _, n := range i.nodeObjects() {
 			if e, ok := fromAnnotations(n); ok {
-				set(e)
+				set(e, true)
 			}
 		}
 	}
 	for _, e := range i.opts.Config.Nodes {
-		set(e)
+		set(e, false)
 	}
 	return out, problems
 }
@@ -509,7 +548,7 @@ func (c *Controller) Policy(p fence.Policy) fence.Policy { return c.settings.Pol
 // removed from its text: whatever the adapter or the BMC put in it, no
 // credential leaves the inventory (invariant 10).
 func (c *Controller) observe(op bmc.Op, start time.Time, err error) error {
-	err = bmc.RedactError(err, c.Target.Credentials.Password)
+	err = bmc.RedactCredentialsError(err, c.Target.Credentials)
 	if c.obs != nil {
 		c.obs.BMC(c.Target.Address.Protocol, c.Vendor(), op, time.Since(start), err)
 	}

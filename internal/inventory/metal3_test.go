@@ -22,6 +22,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/bmctest"
+	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
@@ -422,5 +423,25 @@ func TestMetal3HostEvents(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Events on hosts over two refreshes (-want +got):\n%s", diff)
+	}
+}
+
+// Issue 17, defect 7, at run time: a node's merged policy is validated
+// whenever the inventory builds its entry, not only at load. A node from a
+// BareMetalHost takes inventory.defaults' windows; here they would let an Off
+// we did not cause settle inside an off-dwell (a configuration that skipped
+// the load's check, as a source with windows of its own could): the node is
+// unfenceable, and the reason names the field and the fix.
+func TestMergedPolicyOfABareMetalHostNodeIsValidated(t *testing.T) {
+	cfg := metal3Config(config.SourceMetal3)
+	cfg.Defaults.SettleWindow = 90 * time.Second
+	w := newMetal3Inventory(t, cfg, listedNodes{"w1": nodeWithProviderID("w1", "metal3://metal3/bmh-1/m3m-1")},
+		[]*corev1.Secret{m3Secret("bmh-1-bmc")}, bmh("bmh-1", "redfish://10.0.0.5/redfish/v1/Systems/1"))
+	_, err := w.inv.Lookup("w1")
+	if !errors.Is(err, fence.ErrSettleInsideDwell) || !strings.Contains(err.Error(), "node w1 (BareMetalHost metal3/bmh-1): inventory.defaults.settleWindow = 1m30s: not shorter than policy.unassistedSettleWindow = 1m0s") {
+		t.Errorf("Lookup(w1) = %v; want it unfenceable, naming inventory.defaults.settleWindow", err)
+	}
+	if _, ok := w.inv.Controller("w1"); ok {
+		t.Error("w1 has a controller: the runner would fence it under the unchecked merged policy")
 	}
 }

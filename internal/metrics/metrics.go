@@ -110,6 +110,12 @@ func New() *Metrics {
 		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, m.ipmiSuite}
 	m.Registry.MustRegister(m.own...)
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every refusal reason is exported at 0 from the start: a counter
+	// series that first appears at 1 has no increase() in Prometheus, so
+	// the first refusal would raise no BMCFenceRefused alert.
+	for r := fence.Admitted + 1; r.String() != "?"; r++ {
+		m.refusals.WithLabelValues(r.String())
+	}
 	return m
 }
 

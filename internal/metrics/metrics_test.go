@@ -74,3 +74,22 @@ bmcfence_risky_setting{setting="plainHTTP"} 1
 		t.Error(err)
 	}
 }
+
+// A counter series that first appears at 1 has no increase() in
+// Prometheus: the chart's BMCFenceRefused alert would miss the first
+// refusal of each reason. Every reason is exported at 0 from the start.
+func TestRefusalsStartAtZeroForEveryReason(t *testing.T) {
+	m := New()
+	want := `
+# HELP bmcfence_storm_guard_refusals_total Fences the storm guard refused, by reason.
+# TYPE bmcfence_storm_guard_refusals_total counter
+bmcfence_storm_guard_refusals_total{reason="APIViewStale"} 0
+bmcfence_storm_guard_refusals_total{reason="ClusterUnhealthy"} 0
+bmcfence_storm_guard_refusals_total{reason="Cooldown"} 0
+bmcfence_storm_guard_refusals_total{reason="TooManyInFlight"} 0
+bmcfence_storm_guard_refusals_total{reason="ZoneUnhealthy"} 0
+`
+	if err := testutil.CollectAndCompare(m.refusals, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}

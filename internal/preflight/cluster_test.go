@@ -209,7 +209,7 @@ func TestRBAC(t *testing.T) {
 			contains: "may not: get, list, watch, patch nodes; get, list, watch, delete pods; get, list, watch volumeattachments.storage.k8s.io; " +
 				"get, list, watch leases.coordination.k8s.io in kube-node-lease; get, update leases.coordination.k8s.io bmcfence-agent in bmcfence-system; " +
 				"create leases.coordination.k8s.io in bmcfence-system; create, patch events in default; create tokenreviews.authentication.k8s.io; " +
-				"create subjectaccessreviews.authorization.k8s.io; get secrets in bmcfence-system; get configmaps in bmcfence-system; apply deploy/base/rbac.yaml"},
+				"create subjectaccessreviews.authorization.k8s.io; get, list, watch validatingadmissionpolicies.admissionregistration.k8s.io bmcfence-request-identity; get, list, watch validatingadmissionpolicybindings.admissionregistration.k8s.io bmcfence-request-identity; get secrets in bmcfence-system; get configmaps in bmcfence-system; apply deploy/base/rbac.yaml"},
 		{name: "missing verbs are named", want: StatusFail,
 			react: func(c *fake.Clientset) {
 				grant(c, without(allGranted(), "delete pods", "patch nodes", "get secrets bmcfence-system")...)

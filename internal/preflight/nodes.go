@@ -229,7 +229,7 @@ func bmcFailure(t bmc.Target, err error, timeout time.Duration) string {
 	}
 	// Adapters already redact; this is the last line of defence, because
 	// this line is printed to a terminal and pasted into tickets.
-	return bmc.Redact(fmt.Sprintf("%s (%v)", fix, err), t.Credentials.Password)
+	return bmc.RedactCredentials(fmt.Sprintf("%s (%v)", fix, err), t.Credentials)
 }
 
 // identityResult compares the BMC's system UUID with the node's, as the

@@ -51,6 +51,11 @@ func agentPermissions(ns, leaseName string) []permission {
 		// server.metricsAuth: who may read /metrics (as kube-rbac-proxy).
 		{Group: "authentication.k8s.io", Resource: "tokenreviews", Verbs: []string{"create"}},
 		{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verbs: []string{"create"}},
+		// The admission policy that authenticates humans' requests, and
+		// its binding, watched by name (a request is trusted only if both
+		// were in force from before its creation).
+		{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: "bmcfence-request-identity", Verbs: []string{"get", "list", "watch"}},
+		{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings", Name: "bmcfence-request-identity", Verbs: []string{"get", "list", "watch"}},
 		// Credentials and CA bundles, read by name.
 		{Resource: "secrets", Namespace: ns, Verbs: []string{"get"}},
 		{Resource: "configmaps", Namespace: ns, Verbs: []string{"get"}},

@@ -197,10 +197,10 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 					e.ids = append(e.ids, x.MessageID)
 				}
 			}
-			e.message = strings.Join(strings.Fields(eb.Error.Message), " ")
-			if len(e.message) > 300 {
-				e.message = e.message[:300] + "…"
-			}
+			// Redacted as the PDU wrote it, then one line, then cut
+			// (issue 17: cutting or collapsing first leaves pieces of
+			// the password).
+			e.message = pdu.Words(eb.Error.Message, 300, c.t.Device.Credentials)
 		}
 		return e
 	}
@@ -231,7 +231,7 @@ func (c *Client) run(ctx context.Context, op bmc.Op, res *bmc.Result, fn func(ct
 }
 
 func (c *Client) classify(ctx context.Context, err error) error {
-	msg := pdu.Redact(strings.Join(strings.Fields(err.Error()), " "), c.t.Device.Credentials)
+	msg := pdu.Words(err.Error(), 0, c.t.Device.Credentials)
 	var herr *httpError
 	var netErr net.Error
 	var unknownCA x509.UnknownAuthorityError

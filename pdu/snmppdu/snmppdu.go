@@ -340,8 +340,7 @@ func (e *snmpError) Error() string {
 }
 
 func (c *Client) classify(ctx context.Context, err error) error {
-	msg := pdu.Redact(strings.Join(strings.Fields(err.Error()), " "), bmc.Credentials{Password: c.t.Community},
-		c.t.AuthPassword, c.t.PrivPassword)
+	msg := pdu.Words(err.Error(), 0, bmc.Credentials{Password: c.t.Community}, c.t.AuthPassword, c.t.PrivPassword)
 	for _, s := range []error{pdu.ErrNoSuchOutlet, pdu.ErrUnsupported, pdu.ErrDevice} {
 		if errors.Is(err, s) {
 			return fmt.Errorf("%w: %s", s, strings.TrimPrefix(msg, s.Error()+": "))

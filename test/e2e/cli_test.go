@@ -537,3 +537,79 @@ func (e *env) fencingAs(user string) fencingclient.Interface {
 	}
 	return c
 }
+
+// Issue 17, defect 4, on the real control plane: with the admission policy
+// deleted and its binding kept, the API server checks nothing (it ignores a
+// binding whose policy is missing) and admits a confirm written by an
+// operator in an attester's name. The agent refuses it: the request's status
+// says why, the node gets a FenceRequestRefused Event and a Refused fence
+// record, and nothing is offered to the engine.
+func TestForgedRequestIsRefusedWhenOnlyTheBindingExists(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.agent("a1", "detection: external\n")
+	b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-olga"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "bmcfence-operator"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "olga"}}}
+	if _, err := e.c.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	forged := func() *v1alpha1.BMCFenceRequest {
+		return &v1alpha1.BMCFenceRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "n4-confirm-"},
+			Spec: v1alpha1.BMCFenceRequestSpec{NodeName: "n4", Action: v1alpha1.ActionConfirm, RequestedBy: "alice", Reason: "trust me"}}
+	}
+	olga := e.fencingAs("olga").FencingV1alpha1().BMCFenceRequests()
+	admitted := func() bool {
+		_, err := olga.Create(ctx, forged(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil
+	}
+	if admitted() {
+		t.Fatal("with the policy in force, olga's request in alice's name is admitted")
+	}
+
+	// The policy goes; its binding stays.
+	if err := e.c.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, "bmcfence-request-identity", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Restore it, and wait until the API server enforces it again:
+		// the other tests rely on it.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.tb.ApplyAPI(ctx); err != nil {
+			t.Errorf("restoring the admission policy: %v", err)
+			return
+		}
+		if err := e.tb.CP.WaitFor(ctx, "the admission policy enforced again", func() (bool, error) { return !admitted(), nil }); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := e.c.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, "bmcfence-request-identity", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the binding: %v", err)
+	}
+	e.waitFor(30*time.Second, "the API server no longer checking requestedBy", func() (bool, error) { return admitted(), nil })
+
+	r, err := olga.Create(ctx, forged(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the forged request: %v", err)
+	}
+	var got *v1alpha1.BMCFenceRequest
+	e.waitFor(30*time.Second, "the forged request refused", func() (bool, error) {
+		got, err = e.fencing().FencingV1alpha1().BMCFenceRequests().Get(ctx, r.Name, metav1.GetOptions{})
+		return err == nil && got.Status.Outcome != "" && got.Status.Outcome != v1alpha1.OutcomePending, nil
+	})
+	t.Logf("request %s: %s: %s (record %s)", got.Name, got.Status.Outcome, got.Status.Message, got.Status.Record)
+	if got.Status.Outcome != v1alpha1.OutcomeRefused || !strings.Contains(got.Status.Message, "its binding alone checks nothing") {
+		t.Errorf("outcome %s (%s), want Refused saying the policy is missing", got.Status.Outcome, got.Status.Message)
+	}
+	if !e.hasEvent("n4", "FenceRequestRefused") {
+		t.Errorf("no FenceRequestRefused Event on n4; events: %v", e.events("n4"))
+	}
+	rec, err := e.fencing().FencingV1alpha1().BMCFenceRecords().Get(ctx, got.Status.Record, metav1.GetOptions{})
+	if err != nil || rec.Status.Outcome != "Refused" || rec.Spec.NodeName != "n4" {
+		t.Errorf("the fence record %q: %v %+v, want a Refused record of n4", got.Status.Record, err, rec)
+	}
+	if n := e.node("n4"); cluster.HasOutOfServiceTaint(n) || n.Annotations[cluster.AnnotationState] != "" {
+		t.Errorf("n4 was acted on: taint %v, state %q", cluster.HasOutOfServiceTaint(n), n.Annotations[cluster.AnnotationState])
+	}
+}

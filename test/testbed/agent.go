@@ -3,6 +3,7 @@ package testbed
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,6 +92,12 @@ func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, 
 	}
 }
 
+// metricsClient scrapes an agent's /metrics: HTTPS, with the self-signed
+// certificate the agent made at start (nothing to verify it against).
+var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the agent's self-signed certificate
+}}
+
 // Kill sends SIGKILL (a crash mid-fence) and waits for the process.
 func (a *Agent) Kill() {
 	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
@@ -121,7 +128,8 @@ func (a *Agent) Leading() bool {
 // Metric returns the sum of the samples of a metric whose labels contain
 // every given "name=\"value\"" pair (0 when absent).
 func (a *Agent) Metric(name string, labels ...string) (float64, error) {
-	resp, err := http.Get("http://" + a.metrics + "/metrics")
+	// /metrics is HTTPS, with the certificate the agent made at start.
+	resp, err := metricsClient.Get("https://" + a.metrics + "/metrics")
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,265 @@
+package fence
+
+import "time"
+
+// Power is a BMC power reading as the engine sees it. It mirrors
+// bmc.PowerState (the runner maps one to the other) so that this package
+// stays standard-library only. The zero value is PowerUnknown.
+type Power uint8
+
+const (
+	PowerUnknown Power = iota
+	PowerOn
+	PowerOff
+	PowerPoweringOn
+	PowerPoweringOff
+	numPowers
+)
+
+var powerNames = [numPowers]string{"Unknown", "On", "Off", "PoweringOn", "PoweringOff"}
+
+func (p Power) String() string {
+	if p < numPowers {
+		return powerNames[p]
+	}
+	return "Unknown"
+}
+
+// Readiness is the node's Ready condition as the API shows it.
+type Readiness uint8
+
+const (
+	ReadyUnknown Readiness = iota
+	ReadyTrue
+	ReadyFalse
+)
+
+func (r Readiness) String() string {
+	switch r {
+	case ReadyTrue:
+		return "True"
+	case ReadyFalse:
+		return "False"
+	default:
+		return "Unknown"
+	}
+}
+
+// TaintState says whether the node carries the out-of-service taint, and
+// whose it is (the owner annotation).
+type TaintState uint8
+
+const (
+	TaintAbsent TaintState = iota
+	TaintOurs
+	TaintForeign
+)
+
+// NodeView is the latest view of one node, every time stamped by the
+// runner's clock when *we* observed it: a dead node's own timestamps prove
+// nothing, and a node's clock may be skewed.
+type NodeView struct {
+	Ready Readiness
+	// NotReadySince is when we observed Ready leave True (zero while Ready).
+	NotReadySince time.Time
+	// HeartbeatAt is when we last observed a sign of life: the node's Lease
+	// renewTime or its Ready heartbeat changing. The observation builder
+	// sets it to the first time it saw the node, so a restarted agent judges
+	// silence only from its own start. Zero means "not observed yet" and is
+	// never taken as silence.
+	HeartbeatAt time.Time
+	// RenewedAt is when we observed the node actually renew (a renewTime or
+	// heartbeat different from one we had already seen). Zero until then:
+	// the first sighting of a node, which HeartbeatAt counts for silence,
+	// is no sign of life. Every "the node is alive" decision uses it.
+	RenewedAt   time.Time
+	Maintenance bool
+	Excluded    bool
+	HasBMC      bool
+	// Remediation: a remediation CR of NodeHealthCheck or a
+	// MachineHealthCheck asks for this node, and its creator has not given
+	// up on it (nhc-timed-out). Under Policy.Detection external, only such
+	// a node may start a fence, and a fence whose ForceOff was not yet
+	// accepted stops when it goes.
+	Remediation bool
+	Taint       TaintState
+	// Pods bound to the node, and VolumeAttachments naming it: what still
+	// ties workloads to it. Blockers names a few of them for Events.
+	Pods              int
+	VolumeAttachments int
+	Blockers          []string
+	// Terminating counts the node's pods already being deleted (the taint
+	// manager evicts at once on NoExecute); on a confirmed-off, tainted node
+	// they are force-deleted as soon as they appear.
+	Terminating int
+}
+
+// ZoneHealth counts nodes of one topology zone.
+type ZoneHealth struct {
+	Zone      string
+	Nodes     int
+	Unhealthy int
+}
+
+// FleetView is what the storm guard needs about every other node. The runner
+// computes it with CountsAsUnhealthy and Phase.InFlight; maintenance nodes are
+// left out of every count.
+type FleetView struct {
+	Nodes     int
+	Unhealthy int
+	Zones     []ZoneHealth
+	// InFlight counts *other* nodes in an in-flight phase whose fence
+	// was admitted on a reading other than Off (State.PowerLoss false);
+	// InFlightPowerLoss those admitted on an exact-Off reading.
+	InFlight          int
+	InFlightPowerLoss int
+	// LastFenceAt is the latest admission of a fence on any other node.
+	LastFenceAt time.Time
+	// APIFreshAt is when our view of the API server was last proven fresh
+	// (an observed lease renewal of any node, a relist).
+	APIFreshAt time.Time
+}
+
+// Reading is one BMC power reading. At is when the request was *sent*, so a
+// reading is "later than" an event only if the whole exchange was.
+type Reading struct {
+	At    time.Time
+	Power Power
+	// OSRunning: Redfish BootProgress says an OS is running or starting.
+	OSRunning bool
+	// Failure is a short reason ("unreachable", "auth", ...) when the read
+	// failed; Power is then PowerUnknown.
+	Failure string
+	// Target identifies the BMC target that answered (the runner's key of
+	// the node's inventory entry: address and system). Readings from
+	// another target than the fence's prove nothing about the fence.
+	Target string
+}
+
+// ActionKind is a side effect the runner performs.
+type ActionKind uint8
+
+const (
+	ActPersist ActionKind = iota
+	ActReadPower
+	ActPowerOff
+	ActPowerOn
+	ActApplyTaint
+	ActDeletePods
+	ActRemoveTaint
+	ActEvent
+	// ActForgetTaint clears our owner mark when our taint was found gone.
+	// It never removes a taint: if the taint is on the node after all (our
+	// view lagged), it does nothing.
+	ActForgetTaint
+	numActionKinds
+)
+
+var actionNames = [numActionKinds]string{"Persist", "ReadPower", "PowerOff", "PowerOn", "ApplyTaint", "DeletePods", "RemoveTaint", "Event", "ForgetTaint"}
+
+func (k ActionKind) String() string {
+	if k < numActionKinds {
+		return actionNames[k]
+	}
+	return "Action?"
+}
+
+// Event is a Kubernetes Event to record on the Node.
+type Event struct {
+	Warning bool
+	Reason  string
+	Message string
+}
+
+// Action is one side effect. Event is set for ActEvent only.
+type Action struct {
+	Kind  ActionKind
+	Event Event
+}
+
+// Result reports how an action went. Err is empty on success.
+type Result struct {
+	Action ActionKind
+	Err    string
+	// AlreadyInState: a power command was answered "already in that state"
+	// (bmc.ErrAlreadyInState): the BMC did nothing. Err is set too.
+	AlreadyInState bool
+	// NotSent: the command never reached the BMC (the runner's server
+	// recheck, token or identity check stopped it first). Err is set too.
+	NotSent bool
+	// Target is the BMC target a power command went to.
+	Target string
+}
+
+// CommandKind is a human's request (from the CLI, through an annotation).
+type CommandKind uint8
+
+const (
+	CmdNone CommandKind = iota
+	// CmdFence: fence now, without waiting for SuspectAfter/FenceAfter and
+	// past the storm guard. The settled-Off proof is still required.
+	CmdFence
+	// CmdConfirm: the human attests the node is off when no BMC can say so.
+	CmdConfirm
+	// CmdAbort: stop an in-flight fence; hold the node until a human acts.
+	CmdAbort
+	// CmdUnfence: optionally power on, wait Ready, remove our taint.
+	CmdUnfence
+	numCommandKinds
+)
+
+var commandNames = [numCommandKinds]string{"none", "fence", "confirm", "abort", "unfence"}
+
+func (k CommandKind) String() string {
+	if k < numCommandKinds {
+		return commandNames[k]
+	}
+	return "command?"
+}
+
+// Command is a human's request with who asked and why.
+type Command struct {
+	Kind    CommandKind
+	User    string
+	Reason  string
+	PowerOn bool // unfence: power the node on first
+	// Force: a confirm that overrides a contrary live witness (a renewal
+	// since the failure began, a BMC reading On). Needs a Reason.
+	Force bool
+	// SeenAt is when we first observed the request, on our clock. A fence
+	// or confirm request is refused when taken more than MaxRequestAge
+	// after it: whatever the human saw is older than that.
+	SeenAt time.Time
+}
+
+// InputKind says what happened.
+type InputKind uint8
+
+const (
+	InputTick InputKind = iota // a timer fired or the node/fleet view changed
+	InputReading
+	InputResult
+	InputCommand
+	numInputKinds
+)
+
+// Input is what Step reacts to: always the current node and fleet views, plus
+// the one thing that happened.
+type Input struct {
+	Kind    InputKind
+	Node    NodeView
+	Fleet   FleetView
+	Reading Reading // InputReading
+	Result  Result  // InputResult
+	Command Command // InputCommand
+}
+
+// Output is Step's answer. The runner executes Actions in order; if Persist
+// is present it comes first, so intent is recorded before any side effect.
+// RecheckAfter is when to call Step again with a Tick if nothing else
+// happens; it is always positive.
+type Output struct {
+	State        State
+	Actions      []Action
+	RecheckAfter time.Duration
+}
