@@ -42,6 +42,14 @@ func ParseAddress(s string) (Endpoint, error) {
 	// or '#' in it makes url.Parse read the user info as host and path, so
 	// u.User alone does not find every credential.
 	shown := redactURL(s)
+	if scheme, host, ok := unbracketedIPv6(s); ok {
+		// url.Parse takes "fd00::7" as host "fd00:" and port 7.
+		port := map[string]string{"https": "443", "http": "80", "ipmi": "623"}[scheme]
+		if port == "" {
+			port = "PORT"
+		}
+		return Endpoint{}, fmt.Errorf("%w: address %q: an IPv6 address needs brackets: %s://[%s] (with a port: %s://[%s]:%s)", ErrInvalidTarget, shown, scheme, host, scheme, host, port)
+	}
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || u.Opaque != "" {
 		return Endpoint{}, fmt.Errorf("%w: address %q: %s", ErrInvalidTarget, shown, want)
@@ -76,6 +84,26 @@ func ParseAddress(s string) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("%w: address %q has no host: %s", ErrInvalidTarget, shown, want)
 	}
 	return ep, nil
+}
+
+// unbracketedIPv6 finds an IPv6 address written without the brackets a
+// URL needs around it: "ipmi://fd00::7" (its host, after any user info,
+// has more than one colon and no bracket).
+func unbracketedIPv6(s string) (scheme, host string, ok bool) {
+	scheme, rest, found := strings.Cut(s, "://")
+	if !found {
+		return "", "", false
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		return "", "", false // credentials: refused on their own
+	}
+	if strings.Contains(rest, "[") || strings.Count(rest, ":") < 2 {
+		return "", "", false
+	}
+	return strings.ToLower(scheme), rest, true
 }
 
 // HostPort returns "host:port" (IPv6 hosts bracketed).

@@ -30,6 +30,10 @@ func TestParseAddress(t *testing.T) {
 		{in: "https://10.0.0.5:0", wantErr: "must be 1-65535"},
 		{in: "https://10.0.0.5:99999", wantErr: "must be 1-65535"},
 		{in: "https://admin:hunter22@10.0.0.5", wantErr: "carries credentials"},
+		// Issue 23: read as host "fd00:" port 7 before.
+		{in: "ipmi://fd00::7", wantErr: `address "ipmi://fd00::7": an IPv6 address needs brackets: ipmi://[fd00::7] (with a port: ipmi://[fd00::7]:623)`},
+		{in: "https://fe80::1:8443", wantErr: "an IPv6 address needs brackets: https://[fe80::1:8443]"},
+		{in: "https://[fe80::1]:8443", want: Endpoint{Redfish, "https", "fe80::1", 8443}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -335,21 +336,21 @@ func buildTasks(plan Plan) []*task {
 // runAll starts the tasks in plan order, at most Parallelism at a time,
 // and waits for them. When ctx ends, tasks not yet started stay pending.
 func (x *executor) runAll(ctx context.Context) {
-	slots := make(chan struct{}, x.opts.Parallelism)
-	var wg sync.WaitGroup
+	notStarted := fmt.Sprintf("not started: the drain stopped while %d workloads at a time were moving", x.opts.Parallelism)
+	var g errgroup.Group
+	g.SetLimit(x.opts.Parallelism)
 	for _, t := range x.tasks {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-		}
 		if ctx.Err() != nil {
-			t.set(StatePending, fmt.Sprintf("not started: the drain stopped while %d workloads at a time were moving", x.opts.Parallelism))
+			t.set(StatePending, notStarted)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
+		// Go waits for a free slot; the running tasks end soon after ctx
+		// does, and a task whose turn came after it stays pending.
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				t.set(StatePending, notStarted)
+				return nil
+			}
 			t.mu.Lock()
 			t.started = x.opts.Clock.Now()
 			t.mu.Unlock()
@@ -368,9 +369,10 @@ func (x *executor) runAll(ctx context.Context) {
 			default:
 				t.set(StateFailed, err.Error())
 			}
-		}()
+			return nil // a task's failure is its state, not the drain's
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 }
 
 // set records the task's state and reports a change to Progress.

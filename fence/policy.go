@@ -238,39 +238,35 @@ func DefaultPolicy() Policy {
 // line (errors.Join).
 func (p Policy) Validate() error {
 	var errs []error
+	// A bound may be another setting (fenceAfter is at least suspectAfter):
+	// minOf/maxOf name it, the message says so, and a relation to a
+	// setting that is itself out of its range is not checked (its own line
+	// says what to fix; "between 1s and 1ns" would not).
 	type bound struct {
-		name     string
-		v        time.Duration
-		min, max time.Duration
+		name         string
+		v            time.Duration
+		min, max     time.Duration
+		minOf, maxOf string
 	}
 	durations := []bound{
-		{"suspectAfter", p.SuspectAfter, 5 * time.Second, time.Hour},
-		{"fenceAfter", p.FenceAfter, p.SuspectAfter, 24 * time.Hour},
-		{"settleWindow", p.SettleWindow, time.Second, 10 * time.Minute},
-		{"unassistedSettleWindow", p.UnassistedSettleWindow, time.Second, time.Hour},
-		{"maxReadGap", p.MaxReadGap, p.SettleWindow / time.Duration(max(p.SettleReads-1, 1)), time.Hour},
-		{"readInterval", p.ReadInterval, 100 * time.Millisecond, 10 * time.Minute},
-		{"readBackoffMax", p.ReadBackoffMax, p.ReadInterval, time.Hour},
-		{"powerPollInterval", p.PowerPollInterval, 100 * time.Millisecond, time.Minute},
-		{"powerTimeout", p.PowerTimeout, p.PowerPollInterval, time.Hour},
-		{"ownOffWithin", p.OwnOffWithin, p.PowerPollInterval, p.PowerTimeout},
-		{"powerOnTimeout", p.PowerOnTimeout, p.PowerPollInterval, time.Hour},
-		{"detachTimeout", p.DetachTimeout, time.Second, 24 * time.Hour},
-		{"detachPoll", p.DetachPoll, 100 * time.Millisecond, time.Minute},
-		{"cooldown", p.Cooldown, 0, time.Hour},
-		{"maxAPIStaleness", p.MaxAPIStaleness, time.Second, p.SuspectAfter},
-		{"stuckReadInterval", p.StuckReadInterval, time.Second, time.Hour},
-		{"attestationTTL", p.AttestationTTL, 10 * time.Second, time.Hour},
-		{"maxRequestAge", p.MaxRequestAge, time.Minute, 24 * time.Hour},
-	}
-	for _, b := range durations {
-		if b.v < b.min || b.v > b.max {
-			errs = append(errs, fmt.Errorf("policy.%s = %s: must be between %s and %s", b.name, b.v, b.min, b.max))
-		}
-	}
-	if p.UnassistedSettleWindow <= p.SettleWindow {
-		errs = append(errs, fmt.Errorf("policy.settleWindow = %s: not shorter than policy.unassistedSettleWindow = %s, so %w that long: set policy.unassistedSettleWindow longer than %s, or shorten policy.settleWindow",
-			p.SettleWindow, p.UnassistedSettleWindow, ErrSettleInsideDwell, p.SettleWindow))
+		{"suspectAfter", p.SuspectAfter, 5 * time.Second, time.Hour, "", ""},
+		{"fenceAfter", p.FenceAfter, p.SuspectAfter, 24 * time.Hour, "suspectAfter", ""},
+		{"settleWindow", p.SettleWindow, time.Second, 10 * time.Minute, "", ""},
+		{"unassistedSettleWindow", p.UnassistedSettleWindow, time.Second, time.Hour, "", ""},
+		{"maxReadGap", p.MaxReadGap, p.SettleWindow / time.Duration(max(p.SettleReads-1, 1)), time.Hour, "settleWindow/(settleReads-1)", ""},
+		{"readInterval", p.ReadInterval, 100 * time.Millisecond, 10 * time.Minute, "", ""},
+		{"readBackoffMax", p.ReadBackoffMax, p.ReadInterval, time.Hour, "readInterval", ""},
+		{"powerPollInterval", p.PowerPollInterval, 100 * time.Millisecond, time.Minute, "", ""},
+		{"powerTimeout", p.PowerTimeout, p.PowerPollInterval, time.Hour, "powerPollInterval", ""},
+		{"ownOffWithin", p.OwnOffWithin, p.PowerPollInterval, p.PowerTimeout, "powerPollInterval", "powerTimeout"},
+		{"powerOnTimeout", p.PowerOnTimeout, p.PowerPollInterval, time.Hour, "powerPollInterval", ""},
+		{"detachTimeout", p.DetachTimeout, time.Second, 24 * time.Hour, "", ""},
+		{"detachPoll", p.DetachPoll, 100 * time.Millisecond, time.Minute, "", ""},
+		{"cooldown", p.Cooldown, 0, time.Hour, "", ""},
+		{"maxAPIStaleness", p.MaxAPIStaleness, time.Second, p.SuspectAfter, "", "suspectAfter"},
+		{"stuckReadInterval", p.StuckReadInterval, time.Second, time.Hour, "", ""},
+		{"attestationTTL", p.AttestationTTL, 10 * time.Second, time.Hour, "", ""},
+		{"maxRequestAge", p.MaxRequestAge, time.Minute, 24 * time.Hour, "", ""},
 	}
 	ints := []struct {
 		name     string
@@ -283,13 +279,44 @@ func (p Policy) Validate() error {
 		{"maxConcurrentPowerLossFences", p.MaxConcurrentPowerLossFences, 1, 100000},
 		{"stormMinUnhealthy", p.StormMinUnhealthy, 1, 100000},
 	}
+	invalid := map[string]bool{}
+	for _, b := range ints {
+		if b.v < b.min || b.v > b.max {
+			invalid[b.name] = true
+		}
+	}
+	for _, b := range durations {
+		// Bounds are listed after the settings they refer to.
+		if invalid[b.minOf] || invalid[b.maxOf] ||
+			(b.minOf == "settleWindow/(settleReads-1)" && (invalid["settleWindow"] || invalid["settleReads"])) {
+			continue
+		}
+		if b.v < b.min || b.v > b.max {
+			invalid[b.name] = true
+			lo, hi := b.min.String(), b.max.String()
+			if b.minOf != "" {
+				lo += " (policy." + b.minOf + ")"
+			}
+			if b.maxOf != "" {
+				hi += " (policy." + b.maxOf + ")"
+			}
+			errs = append(errs, fmt.Errorf("policy.%s = %s: must be between %s and %s", b.name, b.v, lo, hi))
+		}
+	}
+	// The unassisted window must outlast the settle window (a relation
+	// between two settings: the line names both and what to fix, and is
+	// not said when either is out of its own range).
+	if !invalid["settleWindow"] && !invalid["unassistedSettleWindow"] && p.UnassistedSettleWindow <= p.SettleWindow {
+		errs = append(errs, fmt.Errorf("policy.settleWindow = %s: not shorter than policy.unassistedSettleWindow = %s, so %w that long: set policy.unassistedSettleWindow longer than %s, or shorten policy.settleWindow",
+			p.SettleWindow, p.UnassistedSettleWindow, ErrSettleInsideDwell, p.SettleWindow))
+	}
 	for _, b := range ints {
 		if b.v < b.min || b.v > b.max {
 			errs = append(errs, fmt.Errorf("policy.%s = %d: must be between %d and %d", b.name, b.v, b.min, b.max))
 		}
 	}
-	if p.PowerOffNotReadyAfter != 0 && (p.PowerOffNotReadyAfter < p.SuspectAfter || p.PowerOffNotReadyAfter > 24*time.Hour) {
-		errs = append(errs, fmt.Errorf("policy.powerOffNotReadyAfter = %s: must be 0 (off) or between %s and %s", p.PowerOffNotReadyAfter, p.SuspectAfter, 24*time.Hour))
+	if p.PowerOffNotReadyAfter != 0 && !invalid["suspectAfter"] && (p.PowerOffNotReadyAfter < p.SuspectAfter || p.PowerOffNotReadyAfter > 24*time.Hour) {
+		errs = append(errs, fmt.Errorf("policy.powerOffNotReadyAfter = %s: must be 0 (off) or between %s (policy.suspectAfter) and %s", p.PowerOffNotReadyAfter, p.SuspectAfter, 24*time.Hour))
 	}
 	if p.Detection >= numDetections {
 		errs = append(errs, fmt.Errorf("%w: policy.detection = %d: must be builtin, external or both", ErrInvalidPolicy, p.Detection))

@@ -13,8 +13,10 @@
 #                                   (make test runs this: generated files
 #                                   must be committed current)
 #
-# The generators are built once into bin/tools/codegen behind a stamp of
-# hack/codegen/go.sum and the Go version, like hack/helm.sh.
+# The generators are `tool` directives in hack/codegen/go.mod (Go 1.24+) and
+# run with `go tool` from the repository root (-modfile names their module,
+# so their dependencies never enter the root one): go builds each once from
+# its pinned version and keeps it in its build cache.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,18 +27,8 @@ CHECK=0
 say() { printf 'codegen: %s\n' "$*"; }
 die() { printf 'codegen: ERROR: %s\n' "$*" >&2; exit 1; }
 
-BINDIR="$ROOT/bin/tools/codegen"
-mkdir -p "$BINDIR"
-STAMP="$BINDIR/.stamp"
-WANT="$(sha256sum hack/codegen/go.mod hack/codegen/go.sum | sha256sum | cut -c1-16) go=$(go env GOVERSION)"
-if ! { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x "$BINDIR/controller-gen" ] && [ -x "$BINDIR/client-gen" ]; }; then
-	rm -f "$STAMP"
-	say "building controller-gen and client-gen (pinned in hack/codegen/go.mod)"
-	(cd hack/codegen && CGO_ENABLED=0 go build -trimpath -o "$BINDIR/" \
-		sigs.k8s.io/controller-tools/cmd/controller-gen \
-		k8s.io/code-generator/cmd/client-gen) || die "building the generators failed"
-	echo "$WANT" >"$STAMP"
-fi
+gen() { go tool -modfile=hack/codegen/go.mod "$@"; }
+gen controller-gen --version >/dev/null || die "go tool controller-gen (pinned in hack/codegen/go.mod) failed"
 
 GENERATED=(api/fencing/v1alpha1/zz_generated.deepcopy.go deploy/base/crds charts/bmcfence/files/crds client)
 snapshot() {
@@ -48,9 +40,9 @@ before=$(snapshot)
 MODULE=github.com/bmcfence/bmcfence
 HEADER=hack/codegen/boilerplate.go.txt
 
-"$BINDIR/controller-gen" object:headerFile="$HEADER" paths=./api/...
+gen controller-gen object:headerFile="$HEADER" paths=./api/...
 rm -rf deploy/base/crds.tmp
-"$BINDIR/controller-gen" crd paths=./api/... output:crd:artifacts:config=deploy/base/crds.tmp
+gen controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/base/crds.tmp
 # controller-gen names files GROUP_PLURAL.yaml; keep them, and a
 # kustomization listing them, so deploy/base includes the directory.
 crds=$(cd deploy/base/crds.tmp && ls -- *.yaml | sort)
@@ -70,7 +62,7 @@ mkdir -p charts/bmcfence/files/crds
 cp deploy/base/crds/fencing.bmcfence.io_*.yaml charts/bmcfence/files/crds/
 
 rm -rf client/clientset
-"$BINDIR/client-gen" --go-header-file "$HEADER" \
+gen client-gen --go-header-file "$HEADER" \
 	--clientset-name versioned \
 	--input-base "" --input "$MODULE/api/fencing/v1alpha1" \
 	--output-pkg "$MODULE/client/clientset" --output-dir client/clientset

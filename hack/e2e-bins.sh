@@ -129,6 +129,11 @@ say "building into $BINDIR with $GOVERSION (a cold build takes ~10 min on 2 core
 # etcd and kwok build beside Kubernetes: kube-apiserver's compile and link
 # are the long pole and leave a core mostly idle.
 (
+	# Stopped by cleanup (SIGTERM), this subshell stops its own build and
+	# waits for it before it exits: cleanup's pkill -P misses a build whose
+	# parent died first, and such an orphan went on writing into the scratch
+	# directory cleanup had just removed.
+	trap 'kill $(jobs -p) 2>/dev/null || true; wait; exit 143' TERM
 	# etcd: the main package is go.etcd.io/etcd/server/v3 (binary name "server").
 	build etcd "$WRAPPERS/etcd" go.etcd.io/etcd/server/v3 \
 		-ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"

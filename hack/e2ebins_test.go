@@ -21,7 +21,8 @@ import (
 // fakeGo stands in for the Go toolchain on PATH so that hack/e2e-bins.sh
 // runs its whole recipe in milliseconds: `go build -o OUT` and `go install`
 // write a tiny executable that answers --version with the pinned versions.
-// FAKE_GO_FAIL=NAME makes the build of NAME fail; FAKE_GO_BLOCK=NAME makes
+// FAKE_GO_FAIL=NAME makes the build of NAME fail; FAKE_GO_SLOW=NAME makes
+// the build of NAME take 2 s; FAKE_GO_BLOCK=NAME makes
 // it write its pid to $FAKE_GO_STARTED (a FIFO the test reads) and hang.
 const fakeGo = `#!/usr/bin/env bash
 set -eu
@@ -49,6 +50,9 @@ esac
 if [ "${FAKE_GO_FAIL:-}" = "$name" ]; then
 	echo "fake go: $name: compile error" >&2
 	exit 1
+fi
+if [ "${FAKE_GO_SLOW:-}" = "$name" ]; then
+	sleep 2
 fi
 if [ "${FAKE_GO_BLOCK:-}" = "$name" ]; then
 	echo $$ >"$FAKE_GO_STARTED"
@@ -141,6 +145,10 @@ func TestE2EBinsExitStatus(t *testing.T) {
 		// made the EXIT trap's bare kill exit 2.
 		{name: "success", code: 0, stamp: true, wantInOut: "all 6 binaries built"},
 		{name: "a Kubernetes binary fails", env: []string{"FAKE_GO_FAIL=kube-scheduler"}, code: 1, wantInOut: "kube-scheduler: 'go build"},
+		// The build beside Kubernetes, still running when a Kubernetes
+		// binary fails, is stopped before the scratch directory goes: an
+		// orphaned build went on writing into it.
+		{name: "a Kubernetes binary fails while etcd still builds", env: []string{"FAKE_GO_FAIL=kube-scheduler", "FAKE_GO_SLOW=etcd"}, code: 1, wantInOut: "kube-scheduler: 'go build"},
 		{name: "etcd fails beside Kubernetes", env: []string{"FAKE_GO_FAIL=etcd"}, code: 1, wantInOut: "etcd or kwok failed"},
 		{name: "kwok fails beside Kubernetes", env: []string{"FAKE_GO_FAIL=kwok"}, code: 1, wantInOut: "kwok: go install failed"},
 	}

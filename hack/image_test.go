@@ -16,6 +16,8 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,8 +25,6 @@ import (
 
 	"github.com/bmcfence/bmcfence/test/controlplane"
 )
-
-const stamp = "v0.0.0-imagetest"
 
 // goBuild runs go build in dir with the Makefile's flags.
 func goBuild(t *testing.T, dir, out, pkg string, ldflags string, tags ...string) {
@@ -140,15 +140,7 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	ldflags := "-s -w -X github.com/bmcfence/bmcfence/internal/version.Version=" + stamp +
-		" -X github.com/bmcfence/bmcfence/internal/version.Commit=0123abc -X github.com/bmcfence/bmcfence/internal/version.Date=2026-01-02T03:04:05Z"
-	for _, c := range []string{"fence-agent", "redfish-mock", "bmc-watchdog"} {
-		goBuild(t, root, filepath.Join(bin, c), "./cmd/"+c, ldflags)
-	}
-	// As make build: the BMC-only front and the whole CLI beside it.
-	goBuild(t, root, filepath.Join(bin, "kubectl-fence"), "./cmd/kubectl-fence", ldflags, "bmcfast")
-	goBuild(t, root, filepath.Join(bin, "bmcfence-cli"), "./cmd/kubectl-fence", ldflags)
+	bin := builtCommands(t)
 	// --version is stamped on every binary, as make build stamps it.
 	for _, c := range []string{"fence-agent", "kubectl-fence", "redfish-mock", "bmc-watchdog"} {
 		out, err := exec.Command(filepath.Join(bin, c), "--version").CombinedOutput()
@@ -242,25 +234,58 @@ func TestImage(t *testing.T) {
 
 	t.Run("SBOM", func(t *testing.T) {
 		var bom struct {
-			BOMFormat   string `json:"bomFormat"`
-			SpecVersion string `json:"specVersion"`
-			Components  []struct {
+			BOMFormat    string `json:"bomFormat"`
+			SpecVersion  string `json:"specVersion"`
+			SerialNumber string `json:"serialNumber"`
+			Metadata     struct {
+				Component struct {
+					BOMRef string `json:"bom-ref"`
+					Name   string `json:"name"`
+				} `json:"component"`
+			} `json:"metadata"`
+			Components []struct {
+				BOMRef  string `json:"bom-ref"`
+				Type    string `json:"type"`
 				Name    string `json:"name"`
 				Version string `json:"version"`
 				PURL    string `json:"purl"`
+				Hashes  []struct {
+					Alg     string `json:"alg"`
+					Content string `json:"content"`
+				} `json:"hashes"`
 			} `json:"components"`
+			Dependencies []struct {
+				Ref       string   `json:"ref"`
+				DependsOn []string `json:"dependsOn"`
+			} `json:"dependencies"`
 		}
-		if err := json.Unmarshal(img.data["/usr/share/bmcfence/sbom.cdx.json"], &bom); err != nil {
+		sbom := img.data["/usr/share/bmcfence/sbom.cdx.json"]
+		if err := json.Unmarshal(sbom, &bom); err != nil {
 			t.Fatal(err)
 		}
-		if bom.BOMFormat != "CycloneDX" || bom.SpecVersion != "1.5" {
+		if bom.BOMFormat != "CycloneDX" || bom.SpecVersion != "1.6" {
 			t.Errorf("bomFormat %q specVersion %q", bom.BOMFormat, bom.SpecVersion)
 		}
-		found := map[string]string{}
+		// RFC 4122: a name-based (version 5) UUID, the same for the same image.
+		if !regexp.MustCompile(`^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(bom.SerialNumber) {
+			t.Errorf("serialNumber %q is not a urn:uuid: of a version 5 UUID", bom.SerialNumber)
+		}
+		found, byRef := map[string]string{}, map[string]string{}
 		for _, c := range bom.Components {
 			found[c.Name] = c.PURL
+			byRef[c.BOMRef] = c.Name
+			if c.Type == "application" && strings.HasPrefix(c.BOMRef, "file:/usr/local/bin/") {
+				want := fmt.Sprintf("%x", sha256.Sum256(img.data[strings.TrimPrefix(c.BOMRef, "file:")]))
+				if len(c.Hashes) != 1 || c.Hashes[0].Content != want {
+					t.Errorf("%s: hashes %v, want the file's SHA-256 %s", c.BOMRef, c.Hashes, want)
+				}
+			}
 		}
-		// What go.mod pins, as linked; and no image-building tool.
+		// bmcfence's own module, and what go.mod pins, as linked; and no
+		// image-building tool.
+		if p := found["github.com/bmcfence/bmcfence"]; !strings.HasPrefix(p, "pkg:golang/github.com/bmcfence/bmcfence@") {
+			t.Errorf("the SBOM does not name bmcfence's own module (purl %q)", p)
+		}
 		for name, purl := range map[string]string{
 			"k8s.io/client-go":          "pkg:golang/k8s.io/client-go@v0.34.4",
 			"github.com/bougou/go-ipmi": "pkg:golang/github.com/bougou/go-ipmi@v0.8.3",
@@ -270,9 +295,43 @@ func TestImage(t *testing.T) {
 			}
 		}
 		// No image-building tool, and no library only the tests link.
-		for _, absent := range []string{"github.com/google/go-containerregistry", "github.com/bmc-toolbox/bmclib/v2"} {
+		for _, absent := range []string{"github.com/google/go-containerregistry", "github.com/bmc-toolbox/bmclib/v2", "github.com/CycloneDX/cyclonedx-go"} {
 			if _, ok := found[absent]; ok {
 				t.Errorf("the SBOM lists %s, which is not in the image", absent)
+			}
+		}
+		// The graph: the image holds the four binaries; each binary links
+		// bmcfence's module and what its own build information lists (the
+		// BMC-only front links no client-go).
+		deps := map[string][]string{}
+		for _, d := range bom.Dependencies {
+			for _, r := range d.DependsOn {
+				deps[byRef[d.Ref]] = append(deps[byRef[d.Ref]], byRef[r])
+			}
+		}
+		var image []string
+		for _, d := range bom.Dependencies {
+			if d.Ref == bom.Metadata.Component.BOMRef {
+				for _, r := range d.DependsOn {
+					image = append(image, byRef[r])
+				}
+			}
+		}
+		for _, b := range []string{"fence-agent", "kubectl-fence", "bmcfence-cli", "bmc-watchdog"} {
+			if !slices.Contains(image, b) {
+				t.Errorf("the image (%s) does not depend on %s: %v", bom.Metadata.Component.BOMRef, b, image)
+			}
+		}
+		for bin, want := range map[string]map[string]bool{
+			"fence-agent":   {"github.com/bmcfence/bmcfence": true, "k8s.io/client-go": true, "github.com/bougou/go-ipmi": true},
+			"bmcfence-cli":  {"github.com/bmcfence/bmcfence": true, "k8s.io/client-go": true},
+			"kubectl-fence": {"github.com/bmcfence/bmcfence": true, "github.com/bougou/go-ipmi": true, "k8s.io/client-go": false},
+			"bmc-watchdog":  {"github.com/bmcfence/bmcfence": true, "k8s.io/client-go": false},
+		} {
+			for mod, linked := range want {
+				if slices.Contains(deps[bin], mod) != linked {
+					t.Errorf("%s depends on %s: %v, want %v", bin, mod, !linked, linked)
+				}
 			}
 		}
 	})

@@ -43,16 +43,17 @@ func main() {
 const (
 	exitOK       = 0
 	exitFailed   = 1 // could not start or run (no cluster, port taken)
-	exitProblems = 1 // validate: the configuration or its references have problems
-	exitUsage    = 2 // bad flags or configuration: nothing was started
+	exitProblems = 1 // validate: the cluster lacks what the configuration names (Secrets, CA ConfigMaps)
+	exitUsage    = 2 // bad flags or configuration: nothing was started (validate: the same)
 )
 
 const usageHead = `Usage:
   fence-agent [flags]                     run the agent
   fence-agent validate --config FILE      check a configuration and exit (and, when a
                                           cluster is reachable, the inventory's Secrets
-                                          and CA ConfigMaps); exit 0 valid, 1 problems
-                                          found, 2 usage error
+                                          and CA ConfigMaps); exit 0 valid, 2 the
+                                          configuration (or a flag) is wrong, 1 the
+                                          cluster lacks what it names
   fence-agent --version
 
 Configuration: --config FILE < BMCFENCE_* environment variables < flags.
@@ -80,8 +81,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	fs, showVersion := newFlagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fs.Usage()
-			return exitOK
+			return exitOK // pflag printed the usage (fs.Usage)
 		}
 		fmt.Fprintf(stderr, "fence-agent: %v%s (fence-agent --help lists the flags)\n", err, suggestFlag(fs, err))
 		return exitUsage

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/bmcfence/bmcfence/internal/config"
 )
@@ -113,7 +115,7 @@ func TestValidateWithoutCluster(t *testing.T) {
 	}{
 		{"valid, with its risks", []string{"validate", "--config", good}, 0,
 			[]string{"ok: " + good + ": 2 inventory nodes", "warning: dry-run", "warning: http:// BMC addresses (w1)", "warning: chassisPower: ignore (lab-1)", "skipped: Secrets and CA ConfigMaps not checked (no cluster configured"}, nil},
-		{"every problem", []string{"validate", "--config", bad}, exitProblems, nil,
+		{"every problem", []string{"validate", "--config", bad}, exitUsage, nil,
 			[]string{"policy.suspectAfter: 20 has no unit", `inventory.nodes[0].expectedUUID: "nope" is not a UUID`}},
 		{"no config", []string{"validate"}, exitUsage, nil, []string{"--config FILE is required"}},
 		{"explicit kubeconfig that does not work", []string{"validate", "--config", good, "--kubeconfig", "/nonexistent"}, exitProblems, nil, []string{"--kubeconfig /nonexistent"}},
@@ -162,5 +164,148 @@ func TestCheckReferences(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// transcript runs fence-agent with args (no cluster configured) and returns
+// its exit code, its stdout lines and its stderr lines.
+func transcript(t *testing.T, args ...string) (code int, stdout, stderr []string) {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir()) // no ~/.kube/config
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	c, out, errOut := runAgent(t, args...)
+	lines := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	}
+	return c, lines(out), lines(errOut)
+}
+
+// Issue 23: a file with six mistakes took six runs (a type error hid the
+// unknown keys, which were shown lower-cased and with no suggestion; a
+// duplicate BMC was blamed on both entries; an unbracketed IPv6 address was
+// taken as host "fd00:" port 7). One run names all six, one line each, the
+// keys as written, and exits 2 as the agent itself would.
+func TestValidateReportsEverySixMistakesOfAFileInOneRun(t *testing.T) {
+	six := writeConfig(t, `polcy:
+  fenceAfter: 1m
+policy:
+  suspectAftr: 20s
+  settleReads: many
+inventory:
+  nodes:
+    - name: w1
+      address: https://10.0.0.1
+    - name: w2
+      address: https://10.0.0.1:443
+      credentialSecret: w2-creds
+    - name: w3
+      address: ipmi://fd00::7
+`)
+	code, stdout, stderr := transcript(t, "validate", "--config", six)
+	want := []string{
+		"fence-agent validate: polcy: no such setting; did you mean policy?",
+		"fence-agent validate: policy.suspectAftr: no such setting; did you mean suspectAfter?",
+		`fence-agent validate: policy.settleReads: "many" is not a whole number`,
+		"fence-agent validate: inventory.nodes[1].credentialSecret: no such setting; did you mean credentialsSecret?",
+		`fence-agent validate: inventory.nodes[2] (w3): address: invalid BMC target: address "ipmi://fd00::7": an IPv6 address needs brackets: ipmi://[fd00::7] (with a port: ipmi://[fd00::7]:623)`,
+		"fence-agent validate: inventory.nodes[1] (w2): address https://10.0.0.1:443 reaches the same BMC as inventory.nodes[0] (w1, https://10.0.0.1): two nodes cannot share a machine's BMC (the agent refuses both until one is fixed)",
+	}
+	if diff := cmp.Diff(want, stderr); diff != "" {
+		t.Errorf("stderr (-want +got):\n%s", diff)
+	}
+	if code != exitUsage || len(stdout) != 0 {
+		t.Errorf("exit %d, stdout %q; want exit %d and nothing on stdout", code, stdout, exitUsage)
+	}
+}
+
+// Issue 23's other validate transcripts: each message as the user sees it.
+func TestValidateTranscripts(t *testing.T) {
+	tests := []struct {
+		name   string
+		config string
+		code   int
+		stdout []string // exact lines; {{file}} is the config's path
+		stderr []string
+	}{
+		{"a top-level typo names the key, not an empty path", "polcy:\n  fenceAfter: 1m\n", exitUsage, nil,
+			[]string{"fence-agent validate: polcy: no such setting; did you mean policy?"}},
+		{"an unknown key far from any setting", "inventory:\n  nodes:\n    - {name: w1, address: https://a, colour: blue}\n", exitUsage, nil,
+			[]string{"fence-agent validate: inventory.nodes[0].colour: no such setting (configs/agent.example.yaml lists every setting)"}},
+		{"a relation to a bad value is not reported as a range that cannot be met", "policy:\n  suspectAfter: 1ns\n", exitUsage, nil,
+			[]string{"fence-agent validate: policy.suspectAfter = 1ns: must be between 5s and 1h0m0s"}},
+		{"a relation names the setting it depends on", "policy:\n  suspectAfter: 10s\n  maxAPIStaleness: 15s\n", exitUsage, nil,
+			[]string{"fence-agent validate: policy.maxAPIStaleness = 15s: must be between 1s and 10s (policy.suspectAfter)"}},
+		{"a whole number written as a fraction", "policy:\n  settleReads: 2.5\n", exitUsage, nil,
+			[]string{"fence-agent validate: policy.settleReads: 2.5 is not a whole number"}},
+		{"a yes for a boolean", "dryRun: yes\n", exitUsage, nil,
+			[]string{`fence-agent validate: dryRun: "yes" is not true or false`}},
+		{"a list where a mapping belongs", "policy: [1, 2]\n", exitUsage, nil,
+			[]string{"fence-agent validate: policy: want a mapping of settings, not a list"}},
+		{"three nodes on one BMC: each later entry once, naming the first", "inventory:\n  nodes:\n    - {name: w1, address: HTTPS://BMC.example}\n    - {name: w2, address: https://bmc.example}\n    - {name: w3, address: https://bmc.example:443}\n", exitUsage, nil,
+			[]string{
+				"fence-agent validate: inventory.nodes[1] (w2): address https://bmc.example reaches the same BMC as inventory.nodes[0] (w1, HTTPS://BMC.example): two nodes cannot share a machine's BMC (the agent refuses both until one is fixed)",
+				"fence-agent validate: inventory.nodes[2] (w3): address https://bmc.example:443 reaches the same BMC as inventory.nodes[0] (w1, HTTPS://BMC.example): two nodes cannot share a machine's BMC (the agent refuses both until one is fixed)",
+			}},
+		{"an empty inventory is valid but warned", "server: {metricsAuth: true}\n", exitOK,
+			[]string{
+				"ok: {{file}}: 0 inventory nodes, policy and settings valid",
+				"warning: inventory: no node is listed (inventory.nodes is empty, inventory.source is configmap, fromAnnotations is off): this agent will never fence anything; list each node with its BMC address",
+				"skipped: Secrets and CA ConfigMaps not checked (no cluster configured: no --kubeconfig, not in a cluster, no usable $KUBECONFIG or ~/.kube/config)",
+			}, nil},
+		{"powerOffNotReadyAfter is a risky setting", "server: {metricsAuth: true}\npolicy: {powerOffNotReadyAfter: 10m}\ninventory:\n  nodes: [{name: w1, address: https://a}]\n", exitOK,
+			[]string{
+				"ok: {{file}}: 1 inventory nodes, policy and settings valid",
+				"warning: policy.powerOffNotReadyAfter = 10m0s: a node NotReady this long is powered off although its kubelet still renews its Lease: the machine, and whatever still runs on it, is cut off",
+				"skipped: Secrets and CA ConfigMaps not checked (no cluster configured: no --kubeconfig, not in a cluster, no usable $KUBECONFIG or ~/.kube/config)",
+			}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.config)
+			code, stdout, stderr := transcript(t, "validate", "--config", path)
+			for i := range tt.stdout {
+				tt.stdout[i] = strings.ReplaceAll(tt.stdout[i], "{{file}}", path)
+			}
+			if diff := cmp.Diff(tt.stdout, stdout); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.stderr, stderr); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+			if code != tt.code {
+				t.Errorf("exit %d, want %d", code, tt.code)
+			}
+		})
+	}
+}
+
+// deploy/base ships an empty inventory: validate says so instead of "ok"
+// alone.
+func TestValidateWarnsOnDeployBasesOwnConfig(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/base/configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := sigsyaml.Unmarshal(b, &cm); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, cm.Data["config.yaml"])
+	code, stdout, stderr := transcript(t, "validate", "--config", path)
+	if code != exitOK || len(stderr) != 0 || len(stdout) < 2 || !strings.HasPrefix(stdout[1], "warning: inventory: no node is listed") {
+		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant exit 0 and the empty inventory warned", code, stdout, stderr)
+	}
+}
+
+// Issue 23: --help printed its usage twice.
+func TestHelpPrintsItsUsageOnce(t *testing.T) {
+	code, stdout, stderr := runAgent(t, "--help")
+	if n := strings.Count(stdout+stderr, "Usage:"); code != exitOK || n != 1 {
+		t.Errorf("exit %d, %d usages:\n%s%s", code, n, stdout, stderr)
 	}
 }

@@ -37,8 +37,9 @@ func runValidate(ctx context.Context, fs *pflag.FlagSet, environ []string, stdou
 	path, _ := fs.GetString("config")
 	cfg, err := config.Load(fs, environ)
 	if err != nil {
+		// What the agent would refuse to start on, with the agent's code.
 		printErrors(stderr, "fence-agent validate: ", err)
-		return exitProblems
+		return exitUsage
 	}
 	fmt.Fprintf(stdout, "ok: %s: %d inventory nodes, policy and settings valid\n", path, len(cfg.Inventory.Nodes))
 	for _, r := range cfg.Risks() {

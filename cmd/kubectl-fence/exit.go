@@ -22,6 +22,8 @@ const (
 	exitRefused     = 8   // refused for safety (node Ready, not our taint, …)
 	exitBMCError    = 9   // the BMC answered with an error
 	exitDeclined    = 10  // the human answered no at the confirmation prompt
+	exitNoCluster   = 11  // no cluster configured (no kubeconfig, not in a cluster)
+	exitNoAPIServer = 12  // the API server did not answer
 	exitInterrupted = 130 // interrupted (Ctrl-C)
 )
 
@@ -37,6 +39,8 @@ const exitCodesHelp = `Exit codes:
   8    refused for safety
   9    the BMC answered with an error
   10   declined at the confirmation prompt
+  11   no cluster configured (no kubeconfig, not in a cluster)
+  12   the API server did not answer
   130  interrupted`
 
 // exitError carries an exit code with its message.

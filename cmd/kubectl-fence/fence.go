@@ -59,7 +59,7 @@ type requestSpec struct {
 }
 
 var requests = map[string]requestSpec{
-	"fence": {kind: fence.CmdFence, prompt: "Fence %s: power it off if needed, confirm Off, taint it out-of-service?",
+	"fence": {kind: fence.CmdFence, prompt: "Fence %s: send our own ForceOff, confirm Off, taint it out-of-service?",
 		done: func(s fence.State, _ fence.TaintState) (bool, error) {
 			switch s.Phase {
 			case fence.Fenced:

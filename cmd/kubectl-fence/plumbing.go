@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -31,6 +32,17 @@ func addKlogVerbosity(fs *pflag.FlagSet) {
 		pf.Usage = "number for the log level verbosity of the Kubernetes client (6: requests, 8: bodies)"
 		fs.AddFlag(pf)
 	}
+}
+
+// quietKlog silences client-go's own log (klog) unless -v asks for it:
+// its reflectors print a line per failed retry, which buried the one line
+// that said what was wrong; the command reports errors itself.
+func quietKlog(cmd *cobra.Command) {
+	if f := cmd.Flags().Lookup("v"); f != nil && f.Changed {
+		return
+	}
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 }
 
 // positiveDurations refuses a zero or negative value for any duration flag

@@ -40,14 +40,18 @@ read back a settled Off.
 	var k kubeFlags
 	k.register(root.PersistentFlags())
 	addKlogVerbosity(root.PersistentFlags())
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return positiveDurations(cmd) }
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		quietKlog(cmd)
+		return positiveDurations(cmd)
+	}
 	root.AddCommand(
 		newStatusCmd(s, &k),
-		newRequestCmd(s, &k, "fence", "Fence a node: power off if needed, confirm Off, taint, wait for detach",
-			`The agent's own safe sequence, by hand: read the node's BMC, power it off if it
-is on, confirm a settled Off (several exact-Off reads over the settle window),
-apply the out-of-service taint, and wait until its pods and volumes have moved,
-naming whatever blocks. It refuses when the BMC cannot confirm Off, and when the
+		newRequestCmd(s, &k, "fence", "Fence a node: our own ForceOff, confirm Off, taint, wait for detach",
+			`The agent's own safe sequence, by hand: read the node's BMC, send our own
+ForceOff, always, also when it reads Off (a restart's off-dwell reads Off too,
+and an Off we did not cause proves nothing), confirm a settled Off after it
+(several exact-Off reads over the settle window), apply the out-of-service
+taint, and wait until its pods and volumes have moved, naming whatever blocks. It refuses when the BMC cannot confirm Off, and when the
 node is Ready with a fresh heartbeat. When the bmcfence agent runs, the request
 goes to it (no race); otherwise this command drives the same engine itself.
 A fence already under way (the agent may have begun it) is followed, not

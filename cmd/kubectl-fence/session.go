@@ -4,8 +4,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -20,7 +24,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
@@ -66,11 +69,16 @@ func (k *kubeFlags) namespace() string {
 }
 
 // restConfig is the client configuration kubectl would use with the same
-// flags, with a default request timeout and kubectl's own rate limits.
+// flags, with a default request timeout and kubectl's own rate limits. No
+// kubeconfig and no cluster around is an error of its own: client-go would
+// fall back to http://localhost:8080, a server nobody runs.
 func (k *kubeFlags) restConfig() (*rest.Config, error) {
 	rc, err := k.cf.ToRESTConfig()
 	if err != nil {
 		return nil, usageError("kubeconfig: %v", err)
+	}
+	if err := k.clusterConfigured(); err != nil {
+		return nil, err
 	}
 	rc.UserAgent = "kubectl-fence/" + version.Get().Version
 	if rc.Timeout == 0 {
@@ -80,6 +88,101 @@ func (k *kubeFlags) restConfig() (*rest.Config, error) {
 	// per permission) and the waits crawl; kubectl itself uses these.
 	rc.QPS, rc.Burst = 50, 100
 	return rc, nil
+}
+
+// errNoCluster: nothing names a cluster.
+var errNoCluster = errors.New("no cluster configured: no kubeconfig ($KUBECONFIG, ~/.kube/config or --kubeconfig) and not running in a cluster; point kubectl fence at one with --kubeconfig FILE, KUBECONFIG=FILE, --context NAME or --server URL (the bmc commands need none)")
+
+// clusterConfigured reports errNoCluster when no flag, no kubeconfig
+// context and no in-cluster service account names a cluster. A kubeconfig
+// that cannot be read is left to ToRESTConfig, which says why.
+func (k *kubeFlags) clusterConfigured() error {
+	set := func(p *string) bool { return p != nil && *p != "" }
+	if set(k.cf.APIServer) || set(k.cf.Context) || set(k.cf.ClusterName) {
+		return nil
+	}
+	raw, err := k.cf.ToRawKubeConfigLoader().RawConfig()
+	if err != nil || raw.CurrentContext != "" {
+		return nil
+	}
+	if _, err := rest.InClusterConfig(); err == nil {
+		return nil
+	}
+	return withCode(exitNoCluster, errNoCluster)
+}
+
+// where says which cluster the flags chose, for messages.
+func (k *kubeFlags) where() string {
+	switch {
+	case k.cf.APIServer != nil && *k.cf.APIServer != "":
+		return "--server"
+	case k.cf.Context != nil && *k.cf.Context != "":
+		return "kubeconfig context " + *k.cf.Context
+	}
+	if raw, err := k.cf.ToRawKubeConfigLoader().RawConfig(); err == nil && raw.CurrentContext != "" {
+		return "kubeconfig context " + raw.CurrentContext
+	}
+	return "in-cluster"
+}
+
+// firstContactTimeout bounds the first request to the API server when
+// --request-timeout is not given: a server that does not answer in 10 s
+// is down or elsewhere, and saying so beats a minute of retries.
+const firstContactTimeout = 10 * time.Second
+
+// firstContact asks the API server who we are (SelfSubjectReview, GA in
+// 1.28; the kubeconfig's user when it cannot say) and is the one place an
+// API server that does not answer is found: one line that names it,
+// within --request-timeout or firstContactTimeout, before anything starts
+// retrying.
+func firstContact(ctx context.Context, client kubernetes.Interface, rc *rest.Config, k *kubeFlags) (string, error) {
+	timeout, bound := firstContactTimeout, ""
+	if t := k.cf.Timeout; t != nil && *t != "" && *t != "0" && rc.Timeout > 0 {
+		timeout, bound = rc.Timeout, " (--request-timeout)"
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(cctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	var status apierrors.APIStatus
+	switch {
+	case err == nil && r.Status.UserInfo.Username != "":
+		return r.Status.UserInfo.Username, nil
+	case err != nil && !errors.As(err, &status) && ctx.Err() == nil:
+		why := transportCause(err)
+		if cctx.Err() != nil || isTimeout(err) {
+			why = fmt.Sprintf("no answer within %s%s", timeout, bound)
+		}
+		return "", withCode(exitNoAPIServer, fmt.Errorf("cannot reach the API server %s (%s): %s; check --kubeconfig, --context or --server", rc.Host, k.where(), why))
+	}
+	// Answered, without a name (an older server, or not allowed to say).
+	if raw, err := k.cf.ToRawKubeConfigLoader().RawConfig(); err == nil {
+		if c, ok := raw.Contexts[raw.CurrentContext]; ok && c.AuthInfo != "" {
+			return c.AuthInfo, nil
+		}
+	}
+	return "unknown", nil
+}
+
+// transportCause is the innermost reason a request never got an answer:
+// "connection refused", not the URL and the dial that wrap it.
+func transportCause(err error) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "connection refused"
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return "cannot resolve " + dns.Name
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &te) && te.Timeout())
 }
 
 // session is a connection to the cluster with the agent's configuration.
@@ -103,7 +206,6 @@ func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	kc := k.cf.ToRawKubeConfigLoader()
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -116,13 +218,17 @@ func openSession(ctx context.Context, k *kubeFlags) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	user, err := firstContact(ctx, client, rc, k)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := agentConfig(ctx, client, k)
 	if err != nil {
 		return nil, err
 	}
 	// inv and view come with startView: the inventory needs the view's
 	// Nodes to resolve annotations and identities.
-	return &session{client: client, fencing: fencing, dynamic: dyn, cfg: cfg, user: whoAmI(ctx, client, kc)}, nil
+	return &session{client: client, fencing: fencing, dynamic: dyn, cfg: cfg, user: user}, nil
 }
 
 // agentConfig reads --config, else the agent's ConfigMap. A missing
@@ -153,22 +259,6 @@ func agentConfig(ctx context.Context, client kubernetes.Interface, k *kubeFlags)
 		return config.Agent{}, fmt.Errorf("the agent's ConfigMap %s/%s: %w", ns, agentConfigMap, err)
 	}
 	return cfg, nil
-}
-
-// whoAmI names the human for requests and attestations: the API server's
-// answer (SelfSubjectReview, GA in 1.28), else the kubeconfig's user.
-func whoAmI(ctx context.Context, client kubernetes.Interface, kc clientcmd.ClientConfig) string {
-	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err == nil && r.Status.UserInfo.Username != "" {
-		return r.Status.UserInfo.Username
-	}
-	if raw, err := kc.RawConfig(); err == nil {
-		ctxName := raw.CurrentContext
-		if c, ok := raw.Contexts[ctxName]; ok && c.AuthInfo != "" {
-			return c.AuthInfo
-		}
-	}
-	return "unknown"
 }
 
 // startView starts the same cluster view the agent uses.

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -197,8 +197,9 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 	for n := range want {
 		return nil, usageError("node %q not found", n)
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	// Eight BMCs at a time: a slow one holds one slot, not the table.
+	var g errgroup.Group
+	g.SetLimit(8)
 	for i := range rows {
 		r := &rows[i]
 		switch {
@@ -213,25 +214,22 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 			r.Reason = strings.TrimPrefix(err.Error(), "node "+r.Name+": ")
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			st, err := c.PowerStatus(ctx)
 			if err != nil {
 				r.PowerState, r.Reason = "?", bmc.Reason(err)+": "+err.Error()
-				return
+				return nil // a row's reason, not the table's failure
 			}
 			r.PowerState = st.State.String()
 			if err := c.Verify(ctx); err != nil {
 				r.Reason = err.Error()
-				return
+				return nil
 			}
 			r.Fenceable = !r.Maintenance
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every func returns nil
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows, nil
 }

@@ -2,7 +2,10 @@ module github.com/bmcfence/bmcfence/hack/mkimage
 
 go 1.26
 
-require github.com/google/go-containerregistry v0.20.6
+require (
+	github.com/CycloneDX/cyclonedx-go v0.9.3
+	github.com/google/go-containerregistry v0.20.6
+)
 
 require (
 	github.com/containerd/stargz-snapshotter/estargz v0.16.3 // indirect

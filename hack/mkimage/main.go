@@ -13,8 +13,9 @@
 // the commit's time), files are in a fixed order with fixed owners, and the
 // layer is compressed by the same code every time.
 //
-// Load it with `podman load -i`, `skopeo copy oci-archive:FILE …`,
-// `ctr images import`, `docker load` (Docker 25+) or `kind load image-archive`.
+// Load it with `podman load -i`, `skopeo copy oci-archive:FILE …` (into
+// Docker: `docker-daemon:REPO:TAG`), `ctr images import` or `kind load
+// image-archive`.
 //
 // This is its own Go module so that go-containerregistry and its
 // dependencies never enter the agent's module graph (or its SBOM).
@@ -24,11 +25,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha1"
 	"crypto/sha256"
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +43,7 @@ import (
 	"strings"
 	"time"
 
+	cdx "github.com/CycloneDX/cyclonedx-go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -367,75 +369,119 @@ func archive(dir, out string) error {
 	return os.Rename(tmp, out)
 }
 
-// cycloneDX is a CycloneDX 1.5 SBOM of the image: one component per Go
-// module linked into the binaries (from their build information, so exactly
-// what was compiled in, at the versions and checksums go.sum pinned), the Go
-// standard library, and the CA bundle.
+// cycloneDX is the image's CycloneDX SBOM (cyclonedx-go, spec 1.6): the
+// image; each binary, with its SHA-256; bmcfence's own module (the
+// binaries' main module); every Go module linked into a binary (from its
+// build information, so exactly what was compiled in, at the versions and
+// checksums go.sum pinned); the Go standard library; the CA bundle. The
+// dependency graph says which binary links which module: the image
+// depends on its binaries and the CA bundle, each binary on bmcfence's
+// module, the standard library and the modules its own build information
+// lists. The serial number is a name-based UUID of the image's content,
+// so the same image has the same SBOM.
 func cycloneDX(o options, infos []*buildinfo.BuildInfo, files []file) ([]byte, error) {
-	type hash struct {
-		Alg     string `json:"alg"`
-		Content string `json:"content"`
-	}
-	type property struct {
-		Name  string `json:"name"`
-		Value string `json:"value"`
-	}
-	type component struct {
-		Type       string     `json:"type"`
-		BOMRef     string     `json:"bom-ref"`
-		Name       string     `json:"name"`
-		Version    string     `json:"version,omitempty"`
-		PURL       string     `json:"purl,omitempty"`
-		Hashes     []hash     `json:"hashes,omitempty"`
-		Properties []property `json:"properties,omitempty"`
-	}
-	mods := map[string]component{}
-	usedBy := map[string][]string{}
+	purl := func(path, version string) string { return "pkg:golang/" + path + "@" + version }
+	comps := map[string]cdx.Component{}
+	var graph []cdx.Dependency
+	imageRef := o.repo + ":" + o.version
+	var imageDeps []string
+	content := sha256.New()
 	goVersion := ""
 	for i, bi := range infos {
-		goVersion = bi.GoVersion
-		for _, m := range modules(bi) {
-			ref := "pkg:golang/" + m.Path + "@" + m.Version
-			c := component{Type: "library", BOMRef: ref, Name: m.Path, Version: m.Version, PURL: ref}
-			if h, ok := strings.CutPrefix(m.Sum, "h1:"); ok {
-				c.Properties = []property{{Name: "go:module:h1", Value: h}}
-			}
-			mods[ref] = c
-			usedBy[ref] = append(usedBy[ref], binaries[i])
+		name := binaries[i]
+		body := fileBody(files, "usr/local/bin/"+name)
+		content.Write(body)
+		binRef := "file:/usr/local/bin/" + name
+		comps[binRef] = cdx.Component{
+			Type: cdx.ComponentTypeApplication, BOMRef: binRef, Name: name, Version: o.version,
+			Hashes:     &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA256, Value: sha256Hex(body)}},
+			Properties: &[]cdx.Property{{Name: "bmcfence:path", Value: "/usr/local/bin/" + name}, {Name: "go:package", Value: bi.Path}},
 		}
-	}
-	var comps []component
-	for _, ref := range sortedKeys(mods) {
-		c := mods[ref]
-		c.Properties = append(c.Properties, property{Name: "bmcfence:binaries", Value: strings.Join(usedBy[ref], ",")})
-		comps = append(comps, c)
+		imageDeps = append(imageDeps, binRef)
+		goVersion = bi.GoVersion
+		mainVersion := bi.Main.Version
+		if mainVersion == "" || mainVersion == "(devel)" {
+			mainVersion = o.version // built from a checkout without VCS stamping
+		}
+		mainRef := purl(bi.Main.Path, mainVersion)
+		comps[mainRef] = cdx.Component{Type: cdx.ComponentTypeApplication, BOMRef: mainRef, Name: bi.Main.Path, Version: mainVersion, PackageURL: mainRef,
+			Properties: &[]cdx.Property{{Name: "org.opencontainers.image.revision", Value: o.revision}}}
+		binDeps := []string{mainRef, purl("stdlib", strings.TrimPrefix(bi.GoVersion, "go"))}
+		for _, m := range modules(bi) {
+			ref := purl(m.Path, m.Version)
+			c := cdx.Component{Type: cdx.ComponentTypeLibrary, BOMRef: ref, Name: m.Path, Version: m.Version, PackageURL: ref}
+			if h, ok := strings.CutPrefix(m.Sum, "h1:"); ok {
+				c.Properties = &[]cdx.Property{{Name: "go:module:h1", Value: h}}
+			}
+			comps[ref] = c
+			binDeps = append(binDeps, ref)
+		}
+		sort.Strings(binDeps[2:])
+		graph = append(graph, cdx.Dependency{Ref: binRef, Dependencies: &binDeps})
 	}
 	if goVersion != "" {
 		v := strings.TrimPrefix(goVersion, "go")
-		comps = append(comps, component{Type: "library", BOMRef: "pkg:golang/stdlib@" + v, Name: "stdlib", Version: v, PURL: "pkg:golang/stdlib@" + v})
+		comps[purl("stdlib", v)] = cdx.Component{Type: cdx.ComponentTypeLibrary, BOMRef: purl("stdlib", v), Name: "stdlib", Version: v, PackageURL: purl("stdlib", v)}
 	}
 	for _, f := range files {
 		if f.name == "etc/ssl/certs/ca-certificates.crt" {
-			comps = append(comps, component{Type: "data", BOMRef: "file:/" + f.name, Name: "/" + f.name,
-				Hashes: []hash{{Alg: "SHA-256", Content: sha256Hex(f.body)}}})
+			ref := "file:/" + f.name
+			comps[ref] = cdx.Component{Type: cdx.ComponentTypeData, BOMRef: ref, Name: "/" + f.name,
+				Hashes: &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA256, Value: sha256Hex(f.body)}}}
+			imageDeps = append(imageDeps, ref)
+			content.Write(f.body)
 		}
 	}
-	bom := map[string]any{
-		"bomFormat":    "CycloneDX",
-		"specVersion":  "1.5",
-		"serialNumber": "urn:uuid:" + uuidFrom(o.repo+"@"+o.version+"@"+o.revision),
-		"version":      1,
-		"metadata": map[string]any{
-			"timestamp": o.created.Format(time.RFC3339),
-			"tools":     map[string]any{"components": []any{map[string]string{"type": "application", "name": "bmcfence hack/mkimage"}}},
-			"component": map[string]any{
-				"type": "container", "bom-ref": o.repo + ":" + o.version, "name": o.repo, "version": o.version,
-				"properties": []property{{Name: "org.opencontainers.image.revision", Value: o.revision}},
-			},
-		},
-		"components": comps,
+	graph = append([]cdx.Dependency{{Ref: imageRef, Dependencies: &imageDeps}}, graph...)
+	var list []cdx.Component
+	for _, ref := range sortedKeys(comps) {
+		list = append(list, comps[ref])
 	}
-	return json.MarshalIndent(bom, "", "  ")
+
+	bom := cdx.NewBOM()
+	bom.SerialNumber = "urn:uuid:" + uuidV5(uuidNamespaceURL, fmt.Sprintf("%s@%s#%x", o.repo, o.version, content.Sum(nil)))
+	bom.Metadata = &cdx.Metadata{
+		Timestamp: o.created.Format(time.RFC3339),
+		Tools: &cdx.ToolsChoice{Components: &[]cdx.Component{{
+			Type: cdx.ComponentTypeApplication, Name: "bmcfence hack/mkimage",
+		}, {
+			Type: cdx.ComponentTypeLibrary, Name: "github.com/CycloneDX/cyclonedx-go", Version: cyclonedxVersion(),
+		}}},
+		Component: &cdx.Component{
+			Type: cdx.ComponentTypeContainer, BOMRef: imageRef, Name: o.repo, Version: o.version,
+			Properties: &[]cdx.Property{{Name: "org.opencontainers.image.revision", Value: o.revision}},
+		},
+	}
+	bom.Components = &list
+	bom.Dependencies = &graph
+	var buf bytes.Buffer
+	enc := cdx.NewBOMEncoder(&buf, cdx.BOMFileFormatJSON)
+	enc.SetPretty(true)
+	if err := enc.EncodeVersion(bom, cdx.SpecVersion1_6); err != nil {
+		return nil, fmt.Errorf("SBOM: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// cyclonedxVersion is the cyclonedx-go module mkimage was built with.
+func cyclonedxVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "github.com/CycloneDX/cyclonedx-go" {
+				return m.Version
+			}
+		}
+	}
+	return ""
+}
+
+func fileBody(files []file, name string) []byte {
+	for _, f := range files {
+		if f.name == name {
+			return f.body
+		}
+	}
+	return nil
 }
 
 // modules lists what a binary links: its dependencies, each as replaced.
@@ -464,12 +510,17 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// uuidFrom is a name-based UUID (version 5 layout over SHA-256's first
-// bytes): the same image gets the same serial number, as reproducibility
-// wants.
-func uuidFrom(name string) string {
-	sum := sha256.Sum256([]byte(name))
-	b := sum[:16]
+// uuidNamespaceURL is RFC 4122's name space for URLs
+// (6ba7b811-9dad-11d1-80b4-00c04fd430c8).
+var uuidNamespaceURL = [16]byte{0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
+
+// uuidV5 is RFC 4122's name-based UUID (version 5, SHA-1): the same name
+// gives the same UUID, as reproducibility wants.
+func uuidV5(ns [16]byte, name string) string {
+	h := sha1.New()
+	h.Write(ns[:])
+	h.Write([]byte(name))
+	b := h.Sum(nil)[:16]
 	b[6] = (b[6] & 0x0f) | 0x50
 	b[8] = (b[8] & 0x3f) | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])

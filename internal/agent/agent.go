@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -298,9 +299,9 @@ func (a *Agent) probeAll(ctx context.Context, start time.Time, interval time.Dur
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	slot := interval / time.Duration(len(nodes))
 	phase := time.Duration(rand.Int64N(int64(slot) + 1))
-	sem := make(chan struct{}, probeConcurrency)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	var g errgroup.Group
+	g.SetLimit(probeConcurrency)
+	defer func() { _ = g.Wait() }() // every func returns nil
 	for i, n := range nodes {
 		if n.View.Excluded {
 			continue
@@ -313,17 +314,13 @@ func (a *Agent) probeAll(ctx context.Context, start time.Time, interval time.Dur
 			a.fenceable(n.Name, err)
 			continue
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			a.fenceable(n.Name, c.Probe(ctx))
-		}()
+		g.Go(func() error {
+			// A probe cut short by shutdown says nothing about the BMC.
+			if err := c.Probe(ctx); ctx.Err() == nil {
+				a.fenceable(n.Name, err)
+			}
+			return nil
+		})
 	}
 }
 

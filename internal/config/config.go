@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -297,14 +298,19 @@ func Load(fs *pflag.FlagSet, environ []string) (Agent, error) {
 	if err := setDefaults(v, Defaults()); err != nil {
 		return Agent{}, err
 	}
+	var doc []byte
 	if path, _ := fs.GetString("config"); path != "" {
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
+		b, err := os.ReadFile(path)
+		if err != nil {
 			return Agent{}, fmt.Errorf("config file %s: %w", path, err)
 		}
+		v.SetConfigType("yaml")
+		if err := v.ReadConfig(bytes.NewReader(b)); err != nil {
+			return Agent{}, fmt.Errorf("config file %s: %s", path, oneLine(err.Error()))
+		}
+		doc = b
 	}
-	return load(v, fs, environ)
+	return load(v, doc, fs, environ)
 }
 
 // Parse reads a config document (the agent's ConfigMap, for the CLI) over
@@ -316,12 +322,19 @@ func Parse(yaml []byte) (Agent, error) {
 	}
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(bytes.NewReader(yaml)); err != nil {
-		return Agent{}, fmt.Errorf("config: %w", err)
+		return Agent{}, fmt.Errorf("config: %s", oneLine(err.Error()))
 	}
-	return load(v, nil, nil)
+	return load(v, yaml, nil, nil)
 }
 
-func load(v *viper.Viper, fs *pflag.FlagSet, environ []string) (Agent, error) {
+// load decodes v (doc is the file as written, checked first: see
+// checkDocument) and validates the result, reporting every problem.
+func load(v *viper.Viper, doc []byte, fs *pflag.FlagSet, environ []string) (Agent, error) {
+	var errs []error
+	docProblems := checkDocument(doc)
+	for _, p := range docProblems {
+		errs = append(errs, p)
+	}
 	for _, kv := range environ {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(k, EnvPrefix+"_") {
@@ -329,7 +342,8 @@ func load(v *viper.Viper, fs *pflag.FlagSet, environ []string) (Agent, error) {
 		}
 		key, known := envKey(v, k)
 		if !known {
-			return Agent{}, fmt.Errorf("environment variable %s matches no setting (known: %s_NAMESPACE, %s_DRYRUN, %s_POLICY_FENCEAFTER, ...)", k, EnvPrefix, EnvPrefix, EnvPrefix)
+			errs = append(errs, fmt.Errorf("environment variable %s matches no setting (known: %s_NAMESPACE, %s_DRYRUN, %s_POLICY_FENCEAFTER, ...)", k, EnvPrefix, EnvPrefix, EnvPrefix))
+			continue
 		}
 		v.Set(key, val)
 	}
@@ -349,7 +363,7 @@ func load(v *viper.Viper, fs *pflag.FlagSet, environ []string) (Agent, error) {
 		durationHook,
 		mapstructure.StringToSliceHookFunc(","),
 	)))
-	errs := decodeErrors(err)
+	errs = append(errs, decodeErrors(err, docProblems, v.Get)...)
 	if d, derr := fence.ParseDetection(a.Detection); derr != nil {
 		errs = append(errs, fmt.Errorf("detection: %w", derr))
 	} else {

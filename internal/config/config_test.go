@@ -88,7 +88,11 @@ func TestBadInputNamesTheField(t *testing.T) {
 		env  []string
 		want []string
 	}{
-		{"unknown key", "polcy:\n  fenceAfter: 1m\n", nil, []string{"invalid keys: polcy"}},
+		{"unknown key", "polcy:\n  fenceAfter: 1m\n", nil, []string{"polcy: no such setting; did you mean policy?"}},
+		{"unknown key beside a type error", "policy:\n  settleReads: many\n  fenceAftr: 1m\n", nil, []string{`policy.settleReads: "many" is not a whole number`, "policy.fenceAftr: no such setting; did you mean fenceAfter?"}},
+		{"type error in the environment shows the value", "", []string{"BMCFENCE_POLICY_SETTLEREADS=many"}, []string{`policy.settleReads: "many" is not a whole number`}},
+		{"two unknown environment variables", "", []string{"BMCFENCE_A=1", "BMCFENCE_B=2"}, []string{"BMCFENCE_A matches no setting", "BMCFENCE_B matches no setting"}},
+		{"keys in any case are settings", "Policy:\n  FenceAfter: 1m\n  settlereads: many\n", nil, []string{`Policy.settlereads: "many" is not a whole number`}},
 		{"bad duration", "policy:\n  fenceAfter: soon\n", nil, []string{"policy.fenceAfter", `"soon" is not a duration`}},
 		{"bare number duration", "policy:\n  suspectAfter: 20\n", nil, []string{"policy.suspectAfter: 20 has no unit: durations need one (20s, 20m"}},
 		{"bare number cooldown", "policy:\n  cooldown: 30\n", nil, []string{"policy.cooldown: 30 has no unit"}},
@@ -217,7 +221,8 @@ server:
 	want := []string{
 		"policy.cooldown",
 		"policy.suspectAfter = 1s",
-		"policy.maxAPIStaleness = 15s", // relative to suspectAfter
+		// Not maxAPIStaleness, whose bound is suspectAfter: issue 23's
+		// "must be between 1s and 1ns".
 		"policy.settleReads = 1",
 		"policy.maxUnhealthyFraction = 2",
 		"bmc.concurrency",
@@ -255,19 +260,24 @@ func TestPolicyErrorsFollowValidate(t *testing.T) {
 }
 
 func TestRisks(t *testing.T) {
+	const one = "inventory:\n  nodes: [{name: w1, address: https://a}]\n"
 	tests := []struct {
 		name string
 		yaml string
 		args []string
 		want []string
 	}{
-		{"defaults", "", nil, []string{RiskMetricsUnauthenticated}},
-		{"metrics on loopback", "", []string{"--metrics-address", "127.0.0.1:9500"}, nil},
-		{"metrics authenticated", "server: {metricsAuth: true}\n", nil, nil},
-		{"dry run and no leader election", "server: {metricsAuth: true}\n", []string{"--dry-run", "--leader-elect=false"}, []string{RiskDryRun, RiskLeaderElectionDisabled}},
-		{"insecure default", "server: {metricsAuth: true}\ninventory:\n  defaults: {insecureSkipVerify: true}\n", nil, []string{RiskInsecureSkipVerify}},
+		{"defaults", "", nil, []string{RiskMetricsUnauthenticated, RiskEmptyInventory}},
+		{"metrics on loopback", one, []string{"--metrics-address", "127.0.0.1:9500"}, nil},
+		{"metrics authenticated", "server: {metricsAuth: true}\n" + one, nil, nil},
+		{"dry run and no leader election", "server: {metricsAuth: true}\n" + one, []string{"--dry-run", "--leader-elect=false"}, []string{RiskDryRun, RiskLeaderElectionDisabled}},
+		{"insecure default", "server: {metricsAuth: true}\ninventory:\n  defaults: {insecureSkipVerify: true}\n  nodes: [{name: w1, address: https://a}]\n", nil, []string{RiskInsecureSkipVerify}},
 		{"insecure node and http node", "server: {metricsAuth: true}\ninventory:\n  nodes:\n    - {name: w1, address: https://a, insecureSkipVerify: true}\n    - {name: w2, address: http://b}\n", nil, []string{RiskInsecureSkipVerify, RiskPlainHTTP}},
 		{"from annotations", "server: {metricsAuth: true}\ninventory:\n  fromAnnotations: true\n", nil, []string{RiskFromAnnotations}},
+		// Issue 23: neither was said.
+		{"power off NotReady nodes that renew", "server: {metricsAuth: true}\npolicy: {powerOffNotReadyAfter: 10m}\n" + one, nil, []string{RiskPowerOffNotReady}},
+		{"nothing to fence", "server: {metricsAuth: true}\n", nil, []string{RiskEmptyInventory}},
+		{"BareMetalHosts only", "server: {metricsAuth: true}\ninventory: {source: metal3, metal3: {namespaces: [m3]}}\n", nil, nil},
 		{"chassis rule set aside", "server: {metricsAuth: true}\ninventory:\n  nodes:\n    - {name: lab-1, address: https://a, chassisPower: ignore}\n    - {name: w2, address: https://b, chassisPower: check}\n", nil, []string{RiskChassisPowerIgnored}},
 	}
 	for _, tt := range tests {

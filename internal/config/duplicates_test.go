@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/bmcfence/bmcfence/bmc"
 )
 
 // Why 3 (issue "Safety…"): two nodes pointing at the same BMC loaded without
@@ -36,8 +38,26 @@ func TestTwoNodesOnOneBMCAreRefused(t *testing.T) {
 				}
 				return
 			}
-			if len(errs) != 2 || !strings.Contains(errs[0].Error(), "node w2") || !strings.Contains(errs[1].Error(), "node w1") {
-				t.Errorf("errors %v: want both nodes refused, each naming the other", errs)
+			// Issue 23: said twice, once on each entry; now once, on the
+			// later entry, naming the first.
+			a, _, _ := strings.Cut(tt.a, "#")
+			b, _, _ := strings.Cut(tt.b, "#")
+			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "inventory.nodes[1] (w2): address "+b) ||
+				!strings.Contains(errs[0].Error(), "reaches the same BMC as inventory.nodes[0] (w1, "+a) {
+				t.Errorf("errors %v: want one, on w2, naming w1", errs)
+			}
+			// The agent itself refuses both.
+			names := []string{"w1", "w2"}
+			var targets []bmc.Target
+			for _, n := range inv.Nodes {
+				tg, err := n.Target(inv.Defaults)
+				if err != nil {
+					t.Fatal(err)
+				}
+				targets = append(targets, tg)
+			}
+			if got := DuplicateTargets(names, targets); len(got) != 2 || strings.Contains(got["w1"].Error(), "redfish://") {
+				t.Errorf("DuplicateTargets = %v: want both refused, addresses in the form the inventory takes", got)
 			}
 		})
 	}

@@ -20,7 +20,7 @@ func TestMergedPolicySettleWindowsAreValidated(t *testing.T) {
 	}{
 		{"defaults longer than the unassisted window", "inventory:\n  defaults: {settleWindow: 90s}\n", []string{
 			"inventory.defaults.settleWindow = 1m30s: not shorter than policy.unassistedSettleWindow = 1m0s, so an Off we did not cause could settle inside an off-dwell that long; nodes from BareMetalHosts, annotations and entries without settle windows of their own get both: set inventory.defaults.unassistedSettleWindow longer than 1m30s, or shorten inventory.defaults.settleWindow",
-			"inventory.defaults: with inventory.defaults.settleWindow = 1m30s: policy.maxReadGap = 30s: must be between 45s and 1h0m0s",
+			"inventory.defaults: with inventory.defaults.settleWindow = 1m30s: policy.maxReadGap = 30s: must be between 45s (policy.settleWindow/(settleReads-1)) and 1h0m0s",
 		}},
 		{"defaults equal to the unassisted window", "inventory:\n  defaults: {settleWindow: 60s}\n", []string{
 			"inventory.defaults.settleWindow = 1m0s: not shorter than policy.unassistedSettleWindow = 1m0s",
@@ -36,7 +36,7 @@ func TestMergedPolicySettleWindowsAreValidated(t *testing.T) {
 			"policy.settleWindow = 1m0s: not shorter than policy.unassistedSettleWindow = 1m0s",
 		}},
 		{"an entry's settle window breaks another rule", "inventory:\n  nodes:\n    - {name: w1, address: https://a, settleWindow: 70s, unassistedSettleWindow: 5m}\n", []string{
-			"inventory.nodes[0] (w1): with inventory.nodes[0].settleWindow = 1m10s and inventory.nodes[0].unassistedSettleWindow = 5m0s: policy.maxReadGap = 30s: must be between 35s and 1h0m0s",
+			"inventory.nodes[0] (w1): with inventory.nodes[0].settleWindow = 1m10s and inventory.nodes[0].unassistedSettleWindow = 5m0s: policy.maxReadGap = 30s: must be between 35s (policy.settleWindow/(settleReads-1)) and 1h0m0s",
 		}},
 	}
 	for _, tt := range tests {

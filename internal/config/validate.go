@@ -18,10 +18,17 @@ import (
 )
 
 // decodeErrors flattens viper's and mapstructure's nested error lists into
-// one error per bad field, each a single line naming the field.
-func decodeErrors(err error) []error {
+// one error per bad field, each a single line naming the field. What the
+// document check already reported (the same setting, or the same unknown
+// key) is not said twice; get reads a setting's value (viper's Get) for
+// the messages that would not show it.
+func decodeErrors(err error, reported []docProblem, get func(string) any) []error {
 	if err == nil {
 		return nil
+	}
+	said := map[string]bool{}
+	for _, p := range reported {
+		said[strings.ToLower(p.path)] = true
 	}
 	var out []error
 	var walk func(error)
@@ -34,7 +41,31 @@ func decodeErrors(err error) []error {
 		}
 		var de *mapstructure.DecodeError
 		if errors.As(e, &de) {
-			out = append(out, fmt.Errorf("%s: %s", fieldPath(de.Name()), oneLine(de.Unwrap().Error())))
+			path, inner := fieldPath(de.Name()), de.Unwrap()
+			if j, ok := inner.(interface{ Unwrap() []error }); ok {
+				// A struct's own list, under the struct's name.
+				for _, sub := range j.Unwrap() {
+					walk(sub)
+				}
+				return
+			}
+			msg := oneLine(inner.Error())
+			if keys, ok := strings.CutPrefix(msg, "has invalid keys: "); ok {
+				for _, k := range strings.Split(keys, ", ") {
+					sub := k
+					if path != "" {
+						sub = path + "." + k
+					}
+					if !said[strings.ToLower(sub)] {
+						out = append(out, fmt.Errorf("%s: no such setting (configs/agent.example.yaml lists every setting)", sub))
+					}
+				}
+				return
+			}
+			if said[strings.ToLower(path)] {
+				return
+			}
+			out = append(out, fmt.Errorf("%s: %s", path, typeMessage(msg, path, get)))
 			return
 		}
 		// viper wraps mapstructure's list in a message of its own; the list
@@ -47,6 +78,18 @@ func decodeErrors(err error) []error {
 	}
 	walk(err)
 	return out
+}
+
+// typeMessage says mapstructure's "cannot parse value as 'int'" with the
+// value (from the environment, where the document check does not look).
+func typeMessage(msg, path string, get func(string) any) string {
+	want := map[string]string{"'int'": "a whole number", "'uint'": "a whole number", "'bool'": "true or false", "'float": "a number"}
+	for k, w := range want {
+		if strings.HasPrefix(msg, "cannot parse value as "+k) && get != nil && !strings.Contains(path, "[") {
+			return fmt.Sprintf("%q is not %s", fmt.Sprint(get(strings.ToLower(path))), w)
+		}
+	}
+	return msg
 }
 
 // fieldPath writes a mapstructure field name (policy.SuspectAfter) the way
@@ -200,6 +243,8 @@ const (
 	RiskFromAnnotations        = "fromAnnotations"
 	RiskLeaderElectionDisabled = "leaderElectionDisabled"
 	RiskMetricsUnauthenticated = "metricsUnauthenticated"
+	RiskPowerOffNotReady       = "powerOffNotReadyAfter"
+	RiskEmptyInventory         = "emptyInventory"
 	RiskMetricsPlainHTTP       = "metricsPlainHTTP"
 	RiskChassisPowerIgnored    = "chassisPowerIgnored"
 )
@@ -252,6 +297,12 @@ func (a Agent) Risks() []Risk {
 	}
 	if !a.LeaderElection.Enabled {
 		out = append(out, Risk{RiskLeaderElectionDisabled, "leader election is disabled: safe only with exactly one replica; two agents would fence the same nodes at once"})
+	}
+	if p := a.Policy.PowerOffNotReadyAfter; p > 0 {
+		out = append(out, Risk{RiskPowerOffNotReady, fmt.Sprintf("policy.powerOffNotReadyAfter = %s: a node NotReady this long is powered off although its kubelet still renews its Lease: the machine, and whatever still runs on it, is cut off", p)})
+	}
+	if inv := a.Inventory; inv.Source == SourceConfigMap && len(inv.Nodes) == 0 && !inv.FromAnnotations {
+		out = append(out, Risk{RiskEmptyInventory, "inventory: no node is listed (inventory.nodes is empty, inventory.source is configmap, fromAnnotations is off): this agent will never fence anything; list each node with its BMC address"})
 	}
 	return out
 }

@@ -42,6 +42,7 @@ type Metrics struct {
 	contradicts prometheus.Counter
 	collected   *prometheus.CounterVec
 	ipmiSuite   *prometheus.CounterVec
+	own         []prometheus.Collector // the bmcfence_* ones above
 
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
@@ -88,7 +89,7 @@ func New() *Metrics {
 			Name: "bmcfence_unfenceable_nodes", Help: "Nodes whose BMC failed the last probe or that have no BMC entry.",
 		}),
 		risky: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "bmcfence_risky_setting", Help: "1 for each setting in force that weakens a safety property (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled, metricsUnauthenticated, chassisPowerIgnored); the agent logs a warning for each at start.",
+			Name: "bmcfence_risky_setting", Help: "1 for each setting in force that weakens a safety property or the agent's use (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled, metricsUnauthenticated, powerOffNotReadyAfter, emptyInventory, chassisPowerIgnored); the agent logs a warning for each at start.",
 		}, []string{"setting"}),
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bmcfence_build_info", Help: "Always 1; the labels say what the agent was built from.",
@@ -108,8 +109,10 @@ func New() *Metrics {
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
 	}
-	m.Registry.MustRegister(m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, m.ipmiSuite, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.own = []prometheus.Collector{m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
+		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, m.ipmiSuite}
+	m.Registry.MustRegister(m.own...)
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every refusal reason is exported at 0 from the start: a counter
 	// series that first appears at 1 has no increase() in Prometheus, so
 	// the first refusal would raise no BMCFenceRefused alert.
@@ -138,6 +141,15 @@ func (m *Metrics) gone(node string) bool {
 	}
 	m.forgetLocked(node)
 	return true
+}
+
+// Describe sends the description of every bmcfence_* metric, with a value
+// yet or not: what the agent exports (the README's list is checked
+// against it, hack/readme_test.go).
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.own {
+		c.Describe(ch)
+	}
 }
 
 // RequestCollected counts a finished request deleted by its TTL.

@@ -65,7 +65,7 @@ func TestRiskySettingIsOneSeriesEach(t *testing.T) {
 	m.Risky("dryRun")
 	m.Risky("plainHTTP")
 	want := `
-# HELP bmcfence_risky_setting 1 for each setting in force that weakens a safety property (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled, metricsUnauthenticated, chassisPowerIgnored); the agent logs a warning for each at start.
+# HELP bmcfence_risky_setting 1 for each setting in force that weakens a safety property or the agent's use (dryRun, insecureSkipVerify, plainHTTP, fromAnnotations, leaderElectionDisabled, metricsUnauthenticated, powerOffNotReadyAfter, emptyInventory, chassisPowerIgnored); the agent logs a warning for each at start.
 # TYPE bmcfence_risky_setting gauge
 bmcfence_risky_setting{setting="dryRun"} 1
 bmcfence_risky_setting{setting="plainHTTP"} 1

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -43,19 +43,16 @@ func checkNodes(ctx context.Context, o Options) []Result {
 	problems := o.Inventory.Problems()
 
 	perNode := make([][]Result, len(nodes.Items))
-	sem := make(chan struct{}, o.Concurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(o.Concurrency)
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			perNode[i] = checkNode(ctx, o, n, problems)
-		}()
+			return nil // a node's failures are its results
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 
 	var out []Result
 	for _, rs := range perNode {

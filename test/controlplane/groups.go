@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,9 +58,9 @@ func (cp *ControlPlane) AddNodeGroup(ctx context.Context, name string, specs []N
 	}
 	// Node objects in parallel: a thousand sequential creates (each two
 	// writes and a CSINode) take minutes on two cores.
-	sem := make(chan struct{}, 8)
+	var created errgroup.Group
+	created.SetLimit(8)
 	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
 	for i := range specs {
 		spec := specs[i]
 		if spec.Labels == nil {
@@ -67,17 +68,15 @@ func (cp *ControlPlane) AddNodeGroup(ctx context.Context, name string, specs []N
 		}
 		spec.Labels[GroupLabel] = name
 		g.Nodes = append(g.Nodes, spec.Name)
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		created.Go(func() error {
+			// Every node's error, not the first one's: errs below.
 			if err := cp.createNodeObjects(ctx, spec); err != nil {
 				errs[i] = fmt.Errorf("node %s: %w", spec.Name, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = created.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
