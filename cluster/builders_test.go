@@ -217,6 +217,22 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	return &harness{t: t, c: c, client: client, clock: clk}
 }
 
+// transform applies the informer's transform to a copy of obj, as the
+// informer does before its store and our handlers see it.
+func (h *harness) transform(informer string, obj runtime.Object) any {
+	h.t.Helper()
+	for _, ni := range h.c.informers {
+		if ni.name == informer && ni.transform != nil {
+			out, err := ni.transform(obj.DeepCopyObject())
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			return out
+		}
+	}
+	return obj
+}
+
 func (h *harness) indexer(informer string) cache.Indexer {
 	for _, ni := range h.c.informers {
 		if ni.name == informer {
@@ -233,6 +249,7 @@ func (h *harness) deliver(objs ...runtime.Object) {
 	h.t.Helper()
 	for _, obj := range objs {
 		name, idx := h.route(obj)
+		obj := h.transform(name, obj)
 		old, exists, err := idx.Get(obj)
 		if err != nil {
 			h.t.Fatal(err)
@@ -254,6 +271,7 @@ func (h *harness) remove(objs ...runtime.Object) {
 	h.t.Helper()
 	for _, obj := range objs {
 		name, idx := h.route(obj)
+		obj := h.transform(name, obj)
 		if err := idx.Delete(obj); err != nil {
 			h.t.Fatal(err)
 		}

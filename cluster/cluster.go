@@ -92,8 +92,10 @@ type Cluster struct {
 	// in (SetRequest); requestTaken is told when a state write takes one.
 	requests     map[string]pendingRequest
 	requestTaken func(node, id string)
-	freshAt      time.Time
-	watchErrs    map[string]error
+	// nodeGone is told the name of every deleted node (OnNodeDeleted).
+	nodeGone  []func(node string)
+	freshAt   time.Time
+	watchErrs map[string]error
 }
 
 // entry is one node: our observations, the node as last delivered to our
@@ -276,7 +278,7 @@ func (c *Cluster) Node(name string) (runner.NodeInfo, bool) {
 func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 	if e.stale {
 		name := e.node.Name
-		e.info = buildInfo(e.node, e.obs, byIndex[*corev1.Pod](c.podIndexer, name), byIndex[*storagev1.VolumeAttachment](c.vaIndexer, name))
+		e.info = buildInfo(e.node, e.obs, byIndex[*podSummary](c.podIndexer, name), byIndex[*storagev1.VolumeAttachment](c.vaIndexer, name))
 		e.stale = false
 	}
 	info := e.info
@@ -478,8 +480,30 @@ func (c *Cluster) nodeDeleted(obj any) {
 	}
 	c.mu.Lock()
 	delete(c.entries, n.Name)
+	gone := slices.Clone(c.nodeGone)
 	c.mu.Unlock()
+	for _, f := range gone {
+		f(n.Name)
+	}
 	c.notify(n.Name)
+}
+
+// OnNodeDeleted calls f (outside the cluster's lock, from the informer's
+// handler: f must not block) with the name of every node deleted from now
+// on, after HasNode stopped reporting it.
+func (c *Cluster) OnNodeDeleted(f func(node string)) {
+	c.mu.Lock()
+	c.nodeGone = append(c.nodeGone, f)
+	c.mu.Unlock()
+}
+
+// HasNode reports whether our handlers know the node (Node would find it),
+// without building its view.
+func (c *Cluster) HasNode(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[name]
+	return e != nil && e.node != nil
 }
 
 func (c *Cluster) leaseAdded(obj any) { c.observeLease(obj, true) }
@@ -555,28 +579,28 @@ func (c *Cluster) nodesChanged(names ...string) {
 }
 
 func (c *Cluster) podAdded(obj any) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		c.nodesChanged(p.Spec.NodeName)
+	if p, ok := obj.(*podSummary); ok {
+		c.nodesChanged(p.nodeName)
 	}
 }
 
 func (c *Cluster) podUpdated(oldObj, newObj any) {
-	o, ok1 := oldObj.(*corev1.Pod)
-	n, ok2 := newObj.(*corev1.Pod)
+	o, ok1 := oldObj.(*podSummary)
+	n, ok2 := newObj.(*podSummary)
 	if !ok1 || !ok2 {
 		return
 	}
 	// Only what the view reads; a pod's status churns.
-	if o.Spec.NodeName == n.Spec.NodeName && o.Status.Phase == n.Status.Phase &&
-		(o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+	if o.nodeName == n.nodeName && o.phase == n.phase && o.deleting == n.deleting &&
+		o.ownedByNode == n.ownedByNode && o.toleratesOutOfService == n.toleratesOutOfService {
 		return
 	}
-	c.nodesChanged(o.Spec.NodeName, n.Spec.NodeName)
+	c.nodesChanged(o.nodeName, n.nodeName)
 }
 
 func (c *Cluster) podDeleted(obj any) {
-	if p, ok := tombstone(obj).(*corev1.Pod); ok {
-		c.nodesChanged(p.Spec.NodeName)
+	if p, ok := tombstone(obj).(*podSummary); ok {
+		c.nodesChanged(p.nodeName)
 	}
 }
 

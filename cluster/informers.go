@@ -23,11 +23,11 @@ const byNodeName = "spec.nodeName"
 const podFieldSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 func podNodeName(obj any) ([]string, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok || p.Spec.NodeName == "" {
+	p, ok := obj.(*podSummary)
+	if !ok || p.nodeName == "" {
 		return nil, nil
 	}
-	return []string{p.Spec.NodeName}, nil
+	return []string{p.nodeName}, nil
 }
 
 func vaNodeName(obj any) ([]string, error) {
@@ -66,30 +66,6 @@ func slimLease(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace, UID: l.UID, ResourceVersion: l.ResourceVersion},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: l.Spec.RenewTime, HolderIdentity: l.Spec.HolderIdentity},
 	}, nil
-}
-
-// slimPod keeps what counting and naming blockers needs: identity, node,
-// phase, deletion, tolerations, and whether it is a DaemonSet or mirror pod.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	out := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, Tolerations: p.Spec.Tolerations},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
-	}
-	if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "DaemonSet" {
-		out.OwnerReferences = []metav1.OwnerReference{*ref}
-	}
-	if v, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
-		out.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
-	}
-	return out, nil
 }
 
 // slimVolumeAttachment drops the inline volume spec and status messages.
@@ -148,11 +124,12 @@ func (c *Cluster) newInformers() error {
 			return leases.Watch(ctx, o)
 		},
 	}, {
-		name: "pods", example: &corev1.Pod{}, transform: slimPod,
+		// Pods are cached as summaries (podSummary), listed in pages.
+		name: "pods", example: &corev1.Pod{}, transform: summarizePod,
 		indexers: cache.Indexers{byNodeName: podNodeName},
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = podFieldSelector
-			return core.Pods(metav1.NamespaceAll).List(ctx, o)
+			return listPodSummaries(ctx, c.client, o)
 		},
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = podFieldSelector
@@ -188,7 +165,7 @@ func (c *Cluster) newInformers() error {
 		if err != nil {
 			return fmt.Errorf("%s informer: %w", s.name, err)
 		}
-		c.informers = append(c.informers, namedInformer{name: s.name, informer: inf, handlerSynced: reg.HasSynced})
+		c.informers = append(c.informers, namedInformer{name: s.name, informer: inf, handlerSynced: reg.HasSynced, transform: s.transform})
 		switch s.name {
 		case "nodes":
 			c.nodeInformer = inf
@@ -223,6 +200,9 @@ type namedInformer struct {
 	// observations cover every object (an informer's own HasSynced only
 	// says its store has).
 	handlerSynced cache.InformerSynced
+	// transform is what the informer applies to each object before its
+	// store and our handlers see it.
+	transform cache.TransformFunc
 }
 
 // tombstone unwraps a deletion's final state.

@@ -252,7 +252,7 @@ func HasOutOfServiceTaint(n *corev1.Node) bool {
 // buildInfo assembles the runner's view of one node from the cached objects
 // and our observations. pods and vas are those the informers index under the
 // node's name.
-func buildInfo(n *corev1.Node, o *observation, pods []*corev1.Pod, vas []*storagev1.VolumeAttachment) runner.NodeInfo {
+func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, vas []*storagev1.VolumeAttachment) runner.NodeInfo {
 	v := fence.NodeView{
 		Ready:         o.ready,
 		NotReadySince: o.notReadySince,
@@ -261,17 +261,16 @@ func buildInfo(n *corev1.Node, o *observation, pods []*corev1.Pod, vas []*storag
 		Excluded:      n.Labels[LabelExclude] == LabelExcludeValue,
 		Taint:         TaintStateOf(n),
 	}
-	oos := OutOfServiceTaint()
-	var tolerating, others []*corev1.Pod
+	var tolerating, others []*podSummary
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
+		if p.deleting {
 			v.Terminating++
 		}
-		if !tiesWork(p) {
+		if !p.tiesWork() {
 			continue
 		}
 		v.Pods++
-		if toleratesTaint(p, &oos) {
+		if p.toleratesOutOfService {
 			tolerating = append(tolerating, p)
 		} else {
 			others = append(others, p)
@@ -288,53 +287,20 @@ func buildInfo(n *corev1.Node, o *observation, pods []*corev1.Pod, vas []*storag
 	return info
 }
 
-// tiesWork reports whether a pod bound to the node is work that must leave
-// it before the node counts as detached: not finished (Succeeded/Failed),
-// and not a pod that belongs to the node itself. DaemonSet pods and static
-// (mirror) pods are bound to their node by design, tolerate the
-// out-of-service taint, and are never evicted or moved: counting them would
-// keep every real node "detaching" forever. kubectl drain skips the same
-// two kinds.
-func tiesWork(p *corev1.Pod) bool {
-	switch p.Status.Phase {
-	case corev1.PodSucceeded, corev1.PodFailed:
-		return false
-	case corev1.PodPending, corev1.PodRunning, corev1.PodUnknown:
-	}
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	for _, ref := range p.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	return true
-}
-
-func toleratesTaint(p *corev1.Pod, t *corev1.Taint) bool {
-	for i := range p.Spec.Tolerations {
-		if p.Spec.Tolerations[i].ToleratesTaint(t) {
-			return true
-		}
-	}
-	return false
-}
-
 // blockers names up to maxBlockers of what still ties work to the node, the
 // most actionable first: pods the taint will never evict (they tolerate it),
 // then other pods, then VolumeAttachments. Each group is sorted by name so
 // Events are stable.
-func blockers(tolerating, others []*corev1.Pod, vas []*storagev1.VolumeAttachment) []string {
+func blockers(tolerating, others []*podSummary, vas []*storagev1.VolumeAttachment) []string {
 	if len(tolerating)+len(others)+len(vas) == 0 {
 		return nil
 	}
-	byPodName := func(a, b *corev1.Pod) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	byPodName := func(a, b *podSummary) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 	}
 	var out []string
 	for _, group := range []struct {
-		pods   []*corev1.Pod
+		pods   []*podSummary
 		suffix string
 	}{{tolerating, " tolerates the out-of-service taint"}, {others, ""}} {
 		slices.SortFunc(group.pods, byPodName)
@@ -342,7 +308,7 @@ func blockers(tolerating, others []*corev1.Pod, vas []*storagev1.VolumeAttachmen
 			if len(out) == maxBlockers {
 				return out
 			}
-			out = append(out, fmt.Sprintf("pod %s/%s%s", p.Namespace, p.Name, group.suffix))
+			out = append(out, "pod "+p.namespace+"/"+p.name+group.suffix)
 		}
 	}
 	slices.SortFunc(vas, func(a, b *storagev1.VolumeAttachment) int { return cmp.Compare(a.Name, b.Name) })

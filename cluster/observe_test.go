@@ -509,11 +509,18 @@ func TestTransformsKeepWhatTheViewReads(t *testing.T) {
 	p.Spec.Containers = []corev1.Container{{Name: "app", Image: "x", Env: []corev1.EnvVar{{Name: "BIG", Value: "..."}}}}
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
 	p.Annotations = map[string]string{"big": "annotation"}
-	slim, _ := slimPod(p)
-	again, _ := slimPod(slim)
-	want := pod("db", "db-0", "w1", terminating(at(0)), toleratingOutOfService(), ownedByDaemonSet())
-	if diff := cmp.Diff(want, again); diff != "" {
-		t.Errorf("slimPod (-want +got):\n%s", diff)
+	p.ResourceVersion = "42"
+	slim, _ := summarizePod(p)
+	again, _ := summarizePod(slim)
+	want := &podSummary{namespace: "db", name: "db-0", resourceVersion: "42", nodeName: "w1", phase: corev1.PodRunning,
+		deleting: true, ownedByNode: true, toleratesOutOfService: true}
+	if diff := cmp.Diff(want, again, cmp.AllowUnexported(podSummary{})); diff != "" {
+		t.Errorf("summarizePod (-want +got):\n%s", diff)
+	}
+	m, _ := summarizePod(pod("kube-system", "etcd-w1", "w1", mirror(), phase(corev1.PodPending)))
+	if diff := cmp.Diff(&podSummary{namespace: "kube-system", name: "etcd-w1", resourceVersion: "1", nodeName: "w1", phase: corev1.PodPending, ownedByNode: true},
+		m, cmp.AllowUnexported(podSummary{})); diff != "" {
+		t.Errorf("summarizePod of a mirror pod (-want +got):\n%s", diff)
 	}
 
 	n := node("w1", ready(at(0)), withAnnotation(corev1.LastAppliedConfigAnnotation, "{}"), withAnnotation(AnnotationBMCAddress, "https://bmc"))
@@ -541,7 +548,7 @@ func TestTransformsKeepWhatTheViewReads(t *testing.T) {
 	}
 
 	tomb := struct{}{}
-	for _, f := range []func(any) (any, error){slimNode, slimPod, slimLease, slimVolumeAttachment} {
+	for _, f := range []func(any) (any, error){slimNode, summarizePod, slimLease, slimVolumeAttachment} {
 		if got, _ := f(tomb); got != tomb {
 			t.Errorf("a transform changed a foreign object: %v", got)
 		}

@@ -1186,3 +1186,68 @@ func TestRedfishLongLivedAdapterReusesItsConnection(t *testing.T) {
 		t.Errorf("5 reads took %d connections and %d requests; want 1 connection, the collection, and one GET each", conns.Load(), requests.Load())
 	}
 }
+
+// The fenceability probe reads the identity once a minute: after the
+// first read (which finds the system and binds its identity to its BMC and
+// chassis), each read is one GET of the system, so a BMC sees one request
+// per node per minute. The binding is read again only when the identity
+// changes, or an hour later.
+func TestRedfishRepeatedIdentityIsOneRequestEach(t *testing.T) {
+	mock, err := redfishmock.New(mockConfig(redfishmock.Systems(2)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		mock.ServeHTTP(w, r)
+	}))
+	srv.StartTLS()
+	t.Cleanup(func() { mock.Close(); srv.Close() })
+	a := newAdapter(t, redfishTarget(t, srv.URL, nil, withSystem("2"), withInsecure()))
+	if _, err := a.Identity(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := requests.Load()
+	for range 5 {
+		if _, err := a.Identity(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := requests.Load() - first; got != 5 {
+		t.Errorf("5 identity reads after the first took %d requests, want 5 (one GET of the system each)", got)
+	}
+}
+
+// The agent's probe reads each BMC once a minute and lets the connection
+// close in between (an idle connection per BMC costs both sides): the next
+// handshake resumes the TLS session instead of a full one (no certificate
+// to send, verify or sign for).
+func TestRedfishResumesTheTLSSession(t *testing.T) {
+	mock, err := redfishmock.New(mockConfig(redfishmock.Systems(1)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var resumed []bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		resumed = append(resumed, r.TLS.DidResume)
+		mu.Unlock()
+		mock.ServeHTTP(w, r)
+	}))
+	srv.StartTLS()
+	t.Cleanup(func() { mock.Close(); srv.Close() })
+	a := newAdapter(t, redfishTarget(t, srv.URL, nil, withSystem("1"), withInsecure()))
+	for range 3 {
+		if st := mustPowerStatus(t, a); st.State != bmc.PowerOn {
+			t.Fatalf("PowerStatus = %v", st.State)
+		}
+		a.Controller.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(resumed) < 3 || resumed[0] || !resumed[len(resumed)-1] || !resumed[len(resumed)-2] {
+		t.Errorf("resumed per request: %v; want the first handshake full, the later ones resumed", resumed)
+	}
+}

@@ -20,8 +20,10 @@
 //   - a system that reads Off counts as Off only if its chassis, where it
 //     reports power, agrees (OpenBMC derives the system's PowerState from
 //     the host firmware state);
-//   - one keep-alive connection is reused across operations, and once the
-//     system's URI is known a power read is a single GET.
+//   - one keep-alive connection is reused across operations, closed when
+//     idle for 15 s (between the probe's reads, once a minute; the next
+//     handshake resumes the TLS session), and once the system's URI is
+//     known a power read is a single GET.
 //
 // Every error is a *bmc.OpError wrapping one of bmc's sentinels, one line,
 // with every form of the password removed, including a BMC error body that
@@ -70,8 +72,18 @@ const maxBody = 1 << 20
 const logoutTimeout = 2 * time.Second
 
 // idleConnTimeout is how long an idle keep-alive connection to a BMC is
-// kept: the probe interval (1 m by default) plus half a minute of slack.
-const idleConnTimeout = 90 * time.Second
+// kept. Shorter than the probe interval (1 m): at rest each BMC is read
+// once a minute, and a connection kept between probes cost the agent two
+// goroutines and their buffers per BMC (some 40 KiB; a thousand BMCs, the
+// largest share of its memory) and each BMC a slot of its small connection
+// table, all the time. A fence reads every second or two and keeps its
+// connection. The next probe's handshake resumes the TLS session
+// (sessionCacheSize): no certificate to send, verify or sign for.
+const idleConnTimeout = 15 * time.Second
+
+// sessionCacheSize: TLS sessions kept per client (per target): one server,
+// a spare for a session ticket the BMC rotates.
+const sessionCacheSize = 2
 
 // readAttempts bounds how often an idempotent read is tried within one
 // operation's deadline. A second try absorbs one dropped connection or a
@@ -116,11 +128,10 @@ func New(target bmc.Target) (*Client, error) {
 		// One connection is what a BMC expects from one client; several
 		// would compete for its small connection table.
 		MaxIdleConnsPerHost: 1,
-		// Longer than the agent's default probe interval (1 m), so the
-		// probe reuses the connection instead of a new TCP and TLS
-		// handshake on the BMC every minute. A BMC that closed it first
-		// costs nothing: the transport retries an idempotent GET on a new
-		// connection when a reused one turns out closed.
+		// Kept through a fence, closed between probes (idleConnTimeout). A
+		// BMC that closed it first costs nothing: the transport retries an
+		// idempotent GET on a new connection when a reused one turns out
+		// closed.
 		IdleConnTimeout:   idleConnTimeout,
 		ForceAttemptHTTP2: false,
 	}
@@ -219,8 +230,16 @@ func (c *Client) Target() bmc.Target { return c.target }
 // CloseIdleConnections closes the kept-alive connection, if any.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
+// DisableSessionResumption makes every new connection a full TLS
+// handshake (a benchmark's baseline).
+func (c *Client) DisableSessionResumption() {
+	if tr, ok := c.hc.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
+		tr.TLSClientConfig.ClientSessionCache = nil
+	}
+}
+
 func tlsConfig(t bmc.Target) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)}
 	switch {
 	case t.InsecureSkipVerify:
 		cfg.InsecureSkipVerify = true //nolint:gosec // explicit operator choice, validated by Target

@@ -15,10 +15,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
@@ -82,21 +87,42 @@ type Options struct {
 }
 
 // Recorder writes the records; only the leader runs it.
+//
+// It reads the records from an informer, indexed by node, that keeps only
+// what finding a node's open record and retention need (no timelines: a
+// record's timeline holds up to 200 entries, and a thousand nodes keep up to
+// ten records each). A node's open record is read whole only to extend it:
+// from what this recorder last wrote, else with one GET. At rest it makes
+// no request at all (it used to LIST each node's records every resync: at
+// a thousand nodes, as many LISTs as the client's rate limit let through).
 type Recorder struct {
-	opts Options
+	opts     Options
+	informer cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// openRecs is each node's open record as this recorder last wrote or read
+	// it whole (the informer lags our writes and holds no timelines).
+	openRecs map[string]*v1alpha1.BMCFenceRecord
+	// synced is each node's state annotation as last synced without error,
+	// and the pass that saw it: an unchanged state needs nothing.
+	synced map[string]syncedState
+	pass   uint64
+
 	// budget of new suspicion records (tokens) as of budgetAt; overBudget
 	// holds the failure start of each node's suspicion already logged as
-	// unrecorded, so it is said once.
+	// unrecorded, so it is said once. Only Sync's caller touches them.
 	budget     float64
 	budgetAt   time.Time
 	overBudget map[string]time.Time
-	// listed holds the nodes whose records this recorder has listed since
-	// it started, and whether one was open then (kept as it opens and
-	// closes them): a node with nothing to record and no open record costs
-	// no API request. Listing every node's records on every pass cost 100
-	// requests a second at 300 nodes (make scale).
-	listed map[string]bool
 }
+
+type syncedState struct {
+	state string
+	pass  uint64
+}
+
+// byNode indexes records by their node label.
+const byNode = "node"
 
 // New builds a Recorder.
 func New(opts Options) (*Recorder, error) {
@@ -118,7 +144,54 @@ func New(opts Options) (*Recorder, error) {
 	if opts.Resync <= 0 {
 		opts.Resync = 2 * time.Second
 	}
-	return &Recorder{opts: opts, budget: suspicionBurst, budgetAt: opts.Clock.Now(), overBudget: map[string]time.Time{}, listed: map[string]bool{}}, nil
+	records := opts.Client.BMCFenceRecords()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return records.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return records.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &v1alpha1.BMCFenceRecord{}, 0, cache.Indexers{byNode: func(obj any) ([]string, error) {
+		if r, ok := obj.(*v1alpha1.BMCFenceRecord); ok && r.Labels[v1alpha1.LabelRecordNode] != "" {
+			return []string{r.Labels[v1alpha1.LabelRecordNode]}, nil
+		}
+		return nil, nil
+	}})
+	if err := inf.SetTransform(slimRecord); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return &Recorder{opts: opts, informer: inf, openRecs: map[string]*v1alpha1.BMCFenceRecord{}, synced: map[string]syncedState{},
+		budget: suspicionBurst, budgetAt: opts.Clock.Now(), overBudget: map[string]time.Time{}}, nil
+}
+
+// slimRecord keeps what finding the open record and retention read: the
+// name, the node label, the creation time, the start and the end.
+func slimRecord(obj any) (any, error) {
+	r, ok := obj.(*v1alpha1.BMCFenceRecord)
+	if !ok {
+		return obj, nil
+	}
+	out := &v1alpha1.BMCFenceRecord{
+		ObjectMeta: metav1.ObjectMeta{Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion, CreationTimestamp: r.CreationTimestamp},
+		Spec:       v1alpha1.BMCFenceRecordSpec{NodeName: r.Spec.NodeName},
+		Status:     v1alpha1.BMCFenceRecordStatus{StartedAt: r.Status.StartedAt, FinishedAt: r.Status.FinishedAt, Phase: r.Status.Phase, Outcome: r.Status.Outcome},
+	}
+	if n := r.Labels[v1alpha1.LabelRecordNode]; n != "" {
+		out.Labels = map[string]string{v1alpha1.LabelRecordNode: n}
+	}
+	return out, nil
+}
+
+// Start runs the informer until ctx ends and waits until it has listed
+// the records.
+func (r *Recorder) Start(ctx context.Context) error {
+	go r.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
+		return fmt.Errorf("history: records not listed: %w", ctx.Err())
+	}
+	return nil
 }
 
 // suspicionTokens refills the suspicion budget up to now and says whether
@@ -151,27 +224,64 @@ func (r *Recorder) overBudgetOnce(node string, st fence.State) {
 
 // Run records until ctx ends.
 func (r *Recorder) Run(ctx context.Context) error {
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
 	t := r.opts.Clock.NewTicker(r.opts.Resync)
 	defer t.Stop()
 	for {
-		nodes := r.opts.Nodes.Nodes()
-		seen := make(map[string]bool, len(nodes))
-		for _, n := range nodes {
-			seen[n.Name] = true
-			if err := r.Sync(ctx, n); err != nil {
-				r.opts.Log.Warn("fence record", zap.String("node", n.Name), zap.Error(err))
-			}
-		}
-		for name := range r.listed {
-			if !seen[name] {
-				delete(r.listed, name)
-				delete(r.overBudget, name)
-			}
-		}
+		r.SyncAll(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
+		}
+	}
+}
+
+// SyncAll syncs every node whose state changed since it last synced.
+func (r *Recorder) SyncAll(ctx context.Context) {
+	r.mu.Lock()
+	r.pass++
+	pass := r.pass
+	r.mu.Unlock()
+	nodes := r.opts.Nodes.Nodes()
+	present := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		present[n.Name] = true
+		r.mu.Lock()
+		last, seen := r.synced[n.Name]
+		if seen && last.state == n.State {
+			r.synced[n.Name] = syncedState{state: n.State, pass: pass}
+			r.mu.Unlock()
+			continue
+		}
+		r.mu.Unlock()
+		if err := r.Sync(ctx, n); err != nil {
+			r.opts.Log.Warn("fence record", zap.String("node", n.Name), zap.Error(err))
+			continue
+		}
+		if _, over := r.overBudget[n.Name]; over {
+			// A suspicion over budget is tried again on every pass: the
+			// budget refills while it lasts.
+			continue
+		}
+		r.mu.Lock()
+		r.synced[n.Name] = syncedState{state: n.State, pass: pass}
+		r.mu.Unlock()
+	}
+	// Forget nodes that are gone.
+	r.mu.Lock()
+	for name, s := range r.synced {
+		if s.pass != pass {
+			delete(r.synced, name)
+			delete(r.openRecs, name)
+		}
+	}
+	r.mu.Unlock()
+	for name := range r.overBudget {
+		if !present[name] {
+			delete(r.overBudget, name)
 		}
 	}
 }
@@ -187,6 +297,63 @@ func recorded(st fence.State) bool {
 	return false
 }
 
+// openRecord returns node's open record, whole, or nil: the one this
+// recorder last wrote, else the cache's (read whole with a GET; the cache
+// may still show a record open that was closed since).
+func (r *Recorder) openRecord(ctx context.Context, node string) (*v1alpha1.BMCFenceRecord, error) {
+	r.mu.Lock()
+	mine := r.openRecs[node]
+	r.mu.Unlock()
+	if mine != nil {
+		return mine, nil
+	}
+	name, found := "", false
+	for _, rec := range r.cached(node) {
+		if rec.Status.FinishedAt == nil {
+			name, found = rec.Name, true
+		}
+	}
+	if !found {
+		return nil, nil
+	}
+	rec, err := r.opts.Client.BMCFenceRecords().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading record %s: %w", name, err)
+	case rec.Status.FinishedAt != nil:
+		return nil, nil
+	}
+	r.keep(node, rec)
+	return rec, nil
+}
+
+// cached lists node's records as the informer holds them (slim).
+func (r *Recorder) cached(node string) []v1alpha1.BMCFenceRecord {
+	objs, _ := r.informer.GetIndexer().ByIndex(byNode, node)
+	out := make([]v1alpha1.BMCFenceRecord, 0, len(objs))
+	for _, o := range objs {
+		if rec, ok := o.(*v1alpha1.BMCFenceRecord); ok {
+			out = append(out, *rec)
+		}
+	}
+	SortNewestFirst(out)
+	slices.Reverse(out) // oldest first: the last open one wins, as a LIST in creation order had it
+	return out
+}
+
+// keep remembers rec as node's open record (nil or a finished one: none).
+func (r *Recorder) keep(node string, rec *v1alpha1.BMCFenceRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec == nil || rec.Status.FinishedAt != nil {
+		delete(r.openRecs, node)
+		return
+	}
+	r.openRecs[node] = rec
+}
+
 // suspicionOnly: the node is suspected and nothing more (no power-off yet,
 // no human's request): a record of it comes out of the suspicion budget.
 func suspicionOnly(st fence.State) bool {
@@ -195,7 +362,7 @@ func suspicionOnly(st fence.State) bool {
 
 // Sync brings node's open record up to date: it opens one when a fence
 // begins, appends the evidence the state gained, closes it when the node
-// is back to Healthy.
+// is back to Healthy. Start must have returned.
 func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 	var st fence.State
 	if n.State != "" {
@@ -205,30 +372,10 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 		}
 	}
 	now := r.opts.Clock.Now()
-	if open, known := r.listed[n.Name]; known && !open {
-		// Nothing open, as of our own writes: no request unless there is
-		// something to record.
-		switch {
-		case !recorded(st):
-			delete(r.overBudget, n.Name)
-			return nil
-		case suspicionOnly(st) && !r.suspicionTokens(now):
-			r.overBudgetOnce(n.Name, st)
-			return nil
-		}
-	}
-	records := r.opts.Client.BMCFenceRecords()
-	list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + n.Name})
+	open, err := r.openRecord(ctx, n.Name)
 	if err != nil {
-		return fmt.Errorf("listing records: %w", err)
+		return err
 	}
-	var open *v1alpha1.BMCFenceRecord
-	for i := range list.Items {
-		if list.Items[i].Status.FinishedAt == nil {
-			open = &list.Items[i]
-		}
-	}
-	r.listed[n.Name] = open != nil
 	switch {
 	case open == nil && !recorded(st):
 		delete(r.overBudget, n.Name)
@@ -241,8 +388,9 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 		if err != nil {
 			return err
 		}
+		r.keep(n.Name, rec)
+		delete(r.overBudget, n.Name)
 		open = rec
-		r.listed[n.Name] = true
 		defer r.retain(ctx, n.Name, now)
 	}
 	next := open.DeepCopy()
@@ -260,12 +408,13 @@ func (r *Recorder) Sync(ctx context.Context, n runner.NodeInfo) error {
 	if equalStatus(open.Status, next.Status) {
 		return nil
 	}
-	if _, err := records.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+	updated, err := r.opts.Client.BMCFenceRecords().UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	if err != nil {
+		// Read it whole again next time: someone else may have written it.
+		r.keep(n.Name, nil)
 		return fmt.Errorf("updating record %s: %w", open.Name, err)
 	}
-	if next.Status.FinishedAt != nil {
-		r.listed[n.Name] = false
-	}
+	r.keep(n.Name, updated)
 	return nil
 }
 
@@ -302,13 +451,8 @@ func (r *Recorder) open(ctx context.Context, n runner.NodeInfo, st fence.State, 
 // and those finished more than MaxAge ago.
 func (r *Recorder) retain(ctx context.Context, node string, now time.Time) {
 	records := r.opts.Client.BMCFenceRecords()
-	list, err := records.List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRecordNode + "=" + node})
-	if err != nil {
-		r.opts.Log.Warn("retention: listing records", zap.String("node", node), zap.Error(err))
-		return
-	}
-	for _, name := range Expired(list.Items, r.opts.MaxPerNode, r.opts.MaxAge, now) {
-		if err := records.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	for _, name := range Expired(r.cached(node), r.opts.MaxPerNode, r.opts.MaxAge, now) {
+		if err := records.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			r.opts.Log.Warn("retention: deleting a record", zap.String("record", name), zap.Error(err))
 		}
 	}

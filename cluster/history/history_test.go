@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -154,14 +155,18 @@ func TestSyncAcrossLeaders(t *testing.T) {
 	client := fake.NewSimpleClientset()
 	nodes := &fakeNodes{by: map[string]string{"w1": "nhc nhc-system/w1"}}
 	clk := clocktesting.NewFakeClock(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	recorder := func(who string) *Recorder {
 		r, err := New(Options{Client: client.FencingV1alpha1(), Nodes: nodes, Who: who, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
 		return r
 	}
-	ctx := context.Background()
 	sync := func(r *Recorder, st fence.State) {
 		t.Helper()
 		if err := r.Sync(ctx, info(t, st)); err != nil {
@@ -292,6 +297,11 @@ func newRecorder(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClo
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 
@@ -374,8 +384,8 @@ func TestSuspicionRecordsAreBudgeted(t *testing.T) {
 	}
 }
 
-// A node with nothing to record and no open record costs one LIST when the
-// recorder starts, none after (every node's records every 2 s cost 100
+// A node with nothing to record and no open record costs nothing but the
+// informer's one LIST (of every node's records) when the recorder starts (every node's records every 2 s cost 100
 // requests a second at 300 nodes); a suspicion over budget costs none.
 func TestQuietNodesCostNoRequests(t *testing.T) {
 	client := fake.NewSimpleClientset()
@@ -424,5 +434,83 @@ func TestQuietNodesCostNoRequests(t *testing.T) {
 	}
 	if got := lists() - before; got != 0 {
 		t.Errorf("%d LISTs for a suspicion over budget, want 0", got)
+	}
+}
+
+// At rest (no fence, or none that changed) the recorder asks the API server
+// nothing: its records come from an informer, and a node whose state did
+// not change is not looked at again. It used to LIST each node's records
+// every resync.
+func TestSyncAllAtRestAsksNothing(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	var infos []runner.NodeInfo
+	for i := range 1000 {
+		infos = append(infos, runner.NodeInfo{Name: fmt.Sprintf("n%04d", i)})
+	}
+	// One node fenced long ago and Healthy again, its record closed.
+	healthy, err := fence.Encode(fence.State{Phase: fence.Healthy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos[7].State = healthy
+	finished := metav1.NewTime(t0)
+	if _, err := client.FencingV1alpha1().BMCFenceRecords().Create(context.Background(), &v1alpha1.BMCFenceRecord{
+		ObjectMeta: metav1.ObjectMeta{Name: "n0007-abc", Labels: map[string]string{v1alpha1.LabelRecordNode: "n0007"}},
+		Status:     v1alpha1.BMCFenceRecordStatus{StartedAt: &finished, FinishedAt: &finished, Outcome: "Fenced"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r, err := New(Options{Client: client.FencingV1alpha1(), Nodes: &fakeNodes{infos: infos}, Clock: clocktesting.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	for range 10 {
+		r.SyncAll(ctx)
+	}
+	if got := len(client.Actions()); got != 0 {
+		t.Errorf("10 resyncs of 1000 nodes at rest made %d requests (first: %v), want none", got, client.Actions()[0])
+	}
+}
+
+// The informer lags the recorder's own writes: a record just opened is
+// extended and closed from what the recorder wrote, never opened twice.
+func TestSyncDoesNotWaitForTheInformer(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	// A watch that never delivers: the cache stays as first listed (empty).
+	client.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	clk := clocktesting.NewFakeClock(t0)
+	r, err := New(Options{Client: client.FencingV1alpha1(), Nodes: &fakeNodes{}, Who: "a1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []fence.State{
+		{Phase: fence.PoweringOff, FailureStart: t0},
+		{Phase: fence.ConfirmingOff, FailureStart: t0},
+		{Phase: fence.Detaching, FailureStart: t0},
+		{Phase: fence.Healthy},
+	} {
+		if err := r.Sync(ctx, info(t, st)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := client.FencingV1alpha1().BMCFenceRecords().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Status.FinishedAt == nil || l.Items[0].Status.Phase != "Healthy" {
+		t.Errorf("records %+v, want one, closed", l.Items)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
@@ -249,5 +250,95 @@ func TestNodeRefOfAMachineWithoutOne(t *testing.T) {
 	_, err := nodeRef(machine("m2", ""))
 	if !errors.Is(err, ErrNoNodeRef) {
 		t.Errorf("err = %v, want ErrNoNodeRef", err)
+	}
+}
+
+// drain reconciles every CR queued now (not those waiting out a backoff).
+func drain(ctx context.Context, c *Controller) {
+	for c.queue.Len() > 0 {
+		c.ProcessNext(ctx)
+	}
+}
+
+// A CR whose finalizer cannot be written is retried with a backoff of its
+// own: the resyncs every 2 s leave it alone meanwhile, and keep serving the
+// other CRs. Before the work queue every resync wrote every CR again.
+func TestFailedReconcileBacksOff(t *testing.T) {
+	bad, good := remediationCR("w1"), remediationCR("w2")
+	client := fake.NewSimpleClientset(bad, good)
+	updates := map[string]int{}
+	client.PrependReactor("update", "bmcfenceremediations", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		name := a.(clienttesting.UpdateAction).GetObject().(*v1alpha1.BMCFenceRemediation).Name
+		updates[name]++
+		if name == "w1" {
+			return true, nil, errors.New("the API server refuses")
+		}
+		return false, nil, nil
+	})
+	nodes := &fakeNodes{infos: map[string]runner.NodeInfo{"w1": nodeIn(t, "w1", fence.Healthy), "w2": nodeIn(t, "w2", fence.Healthy)}}
+	c, err := New(Options{Client: client.FencingV1alpha1(), Nodes: nodes, Clock: clocktesting.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.queue.ShutDown)
+	for _, cr := range []*v1alpha1.BMCFenceRemediation{bad, good} {
+		if err := c.informer.GetStore().Add(cr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for range 10 {
+		c.Resync()
+		drain(ctx, c)
+	}
+	if updates["w1"] != 1 {
+		t.Errorf("the failing CR was written %d times in 10 resyncs, want once (then backoff)", updates["w1"])
+	}
+	if updates["w2"] == 0 || nodes.remediated["w2"] == "" {
+		t.Errorf("the other CR: %d writes, remediated %v: want it served", updates["w2"], nodes.remediated)
+	}
+}
+
+// A MachineHealthCheck CR's Machine is read once: its nodeRef names the
+// node for the Machine's life. A Machine without one is read again only
+// after a backoff. Before, every resync (2 s) read every CR's Machine.
+func TestMachineReadOncePerCR(t *testing.T) {
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
+		map[schema.GroupVersionResource]string{{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machines"}: "MachineList"},
+		machine("m1", "w1"), machine("m2", ""))
+	withRef, withoutRef := remediationCR("m1", ownedByMachine("m1")), remediationCR("m2", ownedByMachine("m2"))
+	withRef.UID, withoutRef.UID = "uid-1", "uid-2"
+	client := fake.NewSimpleClientset(withRef, withoutRef)
+	clk := clocktesting.NewFakeClock(t0)
+	nodes := &fakeNodes{infos: map[string]runner.NodeInfo{"w1": nodeIn(t, "w1", fence.Healthy)}}
+	c, err := New(Options{Client: client.FencingV1alpha1(), Nodes: nodes, Machines: DynamicMachines{Client: dyn}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets := func(name string) int {
+		k := 0
+		for _, a := range dyn.Actions() {
+			if g, ok := a.(clienttesting.GetAction); ok && g.GetVerb() == "get" && g.GetName() == name {
+				k++
+			}
+		}
+		return k
+	}
+	ctx := context.Background()
+	for range 11 { // at 0, 0.2, ..., 2.0 s
+		for _, cr := range []*v1alpha1.BMCFenceRemediation{withRef, withoutRef} {
+			if _, _, err := c.Reconcile(ctx, cr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Step(200 * time.Millisecond)
+	}
+	if gets("m1") != 1 {
+		t.Errorf("the Machine with a nodeRef was read %d times, want once", gets("m1"))
+	}
+	// 2 s of reconciles: the first read, and one after the 2 s backoff.
+	if gets("m2") != 2 {
+		t.Errorf("the Machine without a nodeRef was read %d times in 2 s, want twice (backoff 2 s)", gets("m2"))
 	}
 }

@@ -23,11 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned/typed/fencing/v1alpha1"
-	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/cluster/history"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
@@ -92,10 +92,17 @@ type Options struct {
 const DefaultTTL = 24 * time.Hour
 
 // Controller serves BMCFenceRequests; only the leader runs it.
+//
+// A node's requests are handled together, oldest first (the newest is
+// offered last and replaces older ones), through a rate-limited work queue
+// keyed by node: a request's events queue its node, the resync every 2 s
+// queues the nodes with pending requests (none at rest: no request, no
+// work, no read of the admission policy), and a node whose status writes
+// failed is retried with a backoff of its own.
 type Controller struct {
 	opts     Options
 	informer cache.SharedIndexInformer
-	kick     chan struct{}
+	queue    workqueue.TypedRateLimitingInterface[string]
 
 	mu sync.Mutex
 	// seen: when this process first saw each request (our clock: one
@@ -138,43 +145,133 @@ func New(opts Options) (*Controller, error) {
 			return reqs.Watch(ctx, o)
 		},
 	}
-	c := &Controller{opts: opts, kick: make(chan struct{}, 1),
+	c := &Controller{opts: opts,
 		seen: map[types.UID]time.Time{}, seenNow: map[types.UID]bool{}, offered: map[types.UID]bool{}, taken: map[string]bool{}}
-	c.informer = cache.NewSharedIndexInformer(lw, &v1alpha1.BMCFenceRequest{}, 0, cache.Indexers{})
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "requests", Clock: opts.Clock})
+	c.informer = cache.NewSharedIndexInformer(lw, &v1alpha1.BMCFenceRequest{}, 0, cache.Indexers{byNode: func(obj any) ([]string, error) {
+		if r, ok := obj.(*v1alpha1.BMCFenceRequest); ok {
+			return []string{r.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}})
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if r, ok := obj.(*v1alpha1.BMCFenceRequest); ok {
+			c.queue.Add(r.Spec.NodeName)
+		}
+	}
 	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.poke() }, UpdateFunc: func(any, any) { c.poke() }, DeleteFunc: func(any) { c.poke() },
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
 	}); err != nil {
 		return nil, fmt.Errorf("requests: %w", err)
 	}
 	if g, ok := opts.Guard.(*Guard); ok {
-		g.Subscribe(c.poke) // a refusal is said at once
+		g.Subscribe(c.queuePending) // a refusal is said at once
 	}
 	opts.Cluster.OnRequestTaken(func(node, id string) {
 		c.mu.Lock()
 		c.taken[node+"/"+id] = true
 		c.mu.Unlock()
-		c.poke()
+		c.queue.Add(node)
 	})
 	return c, nil
 }
 
-func (c *Controller) poke() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
+// byNode indexes requests by spec.nodeName.
+const byNode = "node"
+
+// A node whose requests could not be handled (a status write failed) is
+// retried after 1 s, doubling up to 5 minutes, and left out of the resyncs
+// meanwhile.
+const (
+	retryMin = time.Second
+	retryMax = 5 * time.Minute
+)
 
 // Run serves until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	return cluster.ReconcileLoop(ctx, "requests", c.informer, c.opts.Clock, c.opts.Resync, c.kick, c.ReconcileAll)
+	defer c.queue.ShutDown()
+	go c.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+		return fmt.Errorf("requests: cache not synced: %w", ctx.Err())
+	}
+	go func() {
+		t := c.opts.Clock.NewTicker(c.opts.Resync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				c.queue.ShutDown()
+				return
+			case <-t.C():
+				c.Resync()
+			}
+		}
+	}()
+	// Every node with requests once: a new leader reports what became of
+	// the requests it finds.
+	for _, node := range c.informer.GetIndexer().ListIndexFuncValues(byNode) {
+		c.queue.Add(node)
+	}
+	for c.ProcessNext(ctx) {
+	}
+	return nil
 }
 
-// ReconcileAll handles every request, oldest first, so that the newest
-// request for a node is the one offered last (it replaces older ones). A
-// request is marked seen first, then the guard reads the admission policy
-// again (Confirm), so that a new request can be vouched for at once: the
-// read began after it was seen.
+// Resync queues every node that is not backing off and has a pending
+// request (its expiry and the admission policy are checked again) or a
+// finished one past its TTL (to be deleted). Read from the cache: at rest
+// it asks the API server nothing.
+func (c *Controller) Resync() {
+	now := c.opts.Clock.Now()
+	for _, o := range c.informer.GetStore().List() {
+		r, ok := o.(*v1alpha1.BMCFenceRequest)
+		if ok && (!final(r.Status.Outcome) || c.collectable(r, now)) && c.queue.NumRequeues(r.Spec.NodeName) == 0 {
+			c.queue.Add(r.Spec.NodeName)
+		}
+	}
+}
+
+// ProcessNext handles the next queued node's requests; false once the
+// queue is shut down.
+func (c *Controller) ProcessNext(ctx context.Context) bool {
+	node, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(node)
+	objs, _ := c.informer.GetIndexer().ByIndex(byNode, node)
+	var reqs []*v1alpha1.BMCFenceRequest
+	for _, o := range objs {
+		if r, ok := o.(*v1alpha1.BMCFenceRequest); ok {
+			reqs = append(reqs, r)
+		}
+	}
+	if err := c.reconcile(ctx, reqs); err != nil {
+		c.opts.Log.Warn("fence requests; retrying with backoff", zap.String("node", node), zap.Int("failures", c.queue.NumRequeues(node)+1), zap.Error(err))
+		c.queue.AddRateLimited(node)
+		return true
+	}
+	c.queue.Forget(node)
+	return true
+}
+
+// queuePending queues every node with a pending request (the guard's view
+// changed: a request it no longer vouches for is refused at once). Read
+// from the cache.
+func (c *Controller) queuePending() {
+	for _, o := range c.informer.GetStore().List() {
+		if r, ok := o.(*v1alpha1.BMCFenceRequest); ok && !final(r.Status.Outcome) {
+			c.queue.Add(r.Spec.NodeName)
+		}
+	}
+}
+
+// ReconcileAll handles every request now.
 func (c *Controller) ReconcileAll(ctx context.Context) {
 	var reqs []*v1alpha1.BMCFenceRequest
 	for _, o := range c.informer.GetStore().List() {
@@ -182,6 +279,18 @@ func (c *Controller) ReconcileAll(ctx context.Context) {
 			reqs = append(reqs, r)
 		}
 	}
+	if err := c.reconcile(ctx, reqs); err != nil {
+		c.opts.Log.Warn("fence requests", zap.Error(err))
+	}
+}
+
+// reconcile handles requests oldest first, so that the newest request for
+// a node is the one offered last (it replaces older ones). A pending
+// request is marked seen first, then the guard reads the admission policy
+// again (Confirm), so that a new request can be vouched for at once: the
+// read began after it was seen. The admission policy is read only when one
+// of them is pending (none at rest).
+func (c *Controller) reconcile(ctx context.Context, reqs []*v1alpha1.BMCFenceRequest) error {
 	slices.SortFunc(reqs, func(a, b *v1alpha1.BMCFenceRequest) int {
 		if d := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); d != 0 {
 			return d
@@ -205,14 +314,16 @@ func (c *Controller) ReconcileAll(ctx context.Context) {
 	if pending && c.opts.Guard != nil {
 		c.opts.Guard.Confirm(ctx)
 	}
+	var errs []error
 	for _, r := range reqs {
 		if c.collect(ctx, r) {
 			continue
 		}
 		if err := c.Reconcile(ctx, r); err != nil {
-			c.opts.Log.Warn("fence request", zap.String("request", r.Name), zap.Error(err))
+			errs = append(errs, fmt.Errorf("request %s: %w", r.Name, err))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // final reports whether an outcome is the request's last.
@@ -235,22 +346,7 @@ func final(o v1alpha1.RequestOutcome) bool {
 // Pending requests are never collected: the agent still owes them an
 // answer.
 func (c *Controller) collect(ctx context.Context, r *v1alpha1.BMCFenceRequest) bool {
-	switch r.Status.Outcome {
-	case v1alpha1.OutcomeTaken, v1alpha1.OutcomeRefused, v1alpha1.OutcomeExpired:
-	case v1alpha1.OutcomePending, "":
-		return false
-	}
-	now := c.opts.Clock.Now()
-	finished := r.CreationTimestamp.Time
-	switch {
-	case r.Status.FinishedAt != nil:
-		finished = r.Status.FinishedAt.Time
-	case r.Status.SeenAt != nil && r.Status.SeenAt.After(finished):
-		// Finished by an agent before finishedAt existed: seenAt is the
-		// latest time it is known to have been open.
-		finished = r.Status.SeenAt.Time
-	}
-	if now.Sub(finished) < c.opts.TTL || now.Sub(r.CreationTimestamp.Time) < c.opts.TTL {
+	if !c.collectable(r, c.opts.Clock.Now()) {
 		return false
 	}
 	// Conditional on what was read: a request changed meanwhile is judged
@@ -274,6 +370,26 @@ func (c *Controller) collect(ctx context.Context, r *v1alpha1.BMCFenceRequest) b
 	delete(c.offered, r.UID)
 	c.mu.Unlock()
 	return true
+}
+
+// collectable: r's outcome is final, and both that outcome and r's
+// creation are TTL old at now.
+func (c *Controller) collectable(r *v1alpha1.BMCFenceRequest, now time.Time) bool {
+	switch r.Status.Outcome {
+	case v1alpha1.OutcomeTaken, v1alpha1.OutcomeRefused, v1alpha1.OutcomeExpired:
+	case v1alpha1.OutcomePending, "":
+		return false
+	}
+	finished := r.CreationTimestamp.Time
+	switch {
+	case r.Status.FinishedAt != nil:
+		finished = r.Status.FinishedAt.Time
+	case r.Status.SeenAt != nil && r.Status.SeenAt.After(finished):
+		// Finished by an agent before finishedAt existed: seenAt is the
+		// latest time it is known to have been open.
+		finished = r.Status.SeenAt.Time
+	}
+	return now.Sub(finished) >= c.opts.TTL && now.Sub(r.CreationTimestamp.Time) >= c.opts.TTL
 }
 
 func compareStrings(a, b string) int {

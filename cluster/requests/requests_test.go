@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
@@ -193,6 +195,149 @@ func TestRequestCreatedLongAgo(t *testing.T) {
 func TestCommandKind(t *testing.T) {
 	if _, err := commandKind("reboot"); !errors.Is(err, ErrUnknownAction) {
 		t.Errorf("commandKind(reboot) = %v, want ErrUnknownAction", err)
+	}
+}
+
+// drain handles every node queued now (not those waiting out a backoff).
+func drain(ctx context.Context, c *Controller) {
+	for c.queue.Len() > 0 {
+		c.ProcessNext(ctx)
+	}
+}
+
+// countingGuard vouches for every request and counts the guard's calls.
+type countingGuard struct{ vouches, confirms int }
+
+func (g *countingGuard) Vouch(*v1alpha1.BMCFenceRequest, time.Time) error { g.vouches++; return nil }
+func (g *countingGuard) Confirm(context.Context)                          { g.confirms++ }
+
+// At rest (every request answered) a resync asks the API server nothing,
+// not even for the admission policy. It used to read the policy's binding
+// every 2 s.
+func TestResyncAtRestAsksNothing(t *testing.T) {
+	guard := &countingGuard{}
+	done := request("old", v1alpha1.ActionFence)
+	done.Status.Outcome = v1alpha1.OutcomeTaken
+	w := newWorld(t, guard, done)
+	t.Cleanup(w.c.queue.ShutDown)
+	if err := w.c.informer.GetStore().Add(done); err != nil {
+		t.Fatal(err)
+	}
+	w.client.ClearActions()
+	ctx := context.Background()
+	for range 10 {
+		w.c.Resync()
+		drain(ctx, w.c)
+	}
+	if guard.confirms != 0 || len(w.client.Actions()) != 0 {
+		t.Errorf("10 resyncs at rest read the admission policy %d times and made %d requests, want none", guard.confirms, len(w.client.Actions()))
+	}
+}
+
+// Through the work queue, a pending request is seen, the admission policy
+// read again (Confirm), and the request refused when the guard does not
+// vouch for it, or offered with the guard's vouch when it does: the engine
+// takes it only while the guard still vouches for it.
+func TestQueuedRequestsAskTheGuard(t *testing.T) {
+	ctx := context.Background()
+	t.Run("not vouched for: refused", func(t *testing.T) {
+		w := newWorld(t, unvouched{}, request("r1", v1alpha1.ActionFence))
+		t.Cleanup(w.c.queue.ShutDown)
+		r, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "r1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.c.informer.GetStore().Add(r); err != nil {
+			t.Fatal(err)
+		}
+		w.c.Resync()
+		drain(ctx, w.c)
+		got, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "r1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Outcome != v1alpha1.OutcomeRefused || len(w.cluster.offered) != 0 {
+			t.Errorf("outcome = %q (%s), offered %v; want Refused, nothing offered", got.Status.Outcome, got.Status.Message, w.cluster.offered)
+		}
+	})
+	t.Run("vouched for: offered with the vouch", func(t *testing.T) {
+		guard := &countingGuard{}
+		w := newWorld(t, guard, request("r1", v1alpha1.ActionFence))
+		t.Cleanup(w.c.queue.ShutDown)
+		r, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "r1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.c.informer.GetStore().Add(r); err != nil {
+			t.Fatal(err)
+		}
+		w.c.Resync()
+		drain(ctx, w.c)
+		if guard.confirms != 1 {
+			t.Errorf("the admission policy was read %d times for one pending request, want once", guard.confirms)
+		}
+		check := w.cluster.vouch["w1/r1"]
+		if _, ok := w.cluster.offered["w1/r1"]; !ok || check == nil {
+			t.Fatalf("offered %v, vouch set %t; want r1 offered with the guard's vouch", w.cluster.offered, check != nil)
+		}
+		before := guard.vouches
+		if err := check(); err != nil || guard.vouches != before+1 {
+			t.Errorf("the offer's vouch = %v after %d calls to the guard, want it to ask the guard", err, guard.vouches-before)
+		}
+	})
+}
+
+// A node whose request's status cannot be written is retried with a
+// backoff of its own; the resyncs leave it alone meanwhile.
+func TestFailedStatusWriteBacksOff(t *testing.T) {
+	w := newWorld(t, nil, request("r1", v1alpha1.ActionFence))
+	t.Cleanup(w.c.queue.ShutDown)
+	writes := 0
+	w.client.PrependReactor("update", "bmcfencerequests", func(clienttesting.Action) (bool, runtime.Object, error) {
+		writes++
+		return true, nil, errors.New("the API server refuses")
+	})
+	r, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(context.Background(), "r1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.informer.GetStore().Add(r); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 10 {
+		w.c.Resync()
+		drain(ctx, w.c)
+	}
+	if writes != 1 {
+		t.Errorf("the status write was tried %d times in 10 resyncs, want once (then backoff)", writes)
+	}
+}
+
+// A finished request is deleted by a resync once its TTL has passed, even
+// when nothing else about its node changes: the resyncs queue it then, and
+// only then (before, a resync queued pending requests only, and a finished
+// one stayed for ever at rest).
+func TestResyncCollectsAFinishedRequestAfterItsTTL(t *testing.T) {
+	done := request("old", v1alpha1.ActionFence)
+	finished := metav1.NewTime(t0)
+	done.Status = v1alpha1.BMCFenceRequestStatus{Outcome: v1alpha1.OutcomeTaken, FinishedAt: &finished}
+	w := newWorld(t, nil, done)
+	t.Cleanup(w.c.queue.ShutDown)
+	if err := w.c.informer.GetStore().Add(done); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	w.c.Resync()
+	drain(ctx, w.c)
+	if _, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "old", metav1.GetOptions{}); err != nil {
+		t.Fatalf("deleted before its TTL: %v", err)
+	}
+	w.clock.SetTime(t0.Add(DefaultTTL + time.Second))
+	w.c.Resync()
+	drain(ctx, w.c)
+	if _, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "old", metav1.GetOptions{}); err == nil {
+		t.Error("a resync after its TTL left the finished request in place")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sort"
 	"sync"
@@ -22,7 +23,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -124,6 +124,9 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ..
 		return nil, err
 	}
 	m := metrics.New()
+	// A deleted node's series go with it.
+	m.SetNodes(cl.HasNode)
+	cl.OnNodeDeleted(m.Forget)
 	inv := inventory.New(inventory.Options{
 		Config: cfg.Inventory, Namespace: cfg.Namespace, Timeout: cfg.BMC.Timeout, Policy: cfg.Policy,
 		Client: client, Dynamic: o.dynamic, Nodes: cl, Observer: m, Log: log.Named("inventory"),
@@ -171,7 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.startGuard(ctx)
 	a.ready.Store(true)
-	a.warnRiskySettings(ctx)
+	a.warnRiskySettings()
 
 	lead := func(ctx context.Context) {
 		a.leading.Store(true)
@@ -338,7 +341,7 @@ func (a *Agent) fenceable(node string, err error) {
 
 // warnRiskySettings logs what the agent can see that would defeat or slow a
 // fence.
-func (a *Agent) warnRiskySettings(ctx context.Context) {
+func (a *Agent) warnRiskySettings() {
 	if !a.cfg.Policy.ForceDeletePods {
 		a.log.Warn("policy.forceDeletePods is off: failover waits for the pod GC loop (20 s) after the taint")
 	}
@@ -350,20 +353,16 @@ func (a *Agent) warnRiskySettings(ctx context.Context) {
 			a.log.Warn("node has no usable BMC entry: it will never be fenced", zap.String("node", n.Name))
 		}
 	}
-	pods, err := a.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		a.log.Warn("cannot list pods to check their tolerations", zap.Error(err))
-		return
-	}
-	taint := cluster.OutOfServiceTaint()
-	for _, p := range pods.Items {
-		for _, t := range p.Spec.Tolerations {
-			if t.ToleratesTaint(&taint) {
-				a.log.Warn("pod tolerates the out-of-service taint: it will never be moved off a fenced node",
-					zap.String("pod", p.Namespace+"/"+p.Name), zap.String("node", p.Spec.NodeName))
-				break
-			}
+	// From the cache (a list of every pod in a large cluster, decoded at
+	// once, was the agent's peak of memory at start).
+	pods := a.cluster.PodsToleratingOutOfService()
+	const shown = 20
+	for i, p := range pods {
+		if i == shown {
+			a.log.Warn(fmt.Sprintf("%d more pods tolerate the out-of-service taint", len(pods)-shown))
+			break
 		}
+		a.log.Warn("pod tolerates the out-of-service taint: it will never be moved off a fenced node", zap.String("pod", p))
 	}
 }
 
@@ -385,9 +384,11 @@ func (a *Agent) serve() ([]*http.Server, error) {
 		fmt.Fprintln(w, "ok:", role)
 	})
 	var metricsHandler http.Handler = promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})
+	auth := func(h http.Handler) http.Handler { return h }
 	if a.cfg.Server.MetricsAuth {
-		metricsHandler = newKubeAuth(a.client, a.clock).wrap(metricsHandler)
+		auth = newKubeAuth(a.client, a.clock).wrap
 	}
+	metricsHandler = auth(metricsHandler)
 	var tlsCfg *tls.Config
 	if !a.cfg.Server.MetricsPlainHTTP {
 		certs, err := newCertSource(a.cfg.Server.MetricsCertDir, metricsNames(a.cfg.Namespace), a.clock, a.log.Named("metrics"))
@@ -400,6 +401,7 @@ func (a *Agent) serve() ([]*http.Server, error) {
 		// One listener: the probes then speak HTTPS too (httpGet scheme
 		// HTTPS; the kubelet does not verify the certificate).
 		health.Handle("/metrics", metricsHandler)
+		a.servePprof(health, auth)
 		s, err := listen(a.cfg.Server.HealthAddress, health, tlsCfg, a.log)
 		if err != nil {
 			return nil, err
@@ -408,6 +410,7 @@ func (a *Agent) serve() ([]*http.Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
+	a.servePprof(mux, auth)
 	ms, err := listen(a.cfg.Server.MetricsAddress, mux, tlsCfg, a.log)
 	if err != nil {
 		return nil, err
@@ -418,6 +421,22 @@ func (a *Agent) serve() ([]*http.Server, error) {
 		return nil, err
 	}
 	return []*http.Server{ms, hs}, nil
+}
+
+// servePprof serves Go's profiles under /debug/pprof/ when server.pprof is
+// on, behind the same auth as /metrics (config.Validate allows it without
+// metricsAuth only on a loopback address).
+func (a *Agent) servePprof(mux *http.ServeMux, auth func(http.Handler) http.Handler) {
+	if !a.cfg.Server.Pprof {
+		return
+	}
+	a.log.Info("serving Go profiles under /debug/pprof/ (server.pprof)", zap.String("address", a.cfg.Server.MetricsAddress),
+		zap.Bool("metricsAuth", a.cfg.Server.MetricsAuth))
+	mux.Handle("/debug/pprof/", auth(http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/cmdline", auth(http.HandlerFunc(pprof.Cmdline)))
+	mux.Handle("/debug/pprof/profile", auth(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/symbol", auth(http.HandlerFunc(pprof.Symbol)))
+	mux.Handle("/debug/pprof/trace", auth(http.HandlerFunc(pprof.Trace)))
 }
 
 // healthz fails when this replica leads but has stopped renewing its Lease

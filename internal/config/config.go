@@ -197,6 +197,13 @@ type Server struct {
 	// does, in-process. Off by default for local runs; the manifests and
 	// the chart turn it on.
 	MetricsAuth bool `mapstructure:"metricsAuth"`
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// the metrics address, for measuring the agent (make scale saves its
+	// heap and CPU profiles). Off by default. Behind server.metricsAuth
+	// each profile is its own non-resource URL, which the metrics reader's
+	// grant does not cover; without metricsAuth, only on a loopback
+	// address (Validate refuses anything else).
+	Pprof bool `mapstructure:"pprof"`
 	// MetricsCertDir holds tls.crt and tls.key (PEM) for /metrics, as a
 	// kubernetes.io/tls Secret mounted there gives them (cert-manager's, or
 	// yours); they are read again when they change, so a rotated

@@ -111,6 +111,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"bad namespace", "namespace: BMC.fence\n", nil, []string{`namespace: "BMC.fence"`}},
 		{"bad secret name", "inventory:\n  defaults: {credentialsSecret: My_Secret}\n", nil, []string{`inventory.defaults.credentialsSecret: "My_Secret"`}},
 		{"bad metrics address", "server:\n  metricsAddress: not an address\n", nil, []string{`server.metricsAddress: "not an address": want [HOST]:PORT`}},
+		{"profiles unauthenticated", "server:\n  pprof: true\n", nil, []string{"server.pprof: the profiles would be served without authentication on :9500"}},
 		{"bad health port", "server:\n  healthAddress: \":99999\"\n", nil, []string{`server.healthAddress: ":99999": port "99999"`}},
 		{"out of range", "policy:\n  settleReads: 1\n", nil, []string{"policy.settleReads = 1: must be between 2 and 100"}},
 		{"bad address", "inventory:\n  nodes:\n    - name: w1\n      address: 10.0.0.1\n", nil, []string{"inventory.nodes[0] (w1): address", "want https://HOST"}},
@@ -343,5 +344,18 @@ func TestReferencedNamesBySource(t *testing.T) {
 				t.Errorf("ReferencedNames (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Profiles are served with metricsAuth, or on a loopback address.
+func TestPprofNeedsAuthOrLoopback(t *testing.T) {
+	for _, yaml := range []string{
+		"server:\n  pprof: true\n  metricsAuth: true\n",
+		"server:\n  pprof: true\n  metricsAddress: 127.0.0.1:9500\n",
+		"server:\n  pprof: true\n  metricsAddress: \"[::1]:9500\"\n",
+	} {
+		if _, err := loadFile(t, yaml, nil); err != nil {
+			t.Errorf("%q: %v", yaml, err)
+		}
 	}
 }

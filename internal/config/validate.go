@@ -151,6 +151,12 @@ func (a Agent) validateNamesAndAddresses() []error {
 			bad(l.field, "%q: %v", l.addr, err)
 		}
 	}
+	if a.Server.Pprof && !a.Server.MetricsAuth && !loopback(a.Server.MetricsAddress) {
+		// A profile names every function and goroutine; the heap profile's
+		// sizes and the CPU profile's load say what the agent holds and
+		// does. Never to anyone who reaches the port.
+		bad("server.pprof", "the profiles would be served without authentication on %s: turn on server.metricsAuth, or listen on a loopback address (127.0.0.1:PORT) and reach it with kubectl port-forward", a.Server.MetricsAddress)
+	}
 	errs = append(errs, a.Inventory.Defaults.validateNames("inventory.defaults")...)
 	seenNS := map[string]int{}
 	for i, ns := range a.Inventory.Metal3.Namespaces {

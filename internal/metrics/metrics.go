@@ -47,6 +47,9 @@ type Metrics struct {
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
 	unfenced map[string]bool
+	// exists, when set, says whether a node still exists: per-node series
+	// are written only for nodes that do (SetNodes).
+	exists func(node string) bool
 }
 
 var _ runner.Recorder = (*Metrics)(nil)
@@ -119,6 +122,27 @@ func New() *Metrics {
 	return m
 }
 
+// SetNodes tells the metrics which nodes exist: per-node series of a node
+// that does not (deleted while a probe or a step was in flight: the
+// runner's last word on a deleted node is its phase Healthy) are dropped
+// instead of written, so a cluster that replaces its nodes does not grow
+// its series forever. Call Forget when a node is deleted.
+func (m *Metrics) SetNodes(exists func(node string) bool) {
+	m.mu.Lock()
+	m.exists = exists
+	m.mu.Unlock()
+}
+
+// gone reports, under m.mu, whether node no longer exists, and forgets it
+// if so.
+func (m *Metrics) gone(node string) bool {
+	if m.exists == nil || m.exists(node) {
+		return false
+	}
+	m.forgetLocked(node)
+	return true
+}
+
 // Describe sends the description of every bmcfence_* metric, with a value
 // yet or not: what the agent exports (the README's list is checked
 // against it, hack/readme_test.go).
@@ -139,6 +163,9 @@ func (m *Metrics) Phase(node string, p fence.Phase) {
 	if seen && old == p {
 		return
 	}
+	if m.gone(node) {
+		return
+	}
 	if !seen {
 		for _, q := range fence.Phases() {
 			m.phase.WithLabelValues(node, q.String()).Set(0)
@@ -154,6 +181,10 @@ func (m *Metrics) Phase(node string, p fence.Phase) {
 func (m *Metrics) Forget(node string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.forgetLocked(node)
+}
+
+func (m *Metrics) forgetLocked(node string) {
 	delete(m.phases, node)
 	for _, q := range fence.Phases() {
 		m.phase.DeleteLabelValues(node, q.String())
@@ -198,6 +229,9 @@ func (m *Metrics) CipherSuiteFallback(suite int) {
 func (m *Metrics) Fenceable(node string, ok bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.gone(node) {
+		return false
+	}
 	wasUnfenceable := m.unfenced[node]
 	v := 0.0
 	if ok {

@@ -75,6 +75,31 @@ bmcfence_risky_setting{setting="plainHTTP"} 1
 	}
 }
 
+// A node that no longer exists gets no series: what is written about it
+// after its deletion (a probe, the runner's last step) drops what is left.
+func TestSeriesOfAGoneNodeAreNotWritten(t *testing.T) {
+	m := New()
+	exists := map[string]bool{"w1": true, "w2": true}
+	m.SetNodes(func(n string) bool { return exists[n] })
+	m.Phase("w1", fence.Suspect)
+	m.Fenceable("w1", false)
+	m.Fenceable("w2", false)
+	delete(exists, "w1")
+	m.Phase("w1", fence.Healthy)
+	if changed := m.Fenceable("w1", true); changed {
+		t.Error("Fenceable reported a change for a node that is gone")
+	}
+	if n := testutil.CollectAndCount(m.phase); n != 0 {
+		t.Errorf("%d phase series left for a gone node", n)
+	}
+	if n := testutil.CollectAndCount(m.fenceable); n != 1 {
+		t.Errorf("%d fenceable series, want w2's only", n)
+	}
+	if got := testutil.ToFloat64(m.unfenceable); got != 1 {
+		t.Errorf("unfenceable = %v, want 1 (w2)", got)
+	}
+}
+
 // A counter series that first appears at 1 has no increase() in
 // Prometheus: the chart's BMCFenceRefused alert would miss the first
 // refusal of each reason. Every reason is exported at 0 from the start.

@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,11 +49,15 @@ import (
 )
 
 var (
-	flagNodes  = flag.Int("nodes", 1000, "nodes in the cluster")
-	flagGroups = flag.Int("groups", 10, "kwok processes; the failure scenarios fail whole groups")
-	flagSteady = flag.Duration("steady", 10*time.Minute, "how long the steady state is measured")
-	flagOnly   = flag.String("scenarios", "steady,storm,partition,powerloss,bmccut", "which scenarios, in this order")
-	flagAgent  = flag.String("agent", "", "a fence-agent binary to run instead of building cmd/fence-agent (to compare builds)")
+	flagNodes       = flag.Int("nodes", 1000, "nodes in the cluster")
+	flagGroups      = flag.Int("groups", 10, "kwok processes; the failure scenarios fail whole groups")
+	flagPodsPerNode = flag.Int("pods-per-node", 30, "pods per node on average, from Deployments and StatefulSets")
+	flagSteady      = flag.Duration("steady", 10*time.Minute, "how long the steady state is measured")
+	flagOnly        = flag.String("scenarios", "steady,storm,partition,powerloss,bmccut", "which scenarios, in this order")
+	flagAgent       = flag.String("agent", "", "fence-agent binaries to run instead of building cmd/fence-agent, comma-separated: each is measured in turn (start-up, steady state, profiles) on the same cluster, and the last runs the failure scenarios")
+	flagOut         = flag.String("out", "", "directory for the figures (figures.json) and the agent's profiles (a relative path is under the repository; default bin/scale/nNODES); with several agents, one subdirectory each")
+	flagProfile     = flag.Duration("profile", time.Minute, "CPU profile length, taken after the steady window (0: no profiles)")
+	flagPlot        = flag.String("plot", "", "TestPlot: the directory (a relative path is under the repository) whose */figures.json feed the growth table and plot (growth.svg, written there)")
 )
 
 // The agent's policy: the defaults, with the two knobs the README
@@ -63,13 +68,17 @@ func agentPolicy(group int) string {
 	return fmt.Sprintf("policy:\n  fenceAfter: 60s\n  maxConcurrentPowerLossFences: %d\n", group)
 }
 
+// profiling turns on the agent's /debug/pprof/ (its metrics address is
+// loopback and unauthenticated in the harness, which config.Validate allows).
+const profiling = "server:\n  pprof: true\n"
+
 const (
 	suspectAfter = 20 * time.Second
 	fenceAfter   = 60 * time.Second
 	cooldown     = 30 * time.Second
 )
 
-// Targets (issue 14).
+// Targets (issues 14 and 22).
 const (
 	maxRSS         = 100 << 20
 	maxIdleCPU     = 0.02 // of one core
@@ -82,8 +91,21 @@ type harness struct {
 	tb    *testbed.Testbed
 	c     kubernetes.Interface
 	agent *testbed.Agent
+	proxy *countingProxy
 	group int // nodes per group
+	pods  int // pods in the cluster (workload and the power-loss group's)
 	fails []string
+	figs  *Figures
+}
+
+// controlPlaneArgs let the controllers keep up with tens of thousands of
+// pods: client-side rate limits 10 to 15 times the defaults (20/30 for the
+// controller manager, 50/100 for the scheduler) and more workers for the
+// workload controllers. Without them the set-up takes half an hour.
+var controlPlaneArgs = map[string][]string{
+	"kube-controller-manager": {"--kube-api-qps=300", "--kube-api-burst=600",
+		"--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20", "--concurrent-statefulset-syncs=20"},
+	"kube-scheduler": {"--kube-api-qps=300", "--kube-api-burst=600"},
 }
 
 func TestScale(t *testing.T) {
@@ -94,9 +116,14 @@ func TestScale(t *testing.T) {
 	if n%groups != 0 || n/groups < 3 {
 		t.Fatalf("-nodes %d must be a multiple of -groups %d, with at least 3 nodes a group", n, groups)
 	}
+	out := *flagOut
+	if out == "" {
+		out = filepath.Join("bin", "scale", fmt.Sprintf("n%d", n))
+	}
+	out = underRepo(t, out)
 	ctx := context.Background()
 	setupStart := time.Now()
-	cp := controlplane.StartT(t, controlplane.Options{Logf: quiet(t)})
+	cp := controlplane.StartT(t, controlplane.Options{Logf: quiet(t), ExtraArgs: controlPlaneArgs})
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%04d", i)
@@ -108,54 +135,77 @@ func TestScale(t *testing.T) {
 	}
 	t.Cleanup(tb.Stop)
 	h := &harness{t: t, tb: tb, c: cp.Client(), group: n / groups}
+	nodesReady := time.Since(setupStart)
 	fmt.Printf("scale: setup: %d nodes in %d kwok processes, 1 Redfish mock with %d systems, ready in %.0fs\n",
-		n, groups, n, time.Since(setupStart).Seconds())
+		n, groups, n, nodesReady.Seconds())
 
-	// One StatefulSet pod with a volume on each node of the power-loss group.
+	// One StatefulSet pod with a volume on each node of the power-loss
+	// group, then the workload: about -pods-per-node pods on every node.
 	h.statefulSets(ctx, tb.Groups[powerLossGroup(groups)])
+	workStart := time.Now()
+	plan := h.workload(ctx, *flagPodsPerNode*n-h.group)
+	h.pods = plan.pods + h.group
+	setup := time.Since(setupStart)
+	fmt.Printf("scale: setup: %d pods Running (%d Deployments of %d, %d StatefulSets of %d with Parallel pod management, in %d namespaces; %d with volumes) in %.0fs; whole set-up %.0fs\n",
+		h.pods, plan.deployments, deploymentReplicas, plan.statefulSets, statefulSetReplicas, plan.namespaces, h.group,
+		time.Since(workStart).Seconds(), setup.Seconds())
 
-	bin := *flagAgent
-	if bin == "" {
-		if bin, err = testbed.BuildAgent(t.TempDir()); err != nil {
+	apiHost := strings.TrimPrefix(cp.RESTConfig().Host, "https://")
+	if h.proxy, err = startProxy(apiHost); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.proxy.Close)
+	kubeconfig, err := tb.AgentKubeconfigVia("https://" + h.proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bins := strings.Split(*flagAgent, ",")
+	if *flagAgent == "" {
+		bin, err := testbed.BuildAgent(t.TempDir())
+		if err != nil {
 			t.Fatal(err)
 		}
+		bins = []string{bin}
 	}
-	cfg, err := tb.AgentConfig(agentPolicy(h.group))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := tb.StartAgent(ctx, bin, "scale-agent", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.agent = a
-	t.Cleanup(func() {
-		a.Stop()
-		if t.Failed() {
-			t.Logf("agent log (tail):\n%s", tailLines(a.Logs(), 40))
+	scenarios := strings.Split(*flagOnly, ",")
+	for i, bin := range bins {
+		dir := out
+		if len(bins) > 1 {
+			dir = filepath.Join(out, fmt.Sprintf("%d-%s", i, filepath.Base(bin)))
 		}
-	})
-	h.waitFor(2*time.Minute, "the agent leads", func() (bool, error) { return a.Leading(), nil })
-	// Every node probed once (a whole probe interval) before measuring.
-	h.waitFor(3*time.Minute, "every node probed fenceable", func() (bool, error) {
-		k, err := h.fenceableCount()
-		return k == n, err
-	})
-
-	for _, s := range strings.Split(*flagOnly, ",") {
-		switch s {
-		case "steady":
-			h.steady(ctx)
-		case "storm":
-			h.storm(ctx)
-		case "partition":
-			h.partition(ctx)
-		case "powerloss":
-			h.powerLoss(ctx)
-		case "bmccut":
-			h.bmcCut(ctx)
-		default:
-			t.Fatalf("unknown scenario %q", s)
+		h.figs = &Figures{Nodes: n, Pods: h.pods, Command: command(), Date: time.Now().UTC().Format(time.RFC3339),
+			SetupSeconds: setup.Seconds(), WorkloadSeconds: (setup - nodesReady).Seconds()}
+		last := i == len(bins)-1
+		h.runAgent(ctx, bin, fmt.Sprintf("scale-agent-%d", i), kubeconfig, dir)
+		for _, s := range scenarios {
+			switch s {
+			case "steady":
+				h.steady(ctx, dir)
+			case "storm", "partition", "powerloss", "bmccut":
+				if !last {
+					continue // the failure scenarios run once, with the last agent
+				}
+				switch s {
+				case "storm":
+					h.storm(ctx)
+				case "partition":
+					h.partition(ctx)
+				case "powerloss":
+					h.powerLoss(ctx)
+				case "bmccut":
+					h.bmcCut(ctx)
+				}
+			default:
+				t.Fatalf("unknown scenario %q", s)
+			}
+		}
+		if err := h.figs.save(dir); err != nil {
+			t.Error(err)
+		}
+		fmt.Printf("scale: figures: %s\n", filepath.Join(dir, "figures.json"))
+		if !last {
+			h.agent.Stop()
 		}
 	}
 	for _, f := range h.fails {
@@ -163,9 +213,114 @@ func TestScale(t *testing.T) {
 	}
 }
 
+// command is how this run was started, for the figures.
+func command() string {
+	args := []string{}
+	flag.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "test.") {
+			return
+		}
+		args = append(args, fmt.Sprintf("-%s=%s", f.Name, f.Value))
+	})
+	return "make scale SCALE_ARGS='" + strings.Join(args, " ") + "'"
+}
+
+// runAgent starts the agent (through the counting proxy, with profiles on
+// when the binary knows the setting), measures its start-up, and waits
+// until every node was probed once.
+func (h *harness) runAgent(ctx context.Context, bin, name, kubeconfig, dir string) {
+	t := h.t
+	cfg, err := h.tb.AgentConfig(agentPolicy(h.group) + profiling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a, err := h.tb.StartAgent(ctx, bin, name, cfg, "--kubeconfig", kubeconfig)
+	if err != nil && strings.Contains(err.Error(), "pprof") {
+		// An agent from before server.pprof: measured without profiles.
+		t.Logf("%s does not know server.pprof: no profiles", bin)
+		if cfg, err = h.tb.AgentConfig(agentPolicy(h.group)); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		a, err = h.tb.StartAgent(ctx, bin, name, cfg, "--kubeconfig", kubeconfig)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := time.Since(start)
+	h.agent = a
+	t.Cleanup(func() {
+		a.Stop()
+		if t.Failed() {
+			t.Logf("agent log (tail):\n%s", tailLines(a.Logs(), 40))
+		}
+	})
+	for !a.Leading() {
+		if time.Since(start) > 3*time.Minute {
+			t.Fatalf("the agent does not lead 3 minutes after its start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	leading := time.Since(start)
+	hwm, _ := a.PeakRSS()
+	h.figs.ReadySeconds, h.figs.LeadingSeconds, h.figs.StartupPeakRSSMiB = ready.Seconds(), leading.Seconds(), mib(hwm)
+	h.figs.AgentVersion, h.figs.AgentCommit = h.buildInfo()
+	fmt.Printf("scale: start-up: %d nodes, %d pods: caches synced +%.1fs, leading +%.1fs, peak RSS until then %.1f MiB (agent %s, commit %s)\n",
+		len(h.tb.Nodes), h.pods, ready.Seconds(), leading.Seconds(), mib(hwm), h.figs.AgentVersion, short(h.figs.AgentCommit))
+	// Every node probed once (a whole probe interval) before measuring.
+	h.waitFor(3*time.Minute, "every node probed fenceable", func() (bool, error) {
+		k, err := h.fenceableCount()
+		return k == len(h.tb.Nodes), err
+	})
+}
+
+// buildInfo reads the agent's version and commit from bmcfence_build_info.
+func (h *harness) buildInfo() (version, commit string) {
+	resp, err := testbed.MetricsClient(10 * time.Second).Get(h.agent.MetricsURL() + "/metrics")
+	if err != nil {
+		return "unknown", "unknown"
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "bmcfence_build_info{") {
+			continue
+		}
+		return label(line, "version"), label(line, "commit")
+	}
+	return "unknown", "unknown"
+}
+
+func label(line, name string) string {
+	for _, sep := range []string{"{", ","} {
+		if _, rest, ok := strings.Cut(line, sep+name+`="`); ok {
+			v, _, _ := strings.Cut(rest, `"`)
+			return v
+		}
+	}
+	return ""
+}
+
 // Groups: g0 the partition, g1 the BMC cut, g2..g7 the storm (6 of 10),
 // the last the power loss.
 func powerLossGroup(groups int) int { return groups - 1 }
+
+// underRepo resolves a relative -out or -plot against the repository's
+// root, as the command is typed there (go test runs in test/scale).
+func underRepo(t *testing.T, path string) string {
+	t.Helper()
+	if filepath.IsAbs(path) {
+		return path
+	}
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, path)
+}
 
 const (
 	partitionGroup = 0
@@ -201,13 +356,16 @@ func (h *harness) fenceableCount() (int, error) {
 
 // ---- the steady state -------------------------------------------------------
 
-func (h *harness) steady(ctx context.Context) {
+func (h *harness) steady(ctx context.Context, dir string) {
 	n := len(h.tb.Nodes)
 	cpu0, _ := h.agent.CPUTime()
 	api0 := h.apiRequests(ctx)
+	in0, out0 := h.proxy.Bytes()
 	bmc0 := h.bmcRequests()
 	start := time.Now()
 	var peakSec, peakRSS int64
+	var loadSum float64
+	loads := 0
 	last := bmc0
 	tick := time.NewTicker(time.Second)
 	for time.Since(start) < *flagSteady {
@@ -218,11 +376,16 @@ func (h *harness) steady(ctx context.Context) {
 		if rss, err := h.agent.RSS(); err == nil {
 			peakRSS = max(peakRSS, rss)
 		}
+		if l, err := loadAverage(); err == nil {
+			loadSum += l
+			loads++
+		}
 	}
 	tick.Stop()
 	el := time.Since(start)
 	cpu1, _ := h.agent.CPUTime()
 	api1 := h.apiRequests(ctx)
+	in1, out1 := h.proxy.Bytes()
 	bmc1 := h.bmcRequests()
 	rss, _ := h.agent.RSS()
 	gor, _ := h.agent.Metric("go_goroutines")
@@ -231,13 +394,21 @@ func (h *harness) steady(ctx context.Context) {
 	cpu := (cpu1 - cpu0).Seconds() / el.Seconds()
 	perNodeMin := float64(bmc1-bmc0) / float64(n) / el.Minutes()
 	mean := float64(bmc1-bmc0) / el.Seconds()
-	fmt.Printf("scale: steady: %d nodes, %s: agent RSS %.1f MiB (peak %.1f, heap in use %.1f), CPU %.2f%% of a core, API %.2f req/s, BMC %.2f req/node/min (mean %.1f/s, busiest second %d), goroutines %.0f, open fds %.0f\n",
-		n, el.Round(time.Second), mib(rss), mib(peakRSS), heap/(1<<20), cpu*100, float64(api1-api0)/el.Seconds(), perNodeMin, mean, peakSec, gor, fds)
+	load := loadSum / float64(max(loads, 1))
+	f := h.figs
+	f.SteadySeconds, f.RSSMiB, f.PeakRSSMiB, f.HeapInUseMiB = el.Seconds(), mib(rss), mib(peakRSS), heap/(1<<20)
+	f.CPUPercent, f.LoadAverage = cpu*100, load
+	f.APIRequestsSec = float64(api1-api0) / el.Seconds()
+	f.APIBytesInSec, f.APIBytesOutSec = float64(in1-in0)/el.Seconds(), float64(out1-out0)/el.Seconds()
+	f.BMCPerNodeMin, f.Goroutines, f.OpenFDs = perNodeMin, int(gor), int(fds)
+	fmt.Printf("scale: steady: %d nodes, %d pods, %s: agent RSS %.1f MiB (peak %.1f, heap in use %.1f), CPU %.2f%% of a core (utime+stime; load average %.1f), API %.2f req/s, %.1f KiB/s in, %.1f KiB/s out, BMC %.2f req/node/min (mean %.1f/s, busiest second %d), goroutines %.0f, open fds %.0f\n",
+		n, h.pods, el.Round(time.Second), mib(rss), mib(peakRSS), heap/(1<<20), cpu*100, load, f.APIRequestsSec,
+		f.APIBytesInSec/1024, f.APIBytesOutSec/1024, perNodeMin, mean, peakSec, gor, fds)
 	if peakRSS > maxRSS {
 		h.fail("steady: peak RSS %.1f MiB > %d MiB", mib(peakRSS), maxRSS>>20)
 	}
 	if cpu > maxIdleCPU {
-		h.fail("steady: CPU %.2f%% of a core > %.0f%%", cpu*100, maxIdleCPU*100)
+		h.fail("steady: CPU %.2f%% of a core > %.0f%% (load average %.1f)", cpu*100, maxIdleCPU*100, load)
 	}
 	if perNodeMin > maxBMCPerMin*1.05 { // one interval's phase jitter
 		h.fail("steady: %.2f BMC requests per node per minute > %.0f", perNodeMin, maxBMCPerMin)
@@ -246,6 +417,20 @@ func (h *harness) steady(ctx context.Context) {
 	if float64(peakSec) > 4*mean+5 {
 		h.fail("steady: the busiest second carried %d BMC requests, mean %.1f/s: probes not spread", peakSec, mean)
 	}
+	h.profiles(dir)
+}
+
+// loadAverage is the machine's one-minute load average.
+func loadAverage() (float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("empty /proc/loadavg")
+	}
+	return strconv.ParseFloat(f[0], 64)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -561,8 +746,9 @@ func (h *harness) powerLoss(ctx context.Context) {
 			first = d
 		}
 	}
-	fmt.Printf("scale: powerloss: %d nodes lose power at once (BMCs Off): first tainted +%.1fs, all tainted +%.1fs (target %s), all %d replacement pods Running +%.1fs\n",
-		len(g.Nodes), first.Seconds(), allTainted.Seconds(), suspectAfter+powerLossSlack, len(g.Nodes), allRunning.Seconds())
+	fmt.Printf("scale: powerloss: %d nodes lose power at once (BMCs Off), %d pods in the cluster: first tainted +%.1fs, all tainted +%.1fs (target %s), all %d replacement StatefulSet pods with volumes Running +%.1fs\n",
+		len(g.Nodes), h.pods, first.Seconds(), allTainted.Seconds(), suspectAfter+powerLossSlack, len(g.Nodes), allRunning.Seconds())
+	h.figs.PowerLossNodes, h.figs.PowerLossTaintedSeconds, h.figs.PowerLossRunningSeconds = len(g.Nodes), allTainted.Seconds(), allRunning.Seconds()
 	if allTainted > suspectAfter+powerLossSlack {
 		h.fail("powerloss: all tainted after %s > suspectAfter + %s", allTainted, powerLossSlack)
 	}

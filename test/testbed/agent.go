@@ -69,7 +69,9 @@ func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, 
 		logf.Close()
 		close(a.done)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
+	// Seconds normally; a scale run's initial lists (tens of thousands of
+	// pods) on a loaded machine take longer.
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		if resp, err := http.Get("http://" + a.health + "/readyz"); err == nil {
 			_ = resp.Body.Close()
@@ -87,16 +89,26 @@ func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, 
 		}
 		if time.Now().After(deadline) {
 			a.Kill()
-			return nil, fmt.Errorf("fence-agent %s not ready after 30s; log:\n%s", name, tail(a.LogPath, 20))
+			return nil, fmt.Errorf("fence-agent %s not ready after 3m; log:\n%s", name, tail(a.LogPath, 20))
 		}
 	}
 }
 
-// metricsClient scrapes an agent's /metrics: HTTPS, with the self-signed
-// certificate the agent made at start (nothing to verify it against).
-var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+// metricsTransport speaks to an agent's metrics address: HTTPS, with the
+// self-signed certificate the agent made at start (nothing to verify it
+// against).
+var metricsTransport = &http.Transport{
 	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the agent's self-signed certificate
-}}
+}
+
+// metricsClient scrapes an agent's /metrics.
+var metricsClient = MetricsClient(10 * time.Second)
+
+// MetricsClient is a client for MetricsURL (HTTPS, the agent's self-signed
+// certificate not verified), with the given timeout.
+func MetricsClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: metricsTransport}
+}
 
 // Kill sends SIGKILL (a crash mid-fence) and waits for the process.
 func (a *Agent) Kill() {
@@ -168,18 +180,32 @@ func (a *Agent) Metric(name string, labels ...string) (float64, error) {
 }
 
 // RSS returns the process's resident memory in bytes.
-func (a *Agent) RSS() (int64, error) {
+func (a *Agent) RSS() (int64, error) { return a.status("VmRSS:") }
+
+// PeakRSS returns the most resident memory the process has had so far
+// (the kernel's high-water mark), in bytes.
+func (a *Agent) PeakRSS() (int64, error) { return a.status("VmHWM:") }
+
+// Pid is the agent's process ID.
+func (a *Agent) Pid() int { return a.cmd.Process.Pid }
+
+// MetricsURL is the agent's metrics endpoint (https://HOST:PORT; read it
+// with MetricsClient).
+func (a *Agent) MetricsURL() string { return "https://" + a.metrics }
+
+// status reads a size field (kB) of /proc/PID/status, in bytes.
+func (a *Agent) status(field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", a.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s for pid %d", field, a.cmd.Process.Pid)
 }
 
 // CPUTime returns the process's user+system CPU time so far.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 
@@ -203,6 +204,30 @@ func createRBAC(ctx context.Context, c kubernetes.Interface, obj any) (bool, err
 // impersonates the agent's ServiceAccount, so an agent started with it can
 // do exactly what deploy/base grants: a missing grant fails the e2e instead
 // of a production install.
+// AgentKubeconfigVia writes a copy of the agent's kubeconfig that reaches
+// the API server through server (https://HOST:PORT: a proxy that counts
+// the agent's traffic) and returns its path, for StartAgent's extra
+// "--kubeconfig" (the last one wins).
+func (b *Testbed) AgentKubeconfigVia(server string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(b.agentKubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("reading the agent's kubeconfig: %w", err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = server
+	}
+	f, err := os.CreateTemp(b.dir, "agent-via-*.kubeconfig")
+	if err != nil {
+		return "", err
+	}
+	path := f.Name()
+	_ = f.Close()
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("writing the agent's kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
 func (b *Testbed) writeAgentKubeconfig() (string, error) {
 	cfg, err := clientcmd.LoadFromFile(b.CP.Kubeconfig())
 	if err != nil {

@@ -13,6 +13,7 @@
 package testbed
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -513,6 +514,20 @@ func (b *Testbed) Reset(ctx context.Context) error {
 // BuildAgent builds cmd/fence-agent into dir and returns its path.
 func BuildAgent(dir string) (string, error) { return Build(dir, "fence-agent") }
 
+// commit names the work tree's commit, with "-dirty" when it has
+// uncommitted changes; "unknown" without git.
+func commit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += "-dirty"
+	}
+	return c
+}
+
 // Build builds cmd/NAME into dir and returns its path.
 func Build(dir, name string) (string, error) {
 	root, err := controlplane.RepoRoot()
@@ -520,7 +535,11 @@ func Build(dir, name string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+	// The commit, as make build stamps it (a plain go build may carry no
+	// VCS information: GOFLAGS=-buildvcs=false): the scale harness
+	// records which agent it measured.
+	ldflags := "-X github.com/bmcfence/bmcfence/internal/version.Commit=" + commit(root)
+	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v\n%s", name, err, b)

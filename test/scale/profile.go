@@ -1,0 +1,78 @@
+//go:build scale
+
+package scale
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/bmcfence/bmcfence/test/testbed"
+)
+
+// profiles saves the agent's CPU profile (over -profile, after the steady
+// window, so that profiling does not count in its CPU figure) and its heap
+// profile (after a GC: what is live), with `go tool pprof -top` of each
+// beside them: cpu.pprof, cpu.top.txt, heap.pprof, heap.top.txt.
+func (h *harness) profiles(dir string) {
+	if *flagProfile <= 0 {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		h.t.Error(err)
+		return
+	}
+	base := h.agent.MetricsURL() + "/debug/pprof/"
+	for _, p := range []struct {
+		file, url, index string
+		timeout          time.Duration
+	}{
+		{"cpu.pprof", fmt.Sprintf("%sprofile?seconds=%d", base, int(flagProfile.Seconds())), "", *flagProfile + time.Minute},
+		{"heap.pprof", base + "heap?gc=1", "inuse_space", time.Minute},
+	} {
+		path := filepath.Join(dir, p.file)
+		if err := fetch(p.url, path, p.timeout); err != nil {
+			h.t.Logf("no %s: %v", p.file, err)
+			continue
+		}
+		args := []string{"tool", "pprof", "-top", "-nodecount=30"}
+		if p.index != "" {
+			args = append(args, "-sample_index="+p.index)
+		}
+		top, err := exec.Command("go", append(args, path)...).CombinedOutput()
+		if err != nil {
+			h.t.Logf("go tool pprof %s: %v\n%s", path, err, top)
+			continue
+		}
+		txt := path[:len(path)-len(".pprof")] + ".top.txt"
+		if err := os.WriteFile(txt, top, 0o644); err != nil {
+			h.t.Error(err)
+		}
+		fmt.Printf("scale: profile: %s (%s)\n", path, txt)
+	}
+}
+
+func fetch(url, path string, timeout time.Duration) error {
+	resp, err := testbed.MetricsClient(timeout).Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, b)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
