@@ -432,6 +432,48 @@ func TestOfferedRequestIsTakenOnlyWhileVouchedFor(t *testing.T) {
 	}
 }
 
+// A request refused or withdrawn while the runner's state write that would
+// take it in was on its way (the runner read the node while the guard still
+// vouched) is not taken: the take needs the request still pending, with its
+// check passing, right before the write.
+func TestRefusedAndWithdrawnRequestIsNotTakenByALateStateWrite(t *testing.T) {
+	h := newHarness(t, node("w1", rv("5"), withState("S1")))
+	h.deliver(node("w1", rv("5"), withState("S1")))
+	var vouch error
+	confirm := fence.Command{Kind: fence.CmdConfirm, User: "alice", SeenAt: h.clock.Now()}
+	h.c.OfferRequest("w1", "r1", confirm, func() error { return vouch })
+	if info := h.view("w1"); info.CommandID != "r1" {
+		t.Fatalf("not offered: %+v", info)
+	}
+	vouch = errors.New("the admission policy was deleted")
+	h.c.WithdrawRequest("w1", "r1") // what the requests controller's refusal does
+	err := h.c.SaveState(context.Background(), "w1", "S1", "S2", "r1")
+	n, _ := h.client.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{})
+	if !errors.Is(err, ErrRequestNotVouched) || n.Annotations[AnnotationRequestTaken] == "r1" || n.Annotations[AnnotationState] != "S1" {
+		t.Fatalf("SaveState taking the refused, withdrawn r1 = %v; node annotations %v: want %v and nothing written", err, n.Annotations, ErrRequestNotVouched)
+	}
+}
+
+// The check is asked right before every patch of the write, not once before
+// its retries: a request the guard stops vouching for while the write
+// retries after a 409 is not taken.
+func TestRequestRefusedDuringA409RetryIsNotTaken(t *testing.T) {
+	h := newHarness(t, node("w1", rv("5"), withState("S1")))
+	h.deliver(node("w1", rv("5"), withState("S1")))
+	var vouch error
+	confirm := fence.Command{Kind: fence.CmdConfirm, User: "alice", SeenAt: h.clock.Now()}
+	h.c.OfferRequest("w1", "r1", confirm, func() error { return vouch })
+	raceOnFirstPatch(h, func(n *corev1.Node) {
+		n.Labels = map[string]string{"status": "written"}
+		vouch = errors.New("the admission policy was deleted")
+	})
+	err := h.c.SaveState(context.Background(), "w1", "S1", "S2", "r1")
+	n, _ := h.client.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{})
+	if !errors.Is(err, ErrRequestNotVouched) || n.Annotations[AnnotationRequestTaken] == "r1" {
+		t.Fatalf("SaveState = %v; node annotations %v: taken in after the guard stopped vouching (during the 409 retry)", err, n.Annotations)
+	}
+}
+
 func TestChangedNotifiesWithoutBlocking(t *testing.T) {
 	h := newHarness(t)
 	h.deliver(node("w1", ready(at(0))), lease("w1", at(0)))

@@ -52,7 +52,7 @@ func (c *Cluster) OfferRequest(node, id string, cmd fence.Command, vouch func() 
 func (p pendingRequest) offered() bool { return p.vouch == nil || p.vouch() == nil }
 
 // vouchRequest checks, right before the state write that takes request id
-// in, that it may still be taken.
+// in, that it is still pending and that its check passes.
 func (c *Cluster) vouchRequest(node, id string) error {
 	if id == "" {
 		return nil
@@ -60,7 +60,12 @@ func (c *Cluster) vouchRequest(node, id string) error {
 	c.mu.Lock()
 	p, ok := c.requests[node]
 	c.mu.Unlock()
-	if !ok || p.id != id || p.vouch == nil {
+	if !ok || p.id != id {
+		// Refused, withdrawn (expired, deleted) or replaced by a newer
+		// request since the runner read it: no longer ours to take.
+		return fmt.Errorf("node %s: request %s: %w: it is no longer pending", node, id, ErrRequestNotVouched)
+	}
+	if p.vouch == nil {
 		return nil
 	}
 	if err := p.vouch(); err != nil {

@@ -91,13 +91,12 @@ func (c *Cluster) getNode(ctx context.Context, name string) (*corev1.Node, error
 // bounded number of times. Two agents can thus never both advance a node
 // from the same state.
 //
-// A write that takes a request in (ackCommandID) is the take: it asks the
-// request's check first (OfferRequest), and writes nothing, with
-// ErrRequestNotVouched, when the request may no longer be taken.
+// A write that takes a request in (ackCommandID) is the take: right before
+// each patch it asks that the request is still pending (not refused,
+// withdrawn or replaced since the runner read it) and that its check
+// (OfferRequest) passes, and writes nothing, with ErrRequestNotVouched,
+// when the request may no longer be taken.
 func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID string) error {
-	if err := c.vouchRequest(node, ackCommandID); err != nil {
-		return err // the write that would take it in is the take: not now
-	}
 	attempts := 0
 	takenElsewhere := false
 	c.takingRequest(node, ackCommandID, true)
@@ -119,6 +118,11 @@ func (c *Cluster) SaveState(ctx context.Context, node, old, next, ackCommandID s
 		}
 		if cur := n.Annotations[AnnotationState]; cur != old {
 			return fmt.Errorf("node %s: %w: the state annotation is not what we last read", node, runner.ErrConflict)
+		}
+		// The write that would take the request in is the take: asked
+		// right before each patch, retries after a 409 included.
+		if err := c.vouchRequest(node, ackCommandID); err != nil {
+			return err
 		}
 		annotations := map[string]*string{AnnotationState: nilIfEmpty(next)}
 		if ackCommandID != "" {
