@@ -112,7 +112,7 @@ type Controller struct {
 	seenNow map[types.UID]bool
 	// offered: requests handed to the engine; taken: acknowledged by a
 	// state write, status not yet written.
-	offered map[types.UID]bool
+	offered map[types.UID]offeredRequest
 	taken   map[string]bool // node/name
 }
 
@@ -146,7 +146,7 @@ func New(opts Options) (*Controller, error) {
 		},
 	}
 	c := &Controller{opts: opts,
-		seen: map[types.UID]time.Time{}, seenNow: map[types.UID]bool{}, offered: map[types.UID]bool{}, taken: map[string]bool{}}
+		seen: map[types.UID]time.Time{}, seenNow: map[types.UID]bool{}, offered: map[types.UID]offeredRequest{}, taken: map[string]bool{}}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "requests", Clock: opts.Clock})
@@ -251,6 +251,7 @@ func (c *Controller) ProcessNext(ctx context.Context) bool {
 			reqs = append(reqs, r)
 		}
 	}
+	c.withdrawDeleted(node, reqs)
 	if err := c.reconcile(ctx, reqs); err != nil {
 		c.opts.Log.Warn("fence requests; retrying with backoff", zap.String("node", node), zap.Int("failures", c.queue.NumRequeues(node)+1), zap.Error(err))
 		c.queue.AddRateLimited(node)
@@ -258,6 +259,35 @@ func (c *Controller) ProcessNext(ctx context.Context) bool {
 	}
 	c.queue.Forget(node)
 	return true
+}
+
+// offeredRequest names a request handed to the engine.
+type offeredRequest struct{ node, name string }
+
+// withdrawDeleted withdraws from the engine every request offered for node
+// whose object is no longer among reqs (a human deleted it: a cancel), and
+// forgets it. A request the engine took already is not pending there: the
+// withdrawal is then a no-op.
+func (c *Controller) withdrawDeleted(node string, reqs []*v1alpha1.BMCFenceRequest) {
+	present := make(map[types.UID]bool, len(reqs))
+	for _, r := range reqs {
+		present[r.UID] = true
+	}
+	var gone []offeredRequest
+	c.mu.Lock()
+	for uid, o := range c.offered {
+		if o.node == node && !present[uid] {
+			gone = append(gone, o)
+			delete(c.offered, uid)
+			delete(c.seen, uid)
+			delete(c.seenNow, uid)
+		}
+	}
+	c.mu.Unlock()
+	for _, o := range gone {
+		c.opts.Cluster.WithdrawRequest(o.node, o.name)
+		c.opts.Log.Info("a pending request was deleted: withdrawn from the fence engine", zap.String("request", o.name), zap.String("node", o.node))
+	}
 }
 
 // queuePending queues every node with a pending request (the guard's view
@@ -430,7 +460,7 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest)
 	// creation time bounds it; a skew only moves that bound.
 	old := firstLook && !r.CreationTimestamp.IsZero() && now.Sub(r.CreationTimestamp.Time) > c.opts.MaxRequestAge
 	taken := c.taken[node+"/"+id]
-	offered := c.offered[r.UID]
+	_, offered := c.offered[r.UID]
 	c.mu.Unlock()
 
 	var vouch error
@@ -478,7 +508,7 @@ func (c *Controller) Reconcile(ctx context.Context, r *v1alpha1.BMCFenceRequest)
 		}
 		c.opts.Cluster.OfferRequest(node, id, cmd, check)
 		c.mu.Lock()
-		c.offered[r.UID] = true
+		c.offered[r.UID] = offeredRequest{node: node, name: id}
 		c.mu.Unlock()
 	}
 	return nil

@@ -410,3 +410,37 @@ func TestFinishedRequestsAreCollectedAfterTheirTTL(t *testing.T) {
 		})
 	}
 }
+
+// A pending request whose object is deleted (a human's cancel: kubectl
+// delete bmcfencerequest) is withdrawn from the engine when its node is
+// reconciled; before, it stayed offered, and its check kept passing.
+func TestDeletedPendingRequestIsWithdrawnFromTheEngine(t *testing.T) {
+	ctx := context.Background()
+	guard := &countingGuard{}
+	w := newWorld(t, guard, request("r1", v1alpha1.ActionFence))
+	t.Cleanup(w.c.queue.ShutDown)
+	r, err := w.client.FencingV1alpha1().BMCFenceRequests().Get(ctx, "r1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.c.informer.GetStore().Add(r)
+	w.c.Resync()
+	drain(ctx, w.c)
+	if _, ok := w.cluster.offered["w1/r1"]; !ok {
+		t.Fatalf("not offered: %v", w.cluster.offered)
+	}
+	_ = w.c.informer.GetStore().Delete(r)
+	w.c.queue.Add("w1") // what the informer's delete handler does
+	drain(ctx, w.c)
+	w.clock.Step(time.Hour)
+	w.c.Resync()
+	drain(ctx, w.c)
+	if _, ok := w.cluster.offered["w1/r1"]; ok {
+		t.Errorf("the deleted request r1 is still offered to the engine an hour later")
+	}
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if len(w.c.seen) != 0 || len(w.c.offered) != 0 {
+		t.Errorf("the controller still remembers the deleted request: seen %v, offered %v", w.c.seen, w.c.offered)
+	}
+}
