@@ -251,13 +251,24 @@ func (s *Sim) start(ctx context.Context, opts Options, pickPort func(host string
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, errSerialPortTaken) && attempt < portAttempts {
+			p, perr := freeTCPPort(s.host)
+			if perr != nil {
+				return errors.Join(err, fmt.Errorf("ipmisim: picking the system channel's port: %w", perr))
+			}
+			s.serialPort = p
+			continue
+		}
 		if opts.Port != 0 || attempt == portAttempts || !errors.Is(err, errPortTaken) {
 			return err
 		}
 	}
 }
 
-var errPortTaken = errors.New("port taken")
+var (
+	errPortTaken       = errors.New("port taken")
+	errSerialPortTaken = errors.New("system channel port taken")
+)
 
 // startOnce starts ipmi_sim on port and waits for it to answer.
 func (s *Sim) startOnce(ctx context.Context, port int) error {
@@ -304,8 +315,11 @@ func (s *Sim) startOnce(ctx context.Context, port int) error {
 		err = errors.Join(err, kerr)
 	}
 	tail := s.logTail()
-	if strings.Contains(tail, "Unable to bind to LAN port") {
+	switch {
+	case strings.Contains(tail, "Unable to bind to LAN port"):
 		err = fmt.Errorf("%w: %w", errPortTaken, err)
+	case strings.Contains(tail, "Unable to bind to serial TCP port"):
+		err = fmt.Errorf("%w: %w", errSerialPortTaken, err)
 	}
 	where := "" // Start removes a temp dir after a failure
 	if !s.ownDir {

@@ -587,6 +587,34 @@ func TestStartRetriesATakenPort(t *testing.T) {
 	}
 }
 
+// The system channel's TCP port (Options.Host) can be taken too before
+// ipmi_sim binds it (make test's first run lost that race): Start picks
+// another and tries again.
+func TestStartRetriesATakenSystemChannelPort(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+	t.Parallel()
+	busy, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	busyPort := busy.Addr().(*net.TCPAddr).Port
+	s := &Sim{dir: t.TempDir(), username: DefaultUsername, password: DefaultPassword, host: "127.0.0.1", guid: DefaultGUID, serialPort: busyPort}
+	if err := s.start(t.Context(), Options{InitialPower: true, Host: true}, freeUDPPort); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if s.serialPort == busyPort || s.serialPort == 0 {
+		t.Fatalf("system channel on port %d; want another than the taken %d", s.serialPort, busyPort)
+	}
+}
+
 // A directory name with characters the shell would otherwise interpret still works.
 func TestAwkwardDir(t *testing.T) {
 	t.Parallel()
