@@ -85,6 +85,11 @@ const (
 	// reads (the state persist) took in since: a heartbeat the persist
 	// absorbed still stops the act.
 	CheckRecheckDecided Check = "recheck-decided-view"
+	// CheckPlannedReboot: while a planned-reboot signal holds (NodeView.
+	// PlannedReboot, within Policy.RebootWindow of when we saw it), no
+	// ForceOff of the agent's own goes to a machine that reads anything
+	// but exact Off: a long POST is not a dead node.
+	CheckPlannedReboot Check = "planned-reboot"
 )
 
 // Checks lists every check a mutant may disable.
@@ -93,5 +98,5 @@ func Checks() []Check {
 		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
-		CheckSplitBrainCount}
+		CheckSplitBrainCount, CheckPlannedReboot}
 }

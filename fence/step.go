@@ -713,6 +713,10 @@ func (st *stepper) suspect() {
 		}
 		st.sendPowerOff("the BMC reads Off; sending our own ForceOff, since a restart's off-dwell reads Off too")
 	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.powerOffDue():
+		if st.plannedRebootHolds(rd) {
+			st.scheduleRead(st.p.ReadInterval)
+			return
+		}
 		if st.attemptsSpent(rd) {
 			return
 		}
@@ -779,6 +783,10 @@ func (st *stepper) sendPowerOff(why string) {
 // resendPowerOff sends ForceOff again within the fence's attempts, or holds
 // the node for a human when they are spent.
 func (st *stepper) resendPowerOff(rd Reading, why string) {
+	if st.plannedRebootHolds(rd) {
+		st.backToSuspect("planned reboot")
+		return
+	}
 	if st.attemptsSpent(rd) {
 		return
 	}
@@ -1556,4 +1564,47 @@ func commandNote(c Command) string {
 		note += ": " + c.Reason
 	}
 	return note
+}
+
+// ---- planned reboots ---------------------------------------------------------
+
+// plannedRebootOpen: a planned-reboot signal names the node and was first
+// seen (on our clock) less than RebootWindow ago. A signal without a time
+// is taken as seen now: the window then holds, which only delays a fence.
+func plannedRebootOpen(p Policy, n NodeView, now time.Time) bool {
+	if !n.PlannedReboot {
+		return false
+	}
+	return n.PlannedRebootAt.IsZero() || now.Sub(n.PlannedRebootAt) < p.RebootWindow
+}
+
+// plannedRebootHolds: during a planned reboot, the agent's own fence sends
+// no ForceOff to a machine that reads anything but exact Off (a long POST
+// reads On or PoweringOn while the Lease is silent for minutes). A human's
+// fence request is theirs and goes on; so does an Off that stays off (a
+// shutdown, not a reboot): that one is fenced as ever, with our own
+// ForceOff, read back Off and settled. It reports whether it held the
+// ForceOff back, and says why once per phase entered (Warned).
+func (st *stepper) plannedRebootHolds(rd Reading) bool {
+	n := st.node()
+	if st.s.Manual || !plannedRebootOpen(st.p, n, st.now) || st.exactOff(rd) || !Enabled(CheckPlannedReboot) {
+		return false
+	}
+	by := n.PlannedRebootBy
+	if by == "" {
+		by = "a planned-reboot signal"
+	}
+	until := n.PlannedRebootAt
+	if until.IsZero() {
+		until = st.now
+	}
+	until = until.Add(st.p.RebootWindow)
+	if !st.s.Warned {
+		st.s.Warned = true
+		st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: "planned reboot (" + by + ")"})
+		st.event(false, "FencePlannedReboot", "planned reboot (%s), not powering off a machine that reads %s until %s (policy.rebootWindow %s from when the agent saw the signal); a machine that stays off is still fenced",
+			by, readingText(rd), stamp(until), st.p.RebootWindow)
+	}
+	st.wakeAtTime(until)
+	return true
 }

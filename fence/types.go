@@ -98,6 +98,17 @@ type NodeView struct {
 	// manager evicts at once on NoExecute); on a confirmed-off, tainted node
 	// they are force-deleted as soon as they appear.
 	Terminating int
+	// PlannedReboot: a planned-reboot signal names this node (the
+	// kubelet's graceful node shutdown, kured's reboot lock, a medik8s
+	// NodeMaintenance, a Cluster API Machine being deleted or remediated by
+	// someone else). PlannedRebootAt is when we first saw the signal, on
+	// our clock; PlannedRebootBy names it for Events ("kured lock"). The
+	// engine honours it for Policy.RebootWindow from PlannedRebootAt:
+	// meanwhile no ForceOff goes to a machine that reads anything but
+	// exact Off (docs/safety.md, "Planned reboots").
+	PlannedReboot   bool
+	PlannedRebootAt time.Time
+	PlannedRebootBy string
 }
 
 // NoteMaintenanceExpired is the note of the transition out of Maintenance
