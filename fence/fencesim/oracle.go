@@ -39,6 +39,11 @@ import (
 //	Keep-off   while our taint is on and volumes are still attached, the
 //	           machine never runs longer than keepOffGrace, as long as the
 //	           agent can act (see keepOffGrace).
+//	Planned    while a planned-reboot signal names the node (less than
+//	           rebootWindow since it appeared), a running machine is never
+//	           powered off unless it is tainted, a human's fence request was
+//	           taken fresh, or its BMC answered Off moments before (an
+//	           exact Off the agent then makes its own: the reboot's dwell).
 //	Requests   a fence or confirm licenses anything only when it was taken
 //	           within maxRequestAge of when the taking agent could first see
 //	           it (on the world's clock); otherwise the rules above apply as
@@ -151,6 +156,9 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 		now.Sub(n.notReadySince) >= p.PowerOffNotReadyAfter
 	silence := now.Sub(n.lastBeat)
 	switch {
+	case !tainted && !human && w.plannedRebootOpen(n, now):
+		bad("powered off a running machine (%s) in a planned reboot (%s, signalled %s ago, rebootWindow %s) with no Off from its BMC just before",
+			n.Host.BMC.Truth().Power, n.plannedBy, now.Sub(n.plannedAt), p.RebootWindow)
 	case tainted || human || optIn:
 	case n.renews() && silence < p.SuspectAfter:
 		bad("powered off a running machine whose kubelet renewed its Lease %s ago", silence)

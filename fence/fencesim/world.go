@@ -324,6 +324,10 @@ type Node struct {
 	// protect: a wrong confirm stands against this node's live witnesses
 	// (its kubelet, its BMC reading On): nothing may take them away.
 	protect bool
+	// plannedAt: a planned-reboot signal names the node (planned.go),
+	// since then on the world's clock; plannedBy names it.
+	plannedAt time.Time
+	plannedBy string
 }
 
 // pendingRequest is a human's request on the node (the request annotation).
