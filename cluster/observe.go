@@ -158,6 +158,10 @@ func (o *observation) observeNode(n *corev1.Node, now time.Time) {
 	o.observeShutdown(n, ready, now)
 }
 
+// LabelControlPlane marks a control-plane node (kubeadm and most
+// distributions set it; its value is empty): fence.NodeView.ControlPlane.
+const LabelControlPlane = "node-role.kubernetes.io/control-plane"
+
 // SignalGracefulShutdown names the kubelet's graceful node shutdown in
 // Events ("planned reboot (the kubelet's graceful node shutdown)").
 const SignalGracefulShutdown = "the kubelet's graceful node shutdown"
@@ -310,6 +314,7 @@ func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, vas []*storag
 	if !o.shutdownSeenAt.IsZero() {
 		v.PlannedReboot, v.PlannedRebootAt, v.PlannedRebootBy = true, o.shutdownSeenAt, SignalGracefulShutdown
 	}
+	_, v.ControlPlane = n.Labels[LabelControlPlane]
 	var tolerating, others []*podSummary
 	for _, p := range pods {
 		if p.deleting {

@@ -72,3 +72,15 @@ func TestGracefulShutdownIsAPlannedRebootUntilTheNodeIsReadyAgain(t *testing.T) 
 		})
 	}
 }
+
+func TestControlPlaneLabelMakesAControlPlaneNode(t *testing.T) {
+	o := newObservation(at(0))
+	cp := node("cp1", ready(at(0)))
+	cp.Labels = map[string]string{LabelControlPlane: ""}
+	if v := buildInfo(cp, o, nil, nil).View; !v.ControlPlane {
+		t.Errorf("a node labelled %s: ControlPlane false", LabelControlPlane)
+	}
+	if v := buildInfo(node("w1", ready(at(0))), o, nil, nil).View; v.ControlPlane {
+		t.Errorf("a worker: ControlPlane true")
+	}
+}

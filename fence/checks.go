@@ -90,6 +90,13 @@ const (
 	// ForceOff of the agent's own goes to a machine that reads anything
 	// but exact Off: a long POST is not a dead node.
 	CheckPlannedReboot Check = "planned-reboot"
+	// CheckControlPlaneOne: at most one control-plane node in a fence (an
+	// in-flight phase) at a time.
+	CheckControlPlaneOne Check = "control-plane-one-at-a-time"
+	// CheckEtcdQuorum: no ForceOff to a control-plane node unless the
+	// other control-plane nodes whose machines may run (not confirmed off
+	// by our fence) are a quorum of all of them.
+	CheckEtcdQuorum Check = "etcd-quorum"
 )
 
 // Checks lists every check a mutant may disable.
@@ -98,5 +105,5 @@ func Checks() []Check {
 		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
-		CheckSplitBrainCount, CheckPlannedReboot}
+		CheckSplitBrainCount, CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum}
 }

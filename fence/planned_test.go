@@ -105,3 +105,47 @@ func TestRebootWindowIsValidated(t *testing.T) {
 		t.Fatalf("Validate() = %v", err)
 	}
 }
+
+func TestControlPlaneNodesAreFencedOneAtATimeAndNeverPastEtcdQuorum(t *testing.T) {
+	tests := []struct {
+		name                      string
+		members, inFlight, mayRun int
+		externalEtcd              bool
+		want                      bool
+		say                       string
+	}{
+		{name: "three members, the others may run", members: 3, mayRun: 2, want: true},
+		{name: "another control-plane node in a fence", members: 5, inFlight: 1, mayRun: 4, say: "one at a time"},
+		{name: "one of three already confirmed off", members: 3, mayRun: 1, say: "fewer than etcd's quorum of 2"},
+		{name: "the only control-plane node", members: 1, mayRun: 0, say: "fewer than etcd's quorum of 1"},
+		{name: "external etcd: quorum is not ours to keep", members: 3, mayRun: 1, externalEtcd: true, want: true},
+		{name: "external etcd: still one at a time", members: 3, inFlight: 1, mayRun: 1, externalEtcd: true, say: "one at a time"},
+		{name: "the zero fleet view counts no members", members: 0, mayRun: 0, say: "quorum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDriver(t)
+			d.p.ExternalEtcd = tt.externalEtcd
+			n := view(func(n *NodeView) { n.ControlPlane = true })
+			d.suspect(n)
+			in := reading(n, at(sec(300)), PowerOn)
+			in.Fleet.ControlPlaneNodes, in.Fleet.ControlPlaneInFlight, in.Fleet.ControlPlaneMayRun = tt.members, tt.inFlight, tt.mayRun
+			out := d.step(in, at(sec(300)))
+			if has(out, ActPowerOff) != tt.want {
+				t.Fatalf("ForceOff = %v, want %v (actions %v)", has(out, ActPowerOff), tt.want, kinds(out))
+			}
+			if tt.want {
+				return
+			}
+			var msg string
+			for _, a := range out.Actions {
+				if a.Kind == ActEvent && a.Event.Reason == "FenceControlPlane" {
+					msg = a.Event.Message
+				}
+			}
+			if !strings.Contains(msg, tt.say) {
+				t.Errorf("FenceControlPlane = %q, want it to say %q", msg, tt.say)
+			}
+		})
+	}
+}

@@ -112,6 +112,10 @@ type Policy struct {
 	// Off (a long POST reads On or PoweringOn with the Lease silent for
 	// minutes). A machine that stays off is still fenced.
 	RebootWindow time.Duration
+	// ExternalEtcd: the cluster's etcd does not run on its control-plane
+	// nodes, so fencing them costs no etcd quorum. Control-plane nodes are
+	// still fenced one at a time.
+	ExternalEtcd bool
 }
 
 // ErrInvalidPolicy is wrapped by the errors about the detection setting.

@@ -384,6 +384,10 @@ func (st *stepper) admitPowerOff(rd Reading) bool {
 	if !st.silentLongEnough(false) {
 		return false
 	}
+	if why := st.controlPlaneRefusal(); why != "" {
+		st.refuseControlPlane(why)
+		return false
+	}
 	inFlight := !st.s.AdmittedAt.IsZero() && st.s.Phase.InFlight()
 	if st.s.Manual {
 		return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
@@ -1607,4 +1611,43 @@ func (st *stepper) plannedRebootHolds(rd Reading) bool {
 	}
 	st.wakeAtTime(until)
 	return true
+}
+
+// ---- control-plane nodes -------------------------------------------------------
+
+// controlPlaneRefusal says why no ForceOff may go to this control-plane node
+// now, or "": another control-plane node is in a fence (one at a time), or
+// the other control-plane nodes whose machines may run would be fewer than
+// a quorum of the etcd members (all control-plane nodes). Every ForceOff
+// asks, a human's and a resent one included. The zero fleet view (a
+// healthy node's tick) counts no members and refuses.
+func (st *stepper) controlPlaneRefusal() string {
+	n, f := st.node(), st.in.Fleet
+	if !n.ControlPlane {
+		return ""
+	}
+	if f.ControlPlaneInFlight > 0 && Enabled(CheckControlPlaneOne) {
+		return fmt.Sprintf("another control-plane node is being fenced (%d in flight): control-plane nodes are fenced one at a time", f.ControlPlaneInFlight)
+	}
+	if st.p.ExternalEtcd || !Enabled(CheckEtcdQuorum) {
+		return ""
+	}
+	members := max(f.ControlPlaneNodes, 1)
+	quorum := members/2 + 1
+	if f.ControlPlaneMayRun < quorum {
+		return fmt.Sprintf("powering it off would leave %d of %d control-plane nodes whose machines may run, fewer than etcd's quorum of %d (policy.externalEtcd is false)",
+			f.ControlPlaneMayRun, members, quorum)
+	}
+	return ""
+}
+
+// refuseControlPlane records a control-plane refusal, and says it once per
+// phase entered (Warned).
+func (st *stepper) refuseControlPlane(why string) {
+	if st.s.Warned {
+		return
+	}
+	st.s.Warned = true
+	st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: "control-plane node"})
+	st.event(true, "FenceControlPlane", "not powering off control-plane node: %s", why)
 }

@@ -109,6 +109,10 @@ type NodeView struct {
 	PlannedReboot   bool
 	PlannedRebootAt time.Time
 	PlannedRebootBy string
+	// ControlPlane: the node carries the node-role.kubernetes.io/
+	// control-plane label, so it runs an etcd member (unless the policy
+	// says etcd is external): docs/safety.md, "Control-plane nodes".
+	ControlPlane bool
 }
 
 // NoteMaintenanceExpired is the note of the transition out of Maintenance
@@ -141,6 +145,17 @@ type FleetView struct {
 	// APIFreshAt is when our view of the API server was last proven fresh
 	// (an observed lease renewal of any node, a relist).
 	APIFreshAt time.Time
+	// ControlPlaneNodes counts every control-plane node, this one and
+	// those in maintenance included: the etcd members. ControlPlaneInFlight
+	// counts the *other* control-plane nodes in an in-flight phase or held
+	// for a human (Stuck), and ControlPlaneMayRun the other control-plane
+	// nodes whose machines may run: all but those our fence confirmed off
+	// (Tainting, Detaching, Fenced) or may have powered off (in flight,
+	// Stuck). Counted like InFlight, from the persisted states of all
+	// nodes.
+	ControlPlaneNodes    int
+	ControlPlaneInFlight int
+	ControlPlaneMayRun   int
 }
 
 // Reading is one BMC power reading. At is when the request was *sent*, so a

@@ -48,6 +48,7 @@ func (w *World) info(n *Node) runner.NodeInfo {
 	if !n.plannedAt.IsZero() {
 		v.PlannedReboot, v.PlannedRebootAt, v.PlannedRebootBy = true, n.plannedAt, n.plannedBy
 	}
+	v.ControlPlane = n.ControlPlane
 	return runner.NodeInfo{Name: n.Name, Zone: n.Zone, View: v, State: n.state}
 }
 

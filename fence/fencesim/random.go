@@ -130,7 +130,7 @@ func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
 		g.droppedThenWatchdog, g.statusFirstAtPersist, g.pausedBetweenListAndDelete, g.pausedBetweenRecheckAndDelete,
 		g.pausedInsideATaintWrite, g.splitBrainOverAPartition,
 	}
-	episodes = append(episodes, g.plannedReboot)
+	episodes = append(episodes, g.plannedReboot, g.controlPlaneFailures)
 	for i := 1 + rng.IntN(3); i > 0; i-- {
 		episodes[rng.IntN(len(episodes))]()
 	}

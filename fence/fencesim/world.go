@@ -328,6 +328,15 @@ type Node struct {
 	// since then on the world's clock; plannedBy names it.
 	plannedAt time.Time
 	plannedBy string
+	// ControlPlane: the node runs an etcd member (controlplane.go).
+	ControlPlane bool
+	// ourOffAt: when a ForceOff of ours last reached the machine;
+	// ranAt: when the world last saw the machine running (controlplane.go).
+	ourOffAt time.Time
+	ranAt    time.Time
+	// humanAt: when a human last ended or held a fence of the node (an
+	// abort or unfence taken, the taint removed by hand).
+	humanAt time.Time
 }
 
 // pendingRequest is a human's request on the node (the request annotation).
@@ -639,6 +648,9 @@ func (w *World) Advance() {
 	now := w.now()
 	w.reregister(now)
 	for _, n := range w.Nodes {
+		if running(n.Host) {
+			n.ranAt = now
+		}
 		renews := n.renews()
 		if renews && (!n.renewing || now.Sub(n.leaseAt) >= LeaseRenewInterval) {
 			w.statusUpdate(n, now)
@@ -923,6 +935,7 @@ func (w *World) SetTaint(name string, foreign bool) {
 		return
 	case !foreign:
 		n.taint = fence.TaintAbsent
+		n.humanAt = w.now()
 	}
 	n.rv++
 	w.notify(name)
