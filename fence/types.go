@@ -149,10 +149,11 @@ type FleetView struct {
 	// those in maintenance included: the etcd members. ControlPlaneInFlight
 	// counts the *other* control-plane nodes in an in-flight phase or held
 	// for a human (Stuck), and ControlPlaneMayRun the other control-plane
-	// nodes whose machines may run: all but those our fence confirmed off
-	// (Tainting, Detaching, Fenced) or may have powered off (in flight,
-	// Stuck). Counted like InFlight, from the persisted states of all
-	// nodes.
+	// nodes whose machines may run (Healthy, Suspect, Maintenance,
+	// Untainting): not those our fence confirmed off or may have powered
+	// off (in flight, Detaching, Fenced, Stuck), nor those not yet proven
+	// back (PoweringOn, Recovering). Counted like InFlight, from the
+	// persisted states of all nodes.
 	ControlPlaneNodes    int
 	ControlPlaneInFlight int
 	ControlPlaneMayRun   int
