@@ -40,8 +40,8 @@ func (st *stepper) run() {
 		rd := st.in.Reading
 		rd.Failure = Clip(rd.Failure, MaxNoteLen)
 		st.in.Reading = rd
-		rd.Source = ""      // for Events only; never persisted
-		rd.Drawless = false // for this step's decision only
+		rd.Source = "" // for Events only; never persisted
+		rd.Drawless = false
 		st.s.Last = rd
 		st.s.Evidence.add(Record{At: rd.At, Until: rd.At, Kind: RecReading, Phase: st.s.Phase, Power: rd.Power, Note: readingNote(rd)})
 		if st.targetChanged(rd.Target) {
