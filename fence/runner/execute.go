@@ -250,12 +250,12 @@ func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fen
 		}
 		if _, leveled := ctrl.(Leveled); leveled {
 			// The level the fence read (s.Target): its outlets, or
-			// its BMC. One the entry no longer has gets nothing.
-			l, _, found := levelFor(ctrl, s.Target)
-			if !found {
-				return res, fmt.Errorf("not acting: the node's fencing levels changed (none is %s)", s.Target)
+			// its BMC. A target the entry no longer has gets level 1,
+			// whose Key in the result tells the engine (as without
+			// levels).
+			if l, _, found := levelFor(ctrl, s.Target); found {
+				ctrl = l
 			}
-			ctrl = l
 		}
 		res.Target = ctrl.Key()
 		if err := r.acquire(ctx); err != nil {
