@@ -50,6 +50,10 @@ type Outlet struct {
 	AllowUnverifiedOutlet bool `mapstructure:"allowUnverifiedOutlet"`
 }
 
+// OutletProofsConfigMap is the ConfigMap, in the agent's namespace, that
+// holds the recorded outlet identity proofs (internal/inventory reads it).
+const OutletProofsConfigMap = "bmcfence-outlet-proofs"
+
 // Outlet protocols.
 const (
 	OutletRedfish = "redfish"

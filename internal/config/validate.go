@@ -348,6 +348,7 @@ func (inv Inventory) ReferencedNames() (secrets, configMaps []string) {
 	}
 	for _, name := range inv.outletSecrets() {
 		s[name] = true
+		c[OutletProofsConfigMap] = true
 	}
 	set := func(m map[string]bool) []string {
 		var out []string

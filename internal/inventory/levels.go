@@ -32,7 +32,7 @@ import (
 // node, its value a JSON list of pdu.OutletProof. A ConfigMap of the
 // agent's namespace, not a Node annotation: a node can write its own
 // annotations, and a proof names which machine an outlet may cut.
-const OutletProofsConfigMap = "bmcfence-outlet-proofs"
+const OutletProofsConfigMap = config.OutletProofsConfigMap
 
 // DrawlessWatts is the most an outlet may draw and still count as feeding
 // a dead machine: below a BMC's standby draw (a machine whose host is off
@@ -354,4 +354,16 @@ func (i *Inventory) sharedOutlets(entries map[string]entry, resolved map[string]
 		}
 	}
 	return problems
+}
+
+// Unverified names the level's outlets that count on the entry's
+// allowUnverifiedOutlet, without an identity proof.
+func (l *pduLevel) Unverified() []string {
+	var out []string
+	for _, o := range l.outlets {
+		if o.cfg.AllowUnverifiedOutlet {
+			out = append(out, o.name)
+		}
+	}
+	return out
 }
