@@ -295,7 +295,7 @@ func (i *Inventory) Refresh(ctx context.Context) {
 		delete(resolved, name)
 	}
 	shared := i.sharedOutlets(entries, resolved)
-	proofs, perr := i.readOutletProofs(ctx)
+	proofs, perr := i.readOutletProofs(ctx, entries)
 	if perr != nil {
 		i.opts.Log.Warn("outlet identity proofs unreadable; outlets count only with allowUnverifiedOutlet until they are", zap.Error(perr))
 	}

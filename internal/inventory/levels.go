@@ -204,9 +204,15 @@ func (i *Inventory) outletProofs(node string) []pdu.OutletProof {
 	return i.proofs[node]
 }
 
-// readOutletProofs reads the proofs ConfigMap (none when it is absent).
-func (i *Inventory) readOutletProofs(ctx context.Context) (map[string][]pdu.OutletProof, error) {
-	if i.opts.Client == nil {
+// readOutletProofs reads the proofs ConfigMap (none when it is absent),
+// only when some entry has fencing levels: the agent is granted it by name
+// only then.
+func (i *Inventory) readOutletProofs(ctx context.Context, entries map[string]entry) (map[string][]pdu.OutletProof, error) {
+	levels := false
+	for _, e := range entries {
+		levels = levels || len(e.ResolvedLevels(i.opts.Config.Defaults)) > 0
+	}
+	if i.opts.Client == nil || !levels {
 		return nil, nil
 	}
 	cm, err := i.opts.Client.CoreV1().ConfigMaps(i.opts.Namespace).Get(ctx, OutletProofsConfigMap, metav1.GetOptions{})
