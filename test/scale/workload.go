@@ -5,6 +5,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,18 +165,58 @@ func (h *harness) workload(ctx context.Context, pods int) workloadPlan {
 	if firstErr != nil {
 		h.t.Fatal(firstErr)
 	}
-	last, lastAt := -1, time.Now()
+	last, lastAt, loggedAt := -1, time.Now(), time.Time{}
 	h.waitFor(90*time.Minute, fmt.Sprintf("%d workload pods Running", p.pods), func() (bool, error) {
 		ready := h.workloadReady(ctx)
 		if ready != last {
 			last, lastAt = ready, time.Now()
-			h.t.Logf("workload: %d of %d pods ready", ready, p.pods)
+			if time.Since(loggedAt) >= 30*time.Second {
+				loggedAt = lastAt
+				h.t.Logf("workload: %d of %d pods ready", ready, p.pods)
+			}
 		} else if time.Since(lastAt) > 10*time.Minute {
-			return false, fmt.Errorf("workload: stuck at %d of %d pods ready for 10 minutes", ready, p.pods)
+			return false, fmt.Errorf("workload: stuck at %d of %d pods ready for 10 minutes (%s)", ready, p.pods, h.notReady(ctx))
 		}
 		return ready >= p.pods, nil
 	})
 	return p
+}
+
+// notReady says where the workload's pods that are not Ready stand: not
+// scheduled (the scheduler), scheduled but not Running (kwok's pod-ready
+// stage), Running but not Ready, with a few examples: a stuck set-up says
+// which component to read the log of.
+func (h *harness) notReady(ctx context.Context) string {
+	pods, err := h.c.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0", LabelSelector: "app.kubernetes.io/part-of=scale"})
+	if err != nil {
+		return fmt.Sprintf("listing the pods: %v", err)
+	}
+	var unscheduled, notRunning, notReady, total int
+	var examples []string
+	for _, pod := range pods.Items {
+		total++
+		ready := false
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		switch {
+		case ready:
+			continue
+		case pod.Spec.NodeName == "":
+			unscheduled++
+		case pod.Status.Phase != corev1.PodRunning:
+			notRunning++
+		default:
+			notReady++
+		}
+		if len(examples) < 5 {
+			examples = append(examples, fmt.Sprintf("%s/%s on %q %s", pod.Namespace, pod.Name, pod.Spec.NodeName, pod.Status.Phase))
+		}
+	}
+	return fmt.Sprintf("%d pods exist: %d not scheduled, %d scheduled but not Running, %d Running but not Ready; e.g. %s",
+		total, unscheduled, notRunning, notReady, strings.Join(examples, ", "))
 }
 
 func nsName(i int) string { return fmt.Sprintf("app-%02d", i) }
