@@ -168,6 +168,18 @@ func (h *harness) workload(ctx context.Context, pods int) workloadPlan {
 	last, lastAt, loggedAt := -1, time.Now(), time.Time{}
 	h.waitFor(90*time.Minute, fmt.Sprintf("%d workload pods Running", p.pods), func() (bool, error) {
 		ready := h.workloadReady(ctx)
+		if ready < p.pods && time.Since(lastAt) > 2*time.Minute {
+			// The controllers' counts can stall short of the pods: on the
+			// loaded machine a 300-node set-up ended with all 9 000 pods
+			// Ready and ten ReplicaSets counting 9 of 10 for good (the
+			// ten pods PodGC force-deleted, their replacements Ready but
+			// never counted). The pods themselves are what the agent
+			// watches: count them.
+			if st := h.podStates(ctx); st.err == nil && st.ready >= p.pods {
+				h.t.Logf("workload: the controllers count %d of %d pods ready, the pods themselves %d Ready: going on", ready, p.pods, st.ready)
+				return true, nil
+			}
+		}
 		if ready != last {
 			last, lastAt = ready, time.Now()
 			if time.Since(loggedAt) >= 30*time.Second {
@@ -182,19 +194,25 @@ func (h *harness) workload(ctx context.Context, pods int) workloadPlan {
 	return p
 }
 
-// notReady says where the workload's pods that are not Ready stand: not
+// podStates counts the workload's pods by where they stand: Ready, not
 // scheduled (the scheduler), scheduled but not Running (kwok's pod-ready
-// stage), Running but not Ready, with a few examples: a stuck set-up says
-// which component to read the log of.
-func (h *harness) notReady(ctx context.Context) string {
+// stage), Running but not Ready, with a few examples of those not Ready.
+type podStates struct {
+	err                                      error
+	total, ready                             int
+	unscheduled, notRunning, runningNotReady int
+	examples                                 []string
+}
+
+func (h *harness) podStates(ctx context.Context) podStates {
+	var st podStates
 	pods, err := h.c.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0", LabelSelector: "app.kubernetes.io/part-of=scale"})
 	if err != nil {
-		return fmt.Sprintf("listing the pods: %v", err)
+		st.err = err
+		return st
 	}
-	var unscheduled, notRunning, notReady, total int
-	var examples []string
 	for _, pod := range pods.Items {
-		total++
+		st.total++
 		ready := false
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
@@ -202,21 +220,32 @@ func (h *harness) notReady(ctx context.Context) string {
 			}
 		}
 		switch {
-		case ready:
+		case ready && pod.DeletionTimestamp == nil:
+			st.ready++
 			continue
 		case pod.Spec.NodeName == "":
-			unscheduled++
+			st.unscheduled++
 		case pod.Status.Phase != corev1.PodRunning:
-			notRunning++
+			st.notRunning++
 		default:
-			notReady++
+			st.runningNotReady++
 		}
-		if len(examples) < 5 {
-			examples = append(examples, fmt.Sprintf("%s/%s on %q %s", pod.Namespace, pod.Name, pod.Spec.NodeName, pod.Status.Phase))
+		if len(st.examples) < 5 {
+			st.examples = append(st.examples, fmt.Sprintf("%s/%s on %q %s", pod.Namespace, pod.Name, pod.Spec.NodeName, pod.Status.Phase))
 		}
 	}
-	return fmt.Sprintf("%d pods exist: %d not scheduled, %d scheduled but not Running, %d Running but not Ready; e.g. %s",
-		total, unscheduled, notRunning, notReady, strings.Join(examples, ", "))
+	return st
+}
+
+// notReady says where the pods that are not Ready stand: a stuck set-up
+// says which component to read the log of.
+func (h *harness) notReady(ctx context.Context) string {
+	st := h.podStates(ctx)
+	if st.err != nil {
+		return fmt.Sprintf("listing the pods: %v", st.err)
+	}
+	return fmt.Sprintf("%d pods exist, %d Ready: %d not scheduled, %d scheduled but not Running, %d Running but not Ready (or terminating); e.g. %s",
+		st.total, st.ready, st.unscheduled, st.notRunning, st.runningNotReady, strings.Join(st.examples, ", "))
 }
 
 func nsName(i int) string { return fmt.Sprintf("app-%02d", i) }
