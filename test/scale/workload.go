@@ -170,11 +170,11 @@ func (h *harness) workload(ctx context.Context, pods int) workloadPlan {
 		ready := h.workloadReady(ctx)
 		if ready < p.pods && time.Since(lastAt) > 2*time.Minute {
 			// The controllers' counts can stall short of the pods: on the
-			// loaded machine a 300-node set-up ended with all 9 000 pods
-			// Ready and ten ReplicaSets counting 9 of 10 for good (the
-			// ten pods PodGC force-deleted, their replacements Ready but
-			// never counted). The pods themselves are what the agent
-			// watches: count them.
+			// loaded machine a 300-node set-up ended with ten of the
+			// first ReplicaSets counting 9 of 10 ready for good while all
+			// 10 of their pods were Ready (touching the ReplicaSet and its
+			// pods changed nothing). The pods themselves are what the
+			// agent watches: count them.
 			if st := h.podStates(ctx); st.err == nil && st.ready >= p.pods {
 				h.t.Logf("workload: the controllers count %d of %d pods ready, the pods themselves %d Ready: going on", ready, p.pods, st.ready)
 				return true, nil
