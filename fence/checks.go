@@ -85,6 +85,24 @@ const (
 	// reads (the state persist) took in since: a heartbeat the persist
 	// absorbed still stops the act.
 	CheckRecheckDecided Check = "recheck-decided-view"
+	// Hung-node evidence (fence/hostevidence.go): an entry of the BMC's
+	// log makes a ForceOff to a machine reading On due before FenceAfter
+	// only if each of these holds.
+	//
+	// CheckEvidenceKind: the entry is an OS critical stop, or a watchdog
+	// expiry whose timer use is SMS/OS (BIOS/POST and OS Load timers
+	// expire on booting machines; an unknown use proves nothing).
+	CheckEvidenceKind Check = "evidence-kind"
+	// CheckEvidenceBoot: the entry was logged in the current boot.
+	CheckEvidenceBoot Check = "evidence-boot"
+	// CheckEvidenceSystem: the entry is about the target's own system.
+	CheckEvidenceSystem Check = "evidence-system"
+	// CheckEvidenceTarget: the evidence was read from the fence's BMC
+	// target, its identity verified.
+	CheckEvidenceTarget Check = "evidence-target"
+	// CheckEvidenceAfterRenewal: we first saw the entry after the node's
+	// last observed renewal.
+	CheckEvidenceAfterRenewal Check = "evidence-after-renewal"
 )
 
 // Checks lists every check a mutant may disable.
@@ -93,5 +111,6 @@ func Checks() []Check {
 		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
-		CheckSplitBrainCount}
+		CheckSplitBrainCount, CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceTarget,
+		CheckEvidenceAfterRenewal}
 }
