@@ -150,8 +150,12 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 	optIn := p.PowerOffNotReadyAfter > 0 && n.ready != fence.ReadyTrue && !n.notReadySince.IsZero() &&
 		now.Sub(n.notReadySince) >= p.PowerOffNotReadyAfter
 	silence := now.Sub(n.lastBeat)
+	// The world's truth: the node's OS stopped (a hang, a panic) on a
+	// machine that reads On. Evidence may fence it before fenceAfter.
+	truth := n.Host.BMC.Truth()
+	hung := truth.OSHung && truth.Power == machine.PowerOn
 	switch {
-	case tainted || human || optIn:
+	case tainted || human || optIn || hung:
 	case n.renews() && silence < p.SuspectAfter:
 		bad("powered off a running machine whose kubelet renewed its Lease %s ago", silence)
 	case silence < p.FenceAfter && !n.lastOffAnswer.After(n.lastBeat):

@@ -129,6 +129,7 @@ func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
 		g.wrongConfirm, g.replay, g.partition, g.poweredOnWhileTainted, g.powerLoss,
 		g.droppedThenWatchdog, g.statusFirstAtPersist, g.pausedBetweenListAndDelete, g.pausedBetweenRecheckAndDelete,
 		g.pausedInsideATaintWrite, g.splitBrainOverAPartition,
+		g.hungEvidence,
 	}
 	for i := 1 + rng.IntN(3); i > 0; i-- {
 		episodes[rng.IntN(len(episodes))]()
@@ -1392,4 +1393,92 @@ func (g *gen) splitBrainOverAPartition() {
 		g.sim.partners = map[string]string{}
 	}
 	g.sim.partners[a], g.sim.partners[b] = b, a
+}
+
+// hungEvidence: a node runs the watchdog petter, and either hangs for real
+// (its BMC logs an SMS/OS expiry, or an OS critical stop on a panic: the
+// evidence that fences it before fenceAfter), or its BMC holds an entry
+// that must not count while the machine lives, and the node is then cut
+// off (alive, silent: only fenceAfter may power it off):
+//
+//	stale     an SMS/OS expiry logged in a previous boot
+//	foreign   an SMS/OS expiry about another system (a shared log)
+//	post      a BIOS/POST or OS Load timer's expiry
+//	hidden    an expiry whose timer use the BMC does not say (iDRAC, iLO
+//	          Redfish): the petter was evicted on the live machine
+//	evicted   the petter evicted on a live machine that still renews
+func (g *gen) hungEvidence() {
+	n := g.pick()
+	name := n.Name
+	n.Petter = g.dur(5*time.Second, 30*time.Second)
+	d := g.dur(30*time.Second, 3*time.Minute)
+	lie := func(what string, fn func(n *Node) bool) {
+		g.at(d, name+" BMC evidence that must not count: "+what, func() bool {
+			n := g.node(name)
+			return n != nil && n.alive() && fn(n)
+		}, faultEvidenceLie, faultEvidenceLie+"/"+what)
+	}
+	cutOff := func() {
+		at := d + g.dur(5*time.Second, 40*time.Second)
+		g.at(at, name+" partitioned", func() bool { return g.setPartitioned(name, true) }, faultPartition)
+		g.at(at+g.dur(90*time.Second, 3*time.Minute), name+" partition heals", func() bool { return g.setPartitioned(name, false) })
+	}
+	expiry := machine.LogEntry{Kind: machine.LogWatchdogExpired, Use: machine.TimerUseSMSOS}
+	switch g.rng.IntN(7) {
+	case 0, 1:
+		ev := machine.EventOSHang
+		if g.rng.IntN(2) == 0 {
+			ev = machine.EventOSPanic
+		}
+		g.at(d, name+" "+string(ev)+" (watchdog petter armed)", func() bool {
+			if !g.machineEvent(name, ev) {
+				return false
+			}
+			return g.node(name).Host.BMC.Watchdog().Armed
+		}, faultHang, faultHungEvidence)
+	case 2:
+		lie("stale entry from a previous boot", func(n *Node) bool {
+			e := expiry
+			e.Boot = -1
+			n.Host.BMC.AppendLog(e)
+			return true
+		})
+		cutOff()
+	case 3:
+		lie("another system's entry", func(n *Node) bool {
+			e := expiry
+			e.Origin = "system-2"
+			n.Host.BMC.AppendLog(e)
+			return true
+		})
+		cutOff()
+	case 4:
+		use := machine.TimerUseBIOSPOST
+		if g.rng.IntN(2) == 0 {
+			use = machine.TimerUseOSLoad
+		}
+		lie(use.String()+" timer's expiry", func(n *Node) bool {
+			e := expiry
+			e.Use = use
+			n.Host.BMC.AppendLog(e)
+			return true
+		})
+		cutOff()
+	case 5:
+		lie("expiry with its timer use hidden (evicted petter)", func(n *Node) bool {
+			n.Host.BMC.SetHideTimerUse(true)
+			n.petterEvicted = true
+			n.Host.BMC.StopPetter(false)
+			return true
+		})
+		// Cut off once the watchdog has expired on the live machine.
+		d += n.Petter
+		cutOff()
+	default:
+		lie("evicted petter on a machine that still renews", func(n *Node) bool {
+			n.petterEvicted = true
+			n.Host.BMC.StopPetter(false)
+			return true
+		})
+	}
 }

@@ -281,6 +281,15 @@ type Node struct {
 	Partitioned    bool
 	renewing       bool
 
+	// Petter, when positive, is the timeout of the node-side watchdog
+	// petter (cmd/bmc-watchdog's DaemonSet): it arms the BMC's watchdog
+	// (SMS/OS, no action) whenever the OS runs, and the watchdog expires
+	// Petter after the OS stops. petterEvicted: the petter was killed
+	// without disarming and is not restarted (the watchdog expires on a
+	// live machine).
+	Petter        time.Duration
+	petterEvicted bool
+
 	// API objects (the server's truth). lastBeat is the node's last sign
 	// of life on the server: its Lease renewal (leaseAt) or its status
 	// update (statusAt: a new Ready heartbeat, on the Node object). A
@@ -648,6 +657,7 @@ func (w *World) Advance() {
 			w.notify(n.Name)
 		}
 		n.renewing = renews
+		w.pet(n)
 		// Node lifecycle controller.
 		if n.ready != fence.ReadyUnknown && now.Sub(n.lastBeat) >= NodeMonitorGracePeriod {
 			if n.ready == fence.ReadyTrue {
@@ -943,4 +953,17 @@ func (w *World) Summary() string {
 			name, n.Phase(), n.Host.Name, target, n.Host.BMC.Truth().Power, n.alive(), n.ready, n.taint, n.pods, n.vas)
 	}
 	return b.String()
+}
+
+// pet runs the node's watchdog petter: its DaemonSet starts it whenever the
+// node's OS runs without one (after a boot, after an eviction is over).
+func (w *World) pet(n *Node) {
+	if n.Petter <= 0 || n.petterEvicted {
+		return
+	}
+	s := n.Host.BMC.Truth()
+	if s.Power != machine.PowerOn || s.BootState != "OSRunning" || s.OSHung || n.Host.BMC.Watchdog().Petted {
+		return
+	}
+	_ = n.Host.BMC.StartPetter(n.Petter, machine.WatchdogNoAction)
 }
