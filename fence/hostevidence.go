@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	unitmutant "github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // Hung-node evidence: what a node's BMC recorded about its host that the
@@ -141,9 +143,13 @@ func (st *stepper) signRejection(h HostEvidence, rd Reading, sg Sign) string {
 			return "logged before the current boot"
 		}
 		return "the BMC does not say in which boot it was logged"
+	case Enabled(CheckEvidenceBoot) && rd.Power != PowerOn:
+		// A boot that has not reached On: a long POST expires the SMS/OS
+		// timer Linux re-arms for 120 s on reboot.
+		return "the machine reads " + rd.Power.String() + ", not On: its boot is not over"
 	case Enabled(CheckEvidenceSystem) && sg.OtherSystem:
 		return "about another system than the node's"
-	case Enabled(CheckEvidenceTarget) && (!h.Verified || h.Target == "" || h.Target != rd.Target || h.Target != st.s.Target):
+	case !unitmutant.On(unitmutant.EvidenceTarget) && (!h.Verified || h.Target == "" || h.Target != rd.Target || h.Target != st.s.Target):
 		return "not read from the fence's BMC target with its identity verified"
 	case Enabled(CheckEvidenceAfterRenewal) && !sg.FirstSeen.After(n.RenewedAt):
 		return "first seen by us before the node's last renewal (" + stamp(n.RenewedAt) + ")"

@@ -8,13 +8,17 @@ import (
 // suspectWithEvidence steps a node silent since t0 into Suspect at +30 s and
 // hands Step one On reading from target "bmc-a" with h, at +31 s.
 func suspectWithEvidence(t *testing.T, n NodeView, h HostEvidence) Output {
+	return suspectWithEvidenceReading(t, n, h, PowerOn)
+}
+
+func suspectWithEvidenceReading(t *testing.T, n NodeView, h HostEvidence, pw Power) Output {
 	t.Helper()
 	p := DefaultPolicy()
 	out := Step(p, State{}, tick(n, at(sec(30))), at(sec(30)))
 	if out.State.Phase != Suspect || !has(out, ActReadPower) {
 		t.Fatalf("setup: want Suspect and a read, got %s %v", out.State.Phase, kinds(out))
 	}
-	in := readingFrom(n, at(sec(31)), PowerOn, "bmc-a")
+	in := readingFrom(n, at(sec(31)), pw, "bmc-a")
 	in.Host = h
 	return Step(p, out.State, in, at(sec(31)))
 }
@@ -43,23 +47,29 @@ func TestHungNodeEvidenceLicensesForceOffBeforeFenceAfterOnlyWhenEachRuleHolds(t
 		check Check
 		host  HostEvidence
 		want  bool
+		power Power
 	}{
-		{"an SMS/OS watchdog expiry of this boot, first seen after the last renewal", "", evidenceOf(goodSign()), true},
-		{"an OS critical stop", "", with(func(s *Sign) { s.Kind, s.TimerUse = SignOSCriticalStop, TimerUseUnknown }), true},
-		{"a BIOS/POST expiry (a booting machine)", CheckEvidenceKind, with(func(s *Sign) { s.TimerUse = TimerUseBIOSPOST }), false},
-		{"an OS Load expiry (a booting machine)", CheckEvidenceKind, with(func(s *Sign) { s.TimerUse = TimerUseOSLoad }), false},
-		{"an expiry whose timer use the BMC hides", CheckEvidenceKind, with(func(s *Sign) { s.TimerUse = TimerUseUnknown }), false},
-		{"a stale entry from before the current boot", CheckEvidenceBoot, with(func(s *Sign) { s.Boot = SignBootPrevious }), false},
-		{"an entry the BMC places in no boot", CheckEvidenceBoot, with(func(s *Sign) { s.Boot = SignBootUnknown }), false},
-		{"another system's entry in a shared log", CheckEvidenceSystem, with(func(s *Sign) { s.OtherSystem = true }), false},
-		{"read from a target whose identity was not verified", CheckEvidenceTarget, func() HostEvidence { h := evidenceOf(goodSign()); h.Verified = false; return h }(), false},
-		{"read from another target than the fence's", CheckEvidenceTarget, func() HostEvidence { h := evidenceOf(goodSign()); h.Target = "bmc-b"; return h }(), false},
-		{"first seen before the node's last renewal", CheckEvidenceAfterRenewal, with(func(s *Sign) { s.FirstSeen = at(-sec(1)) }), false},
-		{"no evidence read", "", HostEvidence{}, false},
+		{"an SMS/OS watchdog expiry of this boot, first seen after the last renewal", "", evidenceOf(goodSign()), true, 0},
+		{"an OS critical stop", "", with(func(s *Sign) { s.Kind, s.TimerUse = SignOSCriticalStop, TimerUseUnknown }), true, 0},
+		{"a BIOS/POST expiry (a booting machine)", CheckEvidenceKind, with(func(s *Sign) { s.TimerUse = TimerUseBIOSPOST }), false, 0},
+		{"an OS Load expiry (a booting machine)", CheckEvidenceKind, with(func(s *Sign) { s.TimerUse = TimerUseOSLoad }), false, 0},
+		{"an expiry whose timer use the BMC hides", CheckEvidenceKind, with(func(s *Sign) { s.TimerUse = TimerUseUnknown }), false, 0},
+		{"a stale entry from before the current boot", CheckEvidenceBoot, with(func(s *Sign) { s.Boot = SignBootPrevious }), false, 0},
+		{"an entry the BMC places in no boot", CheckEvidenceBoot, with(func(s *Sign) { s.Boot = SignBootUnknown }), false, 0},
+		{"another system's entry in a shared log", CheckEvidenceSystem, with(func(s *Sign) { s.OtherSystem = true }), false, 0},
+		{"read from a target whose identity was not verified", "", func() HostEvidence { h := evidenceOf(goodSign()); h.Verified = false; return h }(), false, 0},
+		{"read from another target than the fence's", "", func() HostEvidence { h := evidenceOf(goodSign()); h.Target = "bmc-b"; return h }(), false, 0},
+		{"first seen before the node's last renewal", CheckEvidenceAfterRenewal, with(func(s *Sign) { s.FirstSeen = at(-sec(1)) }), false, 0},
+		{"no evidence read", "", HostEvidence{}, false, 0},
+		{"a machine that reads PoweringOn (its boot not over)", CheckEvidenceBoot, evidenceOf(goodSign()), false, PowerPoweringOn},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out := suspectWithEvidence(t, n, c.host)
+			pw := c.power
+			if pw == 0 {
+				pw = PowerOn
+			}
+			out := suspectWithEvidenceReading(t, n, c.host, pw)
 			if got := has(out, ActPowerOff); got != c.want {
 				t.Fatalf("ForceOff at +31 s = %v, want %v (actions %v, events %v)", got, c.want, kinds(out), eventReasons(out))
 			}

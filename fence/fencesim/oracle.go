@@ -30,7 +30,9 @@ import (
 //	           for powerOffNotReadyAfter), a running machine is never powered
 //	           off while its kubelet renews (within suspectAfter), nor before
 //	           its Lease has been silent for fenceAfter unless its BMC
-//	           answered Off since the last renewal (an Off we then make ours).
+//	           answered Off since the last renewal (an Off we then make ours)
+//	           or its OS truly stopped (hung or panicked, reading On: what
+//	           hung-node evidence may fence sooner).
 //	Storm      more than maxConcurrentFences running machines whose kubelet
 //	           lives (a partition: alive, unable to renew) are never powered
 //	           off within cooldown/2 of each other (the guard admits one per

@@ -1424,7 +1424,7 @@ func (g *gen) hungEvidence() {
 		g.at(at+g.dur(90*time.Second, 3*time.Minute), name+" partition heals", func() bool { return g.setPartitioned(name, false) })
 	}
 	expiry := machine.LogEntry{Kind: machine.LogWatchdogExpired, Use: machine.TimerUseSMSOS}
-	switch g.rng.IntN(7) {
+	switch g.rng.IntN(8) {
 	case 0, 1:
 		ev := machine.EventOSHang
 		if g.rng.IntN(2) == 0 {
@@ -1473,6 +1473,24 @@ func (g *gen) hungEvidence() {
 		})
 		// Cut off once the watchdog has expired on the live machine.
 		d += n.Petter
+		cutOff()
+	case 6:
+		// The agent first sees the expiry while its view of the node is
+		// frozen (the node looks silent; the stale view admits nothing,
+		// and the server recheck sees the renewals), then sees the node
+		// renew, then the node is cut off: the expiry was first seen
+		// before the node's last renewal.
+		lie("expiry first seen before the node's last renewal (evicted petter, then a frozen view)", func(n *Node) bool {
+			n.petterEvicted = true
+			n.Host.BMC.StopPetter(false)
+			return true
+		})
+		w := g.w
+		freeze := d + n.Petter + g.dur(time.Second, 5*time.Second)
+		thaw := freeze + w.Policy.SuspectAfter + g.dur(30*time.Second, 60*time.Second)
+		g.at(freeze, "api freeze", func() bool { w.FreezeAPI(); return true }, faultFrozenView)
+		g.at(thaw, "api thaw", func() bool { w.ThawAPI(); return true })
+		d = thaw + g.dur(15*time.Second, 30*time.Second)
 		cutOff()
 	default:
 		lie("evicted petter on a machine that still renews", func(n *Node) bool {

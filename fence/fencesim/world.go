@@ -107,6 +107,14 @@
 //     leader election exists to prevent. Each counts the fences the other
 //     persisted (the storm rule is judged in a split brain too).
 //
+//   - A watchdog petter evicted without disarming lets the BMC's watchdog
+//     expire on a live machine (an SMS/OS expiry, in this boot). If that
+//     machine is then cut off before any agent has seen the entry, the
+//     entry is indistinguishable from a hang's (docs/safety.md, "Hung-node
+//     evidence"): the world cuts such a machine off only after an agent
+//     could have seen the entry and then the node's renewal, or when its
+//     BMC hides the timer use.
+//
 // Frozen (stalled) views last up to two minutes, three times the node
 // monitor grace period: the oracle does not need them shorter, since it
 // reads Ready and renewals from the server, never from a view, and the

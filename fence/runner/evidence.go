@@ -8,6 +8,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // EvidenceReader is optionally implemented by a PowerController whose BMC
@@ -57,7 +58,7 @@ func (r *Runner) hostEvidence(ctx context.Context, name string, rec *record, rd 
 	key := ctrl.Key()
 	now := r.opts.Clock.Now()
 	h := rec.evidence.host
-	if h.Target == key && !h.At.IsZero() && now.Sub(h.At) < r.evidenceInterval() {
+	if (h.Target == key || mutant.On(mutant.EvidenceTarget)) && !h.At.IsZero() && now.Sub(h.At) < r.evidenceInterval() {
 		return h
 	}
 	if err := r.acquire(ctx); err != nil {
