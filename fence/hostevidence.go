@@ -147,6 +147,11 @@ func (st *stepper) signRejection(h HostEvidence, rd Reading, sg Sign) string {
 		// A boot that has not reached On: a long POST expires the SMS/OS
 		// timer Linux re-arms for 120 s on reboot.
 		return "the machine reads " + rd.Power.String() + ", not On: its boot is not over"
+	case Enabled(CheckEvidenceBoot) && st.bootedDuringFence():
+		// The machine went through a boot since the failure began: an
+		// expiry of the current boot may be its POST's, and the OS that
+		// came up has not renewed yet.
+		return "the machine was read off or booting during this fence: the current boot began while the node was silent"
 	case Enabled(CheckEvidenceSystem) && sg.OtherSystem:
 		return "about another system than the node's"
 	case !unitmutant.On(unitmutant.EvidenceTarget) && (!h.Verified || h.Target == "" || h.Target != rd.Target || h.Target != st.s.Target):
@@ -216,4 +221,20 @@ func (st *stepper) evidenceMissing(rd Reading) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// bootedDuringFence: a reading since the failure began saw the machine off,
+// powering off or booting.
+func (st *stepper) bootedDuringFence() bool {
+	for _, r := range st.s.Evidence.Records() {
+		if r.Kind != RecReading || r.Until.Before(st.s.FailureStart) {
+			continue
+		}
+		switch r.Power {
+		case PowerOff, PowerPoweringOff, PowerPoweringOn:
+			return true
+		case PowerOn, PowerUnknown:
+		}
+	}
+	return false
 }

@@ -125,3 +125,21 @@ func TestNodeAtFenceAfterWithoutEvidenceSaysWhichEvidenceWasMissing(t *testing.T
 		}
 	}
 }
+
+// TestHungNodeEvidenceIsVoidOnceTheMachineBootedDuringTheFence: a machine
+// read booting (or off) during this fence has begun a new boot while its
+// node was silent: an expiry of that boot may be its POST's (Linux re-arms
+// the SMS/OS timer for 120 s on reboot), and the OS that came up has not
+// renewed yet. Its evidence does not count.
+func TestHungNodeEvidenceIsVoidOnceTheMachineBootedDuringTheFence(t *testing.T) {
+	p := DefaultPolicy()
+	n := view(heartbeat(0), notReady(sec(5)))
+	out := Step(p, State{}, tick(n, at(sec(30))), at(sec(30)))
+	out = Step(p, out.State, readingFrom(n, at(sec(31)), PowerPoweringOn, "bmc-a"), at(sec(31)))
+	in := readingFrom(n, at(sec(36)), PowerOn, "bmc-a")
+	in.Host = evidenceOf(goodSign())
+	out = Step(p, out.State, in, at(sec(36)))
+	if has(out, ActPowerOff) {
+		t.Fatalf("ForceOff on the evidence of a boot that began during the fence: %v", eventReasons(out))
+	}
+}
