@@ -47,7 +47,7 @@ const (
 	faultForeignTaint   = "x   foreign out-of-service taint"
 	faultPowerOnByHuman = "x   machine powered on by someone else"
 	// Hung-node evidence (issue 18): a real expiry, and each lie.
-	faultHungEvidence = "h   hung node whose BMC logged an SMS/OS watchdog expiry or an OS critical stop"
+	faultHungEvidence = "h   hung node whose BMC logged a watchdog expiry (timer use SMS-OS) or an OS critical stop"
 	faultEvidenceLie  = "h   BMC evidence on a live machine that must not count"
 	// faultOffForRunning is not generated directly: it counts reads that
 	// answered Off while the node's machine ran (wrong entry, cache).

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/machine"
 	"github.com/bmcfence/bmcfence/fence"
 )
@@ -273,7 +274,7 @@ func (g *gen) fail(name string, d time.Duration) {
 
 func (g *gen) kubeletStop(name string) bool {
 	n := g.node(name)
-	if n == nil || !n.KubeletEnabled {
+	if n == nil || !n.KubeletEnabled || n.liveExpiry {
 		return false
 	}
 	n.KubeletEnabled = false
@@ -291,7 +292,7 @@ func (g *gen) kubeletStart(name string) bool {
 
 func (g *gen) setPartitioned(name string, on bool) bool {
 	n := g.node(name)
-	if n == nil || n.Partitioned == on {
+	if n == nil || n.Partitioned == on || (on && n.liveExpiry) {
 		return false
 	}
 	n.Partitioned = on
@@ -1418,10 +1419,23 @@ func (g *gen) hungEvidence() {
 			return n != nil && n.alive() && fn(n)
 		}, faultEvidenceLie, faultEvidenceLie+"/"+what)
 	}
+	// may reports whether the episode's own cut-off may happen (nil:
+	// always).
+	var may func(n *Node) bool
 	cutOff := func() {
 		at := d + g.dur(5*time.Second, 40*time.Second)
-		g.at(at, name+" partitioned", func() bool { return g.setPartitioned(name, true) }, faultPartition)
-		g.at(at+g.dur(90*time.Second, 3*time.Minute), name+" partition heals", func() bool { return g.setPartitioned(name, false) })
+		g.at(at, name+" partitioned", func() bool {
+			n := g.node(name)
+			if n == nil || n.Partitioned || (may != nil && !may(n)) {
+				return false
+			}
+			n.Partitioned = true
+			return true
+		}, faultPartition)
+		g.at(at+g.dur(90*time.Second, 3*time.Minute), name+" partition heals", func() bool {
+			g.sim.pinned = false
+			return g.setPartitioned(name, false)
+		})
 	}
 	expiry := machine.LogEntry{Kind: machine.LogWatchdogExpired, Use: machine.TimerUseSMSOS}
 	switch g.rng.IntN(8) {
@@ -1467,6 +1481,7 @@ func (g *gen) hungEvidence() {
 	case 5:
 		lie("expiry with its timer use hidden (evicted petter)", func(n *Node) bool {
 			n.Host.BMC.SetHideTimerUse(true)
+			n.liveExpiry = true
 			n.petterEvicted = true
 			n.Host.BMC.StopPetter(false)
 			return true
@@ -1481,20 +1496,44 @@ func (g *gen) hungEvidence() {
 		// renew, then the node is cut off: the expiry was first seen
 		// before the node's last renewal.
 		lie("expiry first seen before the node's last renewal (evicted petter, then a frozen view)", func(n *Node) bool {
-			n.petterEvicted = true
+			n.petterEvicted, n.liveExpiry = true, true
 			n.Host.BMC.StopPetter(false)
 			return true
 		})
 		w := g.w
 		freeze := d + n.Petter + g.dur(time.Second, 5*time.Second)
 		thaw := freeze + w.Policy.SuspectAfter + g.dur(30*time.Second, 60*time.Second)
-		g.at(freeze, "api freeze", func() bool { w.FreezeAPI(); return true }, faultFrozenView)
+		// The premise: the leader that read the entry while the view was
+		// frozen (a read that succeeded) still leads, with its memory,
+		// when the node is cut off.
+		var leader *Agent
+		var frozeAt time.Time
+		g.at(freeze, "api freeze", func() bool {
+			w.FreezeAPI()
+			g.sim.pinned = true
+			frozeAt = w.Clock.Now()
+			if len(g.sim.active) == 1 {
+				leader = g.sim.active[0]
+			}
+			return true
+		}, faultFrozenView)
 		g.at(thaw, "api thaw", func() bool { w.ThawAPI(); return true })
+		may = func(n *Node) bool {
+			if leader == nil || len(g.sim.active) != 1 || g.sim.active[0] != leader {
+				return false
+			}
+			for _, c := range n.Host.BMC.Calls() {
+				if c.Op == bmc.OpReadEvidence && c.Err == nil && c.At.After(frozeAt) {
+					return true
+				}
+			}
+			return false
+		}
 		d = thaw + g.dur(15*time.Second, 30*time.Second)
 		cutOff()
 	default:
 		lie("evicted petter on a machine that still renews", func(n *Node) bool {
-			n.petterEvicted = true
+			n.petterEvicted, n.liveExpiry = true, true
 			n.Host.BMC.StopPetter(false)
 			return true
 		})

@@ -297,6 +297,11 @@ type Node struct {
 	// live machine).
 	Petter        time.Duration
 	petterEvicted bool
+	// liveExpiry: the BMC logged an SMS/OS expiry while the machine ran
+	// (an evicted petter). Cut off before an agent saw it and then saw
+	// the node renew, it is indistinguishable from a hang (package doc):
+	// no fault cuts such a node off but its episode's own, which checks.
+	liveExpiry bool
 
 	// API objects (the server's truth). lastBeat is the node's last sign
 	// of life on the server: its Lease renewal (leaseAt) or its status
