@@ -1426,7 +1426,7 @@ func (g *gen) hungEvidence() {
 		at := d + g.dur(5*time.Second, 40*time.Second)
 		g.at(at, name+" partitioned", func() bool {
 			n := g.node(name)
-			if n == nil || n.Partitioned || (may != nil && !may(n)) {
+			if n == nil || n.Partitioned || (may == nil && n.liveExpiry) || (may != nil && !may(n)) {
 				return false
 			}
 			n.Partitioned = true
@@ -1482,6 +1482,7 @@ func (g *gen) hungEvidence() {
 		lie("expiry with its timer use hidden (evicted petter)", func(n *Node) bool {
 			n.Host.BMC.SetHideTimerUse(true)
 			n.liveExpiry = true
+			may = func(*Node) bool { return true } // every entry's timer use is hidden
 			n.petterEvicted = true
 			n.Host.BMC.StopPetter(false)
 			return true
@@ -1496,6 +1497,9 @@ func (g *gen) hungEvidence() {
 		// renew, then the node is cut off: the expiry was first seen
 		// before the node's last renewal.
 		lie("expiry first seen before the node's last renewal (evicted petter, then a frozen view)", func(n *Node) bool {
+			if !n.renews() || n.liveExpiry {
+				return false // already cut off, or already holding one: undetectable
+			}
 			n.petterEvicted, n.liveExpiry = true, true
 			n.Host.BMC.StopPetter(false)
 			return true
@@ -1533,6 +1537,9 @@ func (g *gen) hungEvidence() {
 		cutOff()
 	default:
 		lie("evicted petter on a machine that still renews", func(n *Node) bool {
+			if !n.renews() {
+				return false // cut off already: undetectable (package doc)
+			}
 			n.petterEvicted, n.liveExpiry = true, true
 			n.Host.BMC.StopPetter(false)
 			return true

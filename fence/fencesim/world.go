@@ -562,6 +562,7 @@ func (w *World) recreate(old *Node, host *Machine) *Node {
 	n := w.newNode(old.Name, old.Zone, host)
 	n.KubeletEnabled, n.RuntimeDown, n.Partitioned = old.KubeletEnabled, old.RuntimeDown, old.Partitioned
 	n.Excluded, n.HasBMC = old.Excluded, old.HasBMC
+	n.Petter, n.petterEvicted, n.liveExpiry = old.Petter, old.petterEvicted, old.liveExpiry && old.Host == host
 	n.pods, n.vas = 0, 0
 	n.podGen++
 	w.notify(n.Name)
