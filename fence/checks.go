@@ -85,6 +85,20 @@ const (
 	// reads (the state persist) took in since: a heartbeat the persist
 	// absorbed still stops the act.
 	CheckRecheckDecided Check = "recheck-decided-view"
+	// CheckOutletDrawless: a fencing level's reading is drawless (the
+	// power-loss path: no fenceAfter, no storm fraction) only when every
+	// outlet's own metering reads about 0 W; an outlet that is on may feed
+	// a running machine behind a partition. The runner's.
+	CheckOutletDrawless Check = "outlet-drawless-metered"
+	// CheckOutletsAllOff: a PDU level reads Off only when every one of its
+	// outlets reads exactly Off: a machine with two supplies runs on the
+	// outlet left on. The level's (the inventory's and fencesim's).
+	CheckOutletsAllOff Check = "outlets-all-off"
+	// CheckOutletProof: an outlet counts only with a recorded outlet
+	// identity proof for this node's machine (or the explicit
+	// allowUnverifiedOutlet opt-in): a wrong outlet cuts another machine
+	// and reads Off while this one runs. The level's Verify.
+	CheckOutletProof Check = "outlet-proof"
 	// Hung-node evidence (fence/hostevidence.go): an entry of the BMC's
 	// log makes a ForceOff to a machine reading On due before FenceAfter
 	// only if each of these holds.
@@ -111,6 +125,6 @@ func Checks() []Check {
 		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
-		CheckSplitBrainCount, CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem,
-		CheckEvidenceAfterRenewal}
+		CheckSplitBrainCount, CheckOutletDrawless, CheckOutletsAllOff, CheckOutletProof,
+		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal}
 }

@@ -138,6 +138,7 @@ func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
 	for i := rng.IntN(7); i > 0; i-- {
 		g.background()
 	}
+	g.pduLevel()
 	return g.sim, g.plan
 }
 
