@@ -30,7 +30,9 @@ import (
 //	           for powerOffNotReadyAfter), a running machine is never powered
 //	           off while its kubelet renews (within suspectAfter), nor before
 //	           its Lease has been silent for fenceAfter unless its BMC
-//	           answered Off since the last renewal (an Off we then make ours).
+//	           answered Off since the last renewal (an Off we then make ours)
+//	           or its OS truly stopped (hung or panicked, reading On: what
+//	           hung-node evidence may fence sooner).
 //	Storm      more than maxConcurrentFences running machines whose kubelet
 //	           lives (a partition: alive, unable to renew) are never powered
 //	           off within cooldown/2 of each other (the guard admits one per
@@ -168,11 +170,15 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 	optIn := p.PowerOffNotReadyAfter > 0 && n.ready != fence.ReadyTrue && !n.notReadySince.IsZero() &&
 		now.Sub(n.notReadySince) >= p.PowerOffNotReadyAfter
 	silence := now.Sub(n.lastBeat)
+	// The world's truth: the node's OS stopped (a hang, a panic) on a
+	// machine that reads On. Evidence may fence it before fenceAfter.
+	truth := n.Host.BMC.Truth()
+	hung := truth.OSHung && truth.Power == machine.PowerOn
 	switch {
 	case !tainted && !human && w.plannedRebootOpen(n, now):
 		bad("powered off a running machine (%s) in a planned reboot (%s, signalled %s ago, rebootWindow %s) with no Off from its BMC just before",
 			n.Host.BMC.Truth().Power, n.plannedBy, now.Sub(n.plannedAt), p.RebootWindow)
-	case tainted || human || optIn:
+	case tainted || human || optIn || hung:
 	case n.renews() && silence < p.SuspectAfter:
 		bad("powered off a running machine whose kubelet renewed its Lease %s ago", silence)
 	case silence < p.FenceAfter && !n.lastOffAnswer.After(n.lastBeat):
