@@ -85,6 +85,18 @@ const (
 	// reads (the state persist) took in since: a heartbeat the persist
 	// absorbed still stops the act.
 	CheckRecheckDecided Check = "recheck-decided-view"
+	// CheckEventSystem: a power-off event starts a fence early only if it
+	// names the node's own system (not empty, not another system of a
+	// multi-system BMC).
+	CheckEventSystem Check = "event-system"
+	// CheckEventFresh: a power-off event starts a fence early only if it
+	// is live: not a replay, no gap before it, on a stream connected before
+	// the node's last observed sign of life, and received after it.
+	CheckEventFresh Check = "event-fresh"
+	// CheckEventSilence: a power-off event starts a fence early only once
+	// the Lease has been silent for Policy.EventSilence plus our view's
+	// staleness.
+	CheckEventSilence Check = "event-silence"
 )
 
 // Checks lists every check a mutant may disable.
@@ -93,5 +105,5 @@ func Checks() []Check {
 		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
-		CheckSplitBrainCount}
+		CheckSplitBrainCount, CheckEventSystem, CheckEventFresh, CheckEventSilence}
 }

@@ -381,7 +381,7 @@ func (st *stepper) targetChanged(target string) bool {
 // like a new one; so is a power-loss fence whose machine now reads other
 // than Off.
 func (st *stepper) admitPowerOff(rd Reading) bool {
-	if !st.silentLongEnough(false) {
+	if !st.silentLongEnough(false) && !st.offEventLicence(rd) {
 		return false
 	}
 	inFlight := !st.s.AdmittedAt.IsZero() && st.s.Phase.InFlight()
@@ -626,6 +626,7 @@ func (st *stepper) healthy() {
 	if !due {
 		st.s.Warned = false
 		st.wake(st.p.SuspectAfter - SilentFor(n, st.now))
+		st.offEventEntry()
 		return
 	}
 	if n.Excluded || !n.HasBMC {
