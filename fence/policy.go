@@ -111,7 +111,8 @@ type Policy struct {
 	// BMC pushed may start its fence early (docs/safety.md, "Power
 	// events"): one full renewal interval of the kubelet with a margin, so
 	// the silence is a missed renewal, not the gap between two. Zero turns
-	// the early start off; events then change nothing.
+	// the early start off; events then change nothing, as they do when it
+	// is not shorter than SuspectAfter.
 	EventSilence time.Duration
 }
 
@@ -328,8 +329,8 @@ func (p Policy) Validate() error {
 	if p.PowerOffNotReadyAfter != 0 && !invalid["suspectAfter"] && (p.PowerOffNotReadyAfter < p.SuspectAfter || p.PowerOffNotReadyAfter > 24*time.Hour) {
 		errs = append(errs, fmt.Errorf("policy.powerOffNotReadyAfter = %s: must be 0 (off) or between %s (policy.suspectAfter) and %s", p.PowerOffNotReadyAfter, p.SuspectAfter, 24*time.Hour))
 	}
-	if p.EventSilence != 0 && !invalid["suspectAfter"] && (p.EventSilence < time.Second || p.EventSilence > p.SuspectAfter) {
-		errs = append(errs, fmt.Errorf("policy.eventSilence = %s: must be 0 (off) or between 1s and %s (policy.suspectAfter)", p.EventSilence, p.SuspectAfter))
+	if p.EventSilence != 0 && (p.EventSilence < time.Second || p.EventSilence > time.Hour) {
+		errs = append(errs, fmt.Errorf("policy.eventSilence = %s: must be 0 (off) or between 1s and 1h0m0s", p.EventSilence))
 	}
 	if p.Detection >= numDetections {
 		errs = append(errs, fmt.Errorf("%w: policy.detection = %d: must be builtin, external or both", ErrInvalidPolicy, p.Detection))
