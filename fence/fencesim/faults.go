@@ -59,6 +59,7 @@ var Required = []string{
 	faultReplicas, faultFailover, faultPause, faultSplitBrain, faultInterleave, faultWriteOutage, faultFrozenView,
 	faultAPIErrors, faultStaleRequest, faultReplay, faultWrongConfirm, faultPowerLoss, faultHang, faultShutdown,
 	faultKubeletStop, faultUnreachable, faultLiar, faultMaintenance, faultPartition, faultKeepOff, faultHuman,
+	faultEvents,
 }
 
 // Tally adds up fault classes over many scenarios. Safe for concurrent use.

@@ -31,6 +31,10 @@ import (
 //	           off while its kubelet renews (within suspectAfter), nor before
 //	           its Lease has been silent for fenceAfter unless its BMC
 //	           answered Off since the last renewal (an Off we then make ours).
+//	Early      a ForceOff before the Lease has been silent for suspectAfter
+//	           (a human's, the NotReady opt-in's and keep-off's aside)
+//	           follows a true, live power-off event of the node's machine
+//	           and a silence of at least eventSilence (events.go).
 //	Storm      more than maxConcurrentFences running machines whose kubelet
 //	           lives (a partition: alive, unable to renew) are never powered
 //	           off within cooldown/2 of each other (the guard admits one per
@@ -142,13 +146,18 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 	if m != n.Host {
 		bad("ForceOff reached machine %s, which is not this node's (%s): a wrong inventory entry acted on", m.Name, n.Host.Name)
 	}
-	if !running(n.Host) {
-		return v
-	}
 	tainted := n.taint != fence.TaintAbsent
 	human := w.manual[n.Name]
 	optIn := p.PowerOffNotReadyAfter > 0 && n.ready != fence.ReadyTrue && !n.notReadySince.IsZero() &&
 		now.Sub(n.notReadySince) >= p.PowerOffNotReadyAfter
+	if !tainted && !human && !optIn && m == n.Host {
+		if msg := w.judgeEarly(n, now); msg != "" {
+			bad("%s", msg)
+		}
+	}
+	if !running(n.Host) {
+		return v
+	}
 	silence := now.Sub(n.lastBeat)
 	switch {
 	case tainted || human || optIn:

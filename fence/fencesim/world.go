@@ -197,6 +197,9 @@ type Machine struct {
 	latency     time.Duration
 	alreadyOff  bool
 	timing      machine.Timing
+
+	// events is the BMC's power event stream (events.go).
+	events machineEvents
 }
 
 // SetBehavior changes how the BMC treats commands (machine.Behavior).
@@ -404,6 +407,10 @@ type World struct {
 	Records    []Record
 	Violations []string
 	changed    chan string
+
+	// events: the BMCs push power events (events.go), decided by evRng.
+	events bool
+	evRng  *rand.Rand
 }
 
 type deletedNode struct {
@@ -696,6 +703,7 @@ func (w *World) Advance() {
 			a.stale = nil // its informers caught up
 		}
 	}
+	w.advanceEvents(now)
 	w.checkKeepOff(now)
 }
 

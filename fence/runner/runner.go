@@ -219,6 +219,19 @@ type Options struct {
 	// workers and other agents in that gap, and to pause a leader between
 	// its decision and its write. Production code leaves it nil.
 	BeforeAct func(node string, action fence.ActionKind, decided fence.State)
+	// Events, if set, is where the runner hears the power-off events the
+	// nodes' BMCs push (docs/safety.md, "Power events"): every Step's view
+	// carries the node's latest one. Nil: no events, polling only.
+	Events PowerEvents
+}
+
+// PowerEvents is the leader's view of the BMCs' event streams.
+type PowerEvents interface {
+	// OffEvent returns the latest power-off event the stream of the node's
+	// BMC delivered, and the system of the node's inventory entry as that
+	// stream names systems; ok is false when the node's BMC has no stream
+	// up (polling only).
+	OffEvent(node string) (ev fence.PowerEvent, system string, ok bool)
 }
 
 // maxStepsPerSync bounds one sync's chain of Step → action → result. A fence
@@ -673,6 +686,11 @@ func (r *Runner) policy(name string) fence.Policy {
 func (r *Runner) view(info NodeInfo) fence.NodeView {
 	v := info.View
 	_, v.HasBMC = r.opts.Inventory.Controller(info.Name)
+	if r.opts.Events != nil {
+		if ev, system, ok := r.opts.Events.OffEvent(info.Name); ok {
+			v.OffEvent, v.BMCSystem = ev, system
+		}
+	}
 	return v
 }
 
