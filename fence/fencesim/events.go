@@ -82,6 +82,7 @@ func (w *World) advanceEvents(now time.Time) {
 // one of a stream's lies.
 func (w *World) powerOffEvent(m *Machine, now time.Time) {
 	ev := &m.events
+	w.quirk(faultEvents)
 	for _, n := range w.Nodes {
 		if n.Host == m && now.Sub(n.lastBeat) < w.Policy.EventSilence {
 			// A reboot's off-dwell (or any off) within a renewal of
