@@ -474,6 +474,10 @@ func (r *Runner) recordFor(name string) *record {
 	return rec
 }
 
+// Notify steps the node soon: something its view carries changed outside
+// the cluster (a power event its BMC pushed). An unknown node is ignored.
+func (r *Runner) Notify(name string) { r.poke(name) }
+
 func (r *Runner) poke(name string) {
 	r.mu.Lock()
 	rec := r.nodes[name]
