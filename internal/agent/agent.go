@@ -29,6 +29,7 @@ import (
 
 	fencingv1alpha1 "github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/bmc/redfish"
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/cluster/history"
@@ -236,7 +237,8 @@ func (a *Agent) lead(ctx context.Context) error {
 				r.Notify(node)
 			}
 		},
-		OnState: func() { a.metrics.EventStreams(streamCounts(a.events.Load())) },
+		OnState:  func() { a.metrics.EventStreams(streamCounts(a.events.Load())) },
+		OnStream: a.announceStream,
 	})
 	a.events.Store(events)
 	defer a.events.Store(nil)
@@ -659,4 +661,21 @@ func streamCounts(m *powerevents.Manager) map[string]int {
 		out[string(mode)] += n
 	}
 	return out
+}
+
+// ReasonEventStream is the Node Event that says whether the node's BMC's
+// power events reach the agent; `kubectl fence status` reads the latest.
+// Its message starts with the stream's mode ("connected: ", "polling: ").
+const ReasonEventStream = "FenceEventStream"
+
+// announceStream says on each node of a BMC that its stream is connected,
+// or that the agent polls it only, and why.
+func (a *Agent) announceStream(nodes []string, st redfish.StreamState) {
+	msg := fmt.Sprintf("%s: the BMC's power events reach the agent (%s); a power-off event may start a fence after one missed Lease renewal", st.Mode, st.URI)
+	if st.Mode != redfish.StreamConnected {
+		msg = fmt.Sprintf("%s: the BMC's power events do not reach the agent (%s); it learns from polling only", st.Mode, st.Reason)
+	}
+	for _, n := range nodes {
+		a.cluster.Event(n, fence.Event{Reason: ReasonEventStream, Message: msg})
+	}
 }

@@ -40,6 +40,11 @@ type Options struct {
 	// OnState is called after any stream's state changed (the metric);
 	// it must not block.
 	OnState func()
+	// OnStream, when set, is told when a BMC's stream becomes connected
+	// or falls back to polling (not of every reconnect attempt), with the
+	// nodes on that BMC: the agent says so on each Node, for `kubectl
+	// fence status`. It must not block for long.
+	OnStream func(nodes []string, st redfish.StreamState)
 	// Refresh overrides DefaultRefresh.
 	Refresh time.Duration
 }
@@ -67,6 +72,8 @@ type stream struct {
 	// is the ConnectedAt of a connection that reported lost events.
 	last fence.PowerEvent
 	gap  time.Time
+	// announced is the mode last told to OnStream.
+	announced redfish.StreamMode
 }
 
 // New returns a Manager; Run starts its streams.
@@ -150,7 +157,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 		if _, ok := m.streams[k]; ok || ctx.Err() != nil {
 			continue
 		}
-		rs, err := redfish.NewStream(t, redfish.StreamOptions{Clock: m.opts.Clock, OnState: func(redfish.StreamState) { m.changed() }})
+		rs, err := redfish.NewStream(t, redfish.StreamOptions{Clock: m.opts.Clock, OnState: func(st redfish.StreamState) { m.streamState(k, st) }})
 		if err != nil {
 			m.opts.Log.Warn("cannot prepare the BMC's event stream; polling only", zap.String("bmc", k), zap.Error(err))
 			continue
@@ -165,6 +172,26 @@ func (m *Manager) reconcile(ctx context.Context) {
 		}()
 	}
 	go m.changed()
+}
+
+// streamState takes a state change of BMC k's stream.
+func (m *Manager) streamState(k string, st redfish.StreamState) {
+	m.mu.Lock()
+	var tell []string
+	if s := m.streams[k]; s != nil && (st.Mode == redfish.StreamConnected || st.Mode == redfish.StreamPolling) && st.Mode != s.announced {
+		s.announced = st.Mode
+		for n, ref := range m.nodes {
+			if ref.bmc == k {
+				tell = append(tell, n)
+			}
+		}
+		sort.Strings(tell)
+	}
+	m.mu.Unlock()
+	m.changed()
+	if len(tell) > 0 && m.opts.OnStream != nil {
+		m.opts.OnStream(tell, st)
+	}
 }
 
 func (m *Manager) changed() {
