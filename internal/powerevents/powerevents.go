@@ -106,8 +106,12 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
+// key names a stream: one per BMC and account. A BMC that gives each of its
+// systems its own account (a multi-node chassis, the testbed's mock) shows
+// an account only its own system's events, so each account needs its own
+// stream; the usual BMC, one machine and one account, gets one.
 func key(t bmc.Target) string {
-	return fmt.Sprintf("%s://%s:%d", t.Address.Scheme, t.Address.Host, t.Address.Port)
+	return fmt.Sprintf("%s://%s@%s:%d", t.Address.Scheme, t.Credentials.Username, t.Address.Host, t.Address.Port)
 }
 
 // reconcile starts the streams of new BMCs, stops those of BMCs no node
@@ -146,6 +150,9 @@ func (m *Manager) reconcile(ctx context.Context) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(nodes) != len(m.nodes) || len(want) != len(m.streams) {
+		m.opts.Log.Info("BMC event streams", zap.Int("bmcs", len(want)), zap.Int("nodes", len(nodes)), zap.Int("targets", len(targets)))
+	}
 	m.nodes = nodes
 	for k, s := range m.streams {
 		if _, ok := want[k]; !ok {
@@ -189,6 +196,10 @@ func (m *Manager) streamState(k string, st redfish.StreamState) {
 	}
 	m.mu.Unlock()
 	m.changed()
+	if len(tell) > 0 {
+		m.opts.Log.Info("BMC event stream "+string(st.Mode), zap.String("bmc", k), zap.String("uri", st.URI),
+			zap.String("reason", st.Reason), zap.Int("nodes", len(tell)))
+	}
 	if len(tell) > 0 && m.opts.OnStream != nil {
 		m.opts.OnStream(tell, st)
 	}
