@@ -59,6 +59,7 @@ func (st *stepper) offEventWhy(fleet bool) string {
 		return "our view's staleness is not known yet"
 	} else if silent := SilentFor(n, st.now); silent < need {
 		st.wake(need - silent)
+		st.eventWait = need - silent
 		return fmt.Sprintf("the Lease has been silent %s, not yet %s", silent.Round(time.Millisecond), need.Round(time.Millisecond))
 	}
 	return ""
@@ -108,4 +109,15 @@ func (st *stepper) offEventEntry() bool {
 // (admitPowerOff's power-loss admission).
 func (st *stepper) offEventLicence(rd Reading) bool {
 	return st.exactOff(rd) && st.offEventWhy(true) == ""
+}
+
+// eventReadAfter is when to read again after an early ForceOff was refused:
+// when the event's silence is reached, if that is sooner than d, but not
+// sooner than a second (a frozen view keeps that moment ahead: no read
+// loop).
+func (st *stepper) eventReadAfter(d time.Duration) time.Duration {
+	if st.eventWait <= 0 {
+		return d
+	}
+	return min(max(st.eventWait, time.Second), d)
 }

@@ -172,3 +172,26 @@ func TestPowerOffEventNeverLicensesANotReadyFence(t *testing.T) {
 		t.Fatal("a NotReady fence licensed by an event")
 	}
 }
+
+// The read that finds the machine Off a moment before the event's silence
+// (with the view's staleness) is reached is repeated when it is, not a
+// whole read interval later (make failures measured 5 s lost there).
+func TestAnEventStartedFenceReadsAgainWhenItsSilenceIsReached(t *testing.T) {
+	p := DefaultPolicy()
+	n := view(heartbeat(0), notReady(0), offEvent(sec(1)))
+	now := at(sec(12))
+	out := stepChecked(t, p, State{}, tick(n, now), now)
+	if out.State.Phase != Suspect {
+		t.Fatalf("phase %v, want Suspect", out.State.Phase)
+	}
+	now = at(sec(12.1))
+	in := reading(n, now, PowerOff)
+	in.Fleet.APIFreshAt = now.Add(-sec(1)) // 13.1 s of silence needed
+	out = stepChecked(t, p, out.State, in, now)
+	if has(out, ActPowerOff) {
+		t.Fatalf("ForceOff before the silence plus staleness: %v", kinds(out))
+	}
+	if next := out.State.NextReadAt; next.After(at(sec(13.2))) {
+		t.Fatalf("next read at +%s, want by +13.2s (when the silence is reached)", next.Sub(t0))
+	}
+}

@@ -31,6 +31,9 @@ type stepper struct {
 	acts      []Action
 	sideEffct bool
 	wakeAt    time.Duration
+	// eventWait: how long until a power event's silence is reached, when
+	// that alone refused an early ForceOff (events.go); 0 otherwise.
+	eventWait time.Duration
 }
 
 func (st *stepper) run() {
@@ -709,7 +712,7 @@ func (st *stepper) suspect() {
 			return
 		}
 		if !st.admitPowerOff(rd) {
-			st.scheduleRead(st.p.ReadInterval)
+			st.scheduleRead(st.eventReadAfter(st.p.ReadInterval))
 			return
 		}
 		st.sendPowerOff("the BMC reads Off; sending our own ForceOff, since a restart's off-dwell reads Off too")
