@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bmcfence/bmcfence/internal/childproc"
 )
 
 // ErrUnavailable is returned (wrapped) by Available and Start when ipmi_sim or ipmitool is missing.
@@ -295,7 +297,7 @@ func (s *Sim) startOnce(ctx context.Context, port int) error {
 		// exits; Go only ends threads that a goroutine locked and did not unlock.)
 		Pdeathsig: syscall.SIGKILL,
 	}
-	err = cmd.Start()
+	err = childproc.Start(cmd)
 	_ = logf.Close() // the child holds its own descriptor; nothing was written through ours
 	if err != nil {
 		return fmt.Errorf("ipmisim: starting ipmi_sim: %w", err)

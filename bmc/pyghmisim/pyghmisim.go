@@ -48,6 +48,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bmcfence/bmcfence/internal/childproc"
 )
 
 // Python is the interpreter that sees Debian's python3-pyghmi.
@@ -158,7 +160,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Sim, error) {
 		return nil, err
 	}
 	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("pyghmisim: %w", err)
 	}

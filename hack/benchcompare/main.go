@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/bmcfence/bmcfence/bmc/ipmisim"
+	"github.com/bmcfence/bmcfence/internal/childproc"
 )
 
 const password = "bench-Pa55word"
@@ -349,7 +350,7 @@ func startMock(path string) (*mock, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s (run make build first): %w", path, err)
 	}
 	m := &mock{cmd: cmd}

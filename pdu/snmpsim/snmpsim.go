@@ -35,13 +35,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bmcfence/bmcfence/internal/childproc"
 )
 
 // Credentials the agent accepts.
@@ -245,7 +246,7 @@ pass_persist .1.3.6.1.4.1.318 %s %d
 	// from CI): otherwise snmpd runs on, in the foreground, holding its
 	// port.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := spawn(cmd); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return fmt.Errorf("start snmpd: %w", err)
 	}
 	exited := make(chan error, 1)
@@ -571,34 +572,4 @@ func hasPrefix(key, prefix []int) bool {
 		return false
 	}
 	return compareOID(key[:len(prefix)], prefix) == 0
-}
-
-// spawner starts every snmpd from one goroutine locked to its own OS
-// thread for the life of the process (as test/controlplane does): Linux
-// sends Pdeathsig when the *thread* that forked the child exits, not the
-// process, and Go retires the thread of a goroutine that ends while
-// locked; a thread that never exits makes Pdeathsig mean "when the test
-// binary dies".
-var spawner = struct {
-	once sync.Once
-	reqs chan spawnReq
-}{reqs: make(chan spawnReq)}
-
-type spawnReq struct {
-	cmd   *exec.Cmd
-	reply chan error
-}
-
-func spawn(cmd *exec.Cmd) error {
-	spawner.once.Do(func() {
-		go func() {
-			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
-			for r := range spawner.reqs {
-				r.reply <- r.cmd.Start()
-			}
-		}()
-	})
-	reply := make(chan error, 1)
-	spawner.reqs <- spawnReq{cmd: cmd, reply: reply}
-	return <-reply
 }

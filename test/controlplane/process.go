@@ -8,12 +8,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bmcfence/bmcfence/internal/childproc"
 )
 
 // process is one child of the control plane (etcd, an apiserver, a kwok...).
@@ -23,37 +23,6 @@ type process struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has exited and been reaped
 	err     error         // exit error, valid after done
-}
-
-// spawner starts every child from one goroutine locked to its own OS thread
-// for the life of the test binary. Pdeathsig is delivered when the *thread*
-// that forked the child exits, not the process; Go may retire a thread whose
-// goroutine was locked and then ended, so forking from arbitrary goroutines
-// could kill a child in mid-test. A thread that never exits makes Pdeathsig
-// mean what we want: the children die with the test binary, also on a crash
-// or a SIGKILL of `go test`.
-var spawner = struct {
-	once sync.Once
-	reqs chan spawnReq
-}{reqs: make(chan spawnReq)}
-
-type spawnReq struct {
-	cmd   *exec.Cmd
-	reply chan error
-}
-
-func spawn(cmd *exec.Cmd) error {
-	spawner.once.Do(func() {
-		go func() {
-			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
-			for r := range spawner.reqs {
-				r.reply <- r.cmd.Start()
-			}
-		}()
-	})
-	reply := make(chan error, 1)
-	spawner.reqs <- spawnReq{cmd: cmd, reply: reply}
-	return <-reply
 }
 
 // startProcess runs bin with args, appending stdout and stderr to logPath.
@@ -70,7 +39,7 @@ func startProcess(name, bin string, args []string, env []string, logPath string)
 	cmd.Stderr = logFile
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := spawn(cmd); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

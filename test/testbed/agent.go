@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bmcfence/bmcfence/internal/childproc"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 )
 
@@ -60,7 +61,7 @@ func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, 
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "POD_NAME=" + name}
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := a.cmd.Start(); err != nil {
+	if err := childproc.Start(a.cmd); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("starting fence-agent: %w", err)
 	}
