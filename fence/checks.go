@@ -97,6 +97,20 @@ const (
 	// the Lease has been silent for Policy.EventSilence plus our view's
 	// staleness.
 	CheckEventSilence Check = "event-silence"
+	// CheckOutletDrawless: a fencing level's reading is drawless (the
+	// power-loss path: no fenceAfter, no storm fraction) only when every
+	// outlet's own metering reads about 0 W; an outlet that is on may feed
+	// a running machine behind a partition. The runner's.
+	CheckOutletDrawless Check = "outlet-drawless-metered"
+	// CheckOutletsAllOff: a PDU level reads Off only when every one of its
+	// outlets reads exactly Off: a machine with two supplies runs on the
+	// outlet left on. The level's (the inventory's and fencesim's).
+	CheckOutletsAllOff Check = "outlets-all-off"
+	// CheckOutletProof: an outlet counts only with a recorded outlet
+	// identity proof for this node's machine (or the explicit
+	// allowUnverifiedOutlet opt-in): a wrong outlet cuts another machine
+	// and reads Off while this one runs. The level's Verify.
+	CheckOutletProof Check = "outlet-proof"
 )
 
 // Checks lists every check a mutant may disable.
@@ -105,5 +119,6 @@ func Checks() []Check {
 		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
-		CheckSplitBrainCount, CheckEventSystem, CheckEventFresh, CheckEventSilence}
+		CheckSplitBrainCount, CheckOutletDrawless, CheckOutletsAllOff, CheckOutletProof,
+		CheckEventSystem, CheckEventFresh, CheckEventSilence}
 }

@@ -353,6 +353,8 @@ func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) e
 	// flight, and a human's, its absolute part (fresh, no storm). One to a
 	// machine that reads exactly Off (a power loss) the power-loss bound.
 	readsOff := in.Kind == InputReading && in.Reading.Power == PowerOff && in.Reading.Failure == "" && !in.Reading.OSRunning
+	// A fencing level's outlets on and drawing about 0 W: a power loss too.
+	readsOff = readsOff || (in.Kind == InputReading && in.Reading.Drawless && in.Reading.Power == PowerOn && in.Reading.Failure == "" && !in.Reading.OSRunning)
 	first := before.AdmittedAt.IsZero() || !before.Phase.InFlight()
 	switch {
 	case before.Manual || !readsOff:
@@ -376,7 +378,7 @@ func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) e
 	if !optIn && n.RenewedAt.After(s.FailureStart) {
 		return fmt.Errorf("PowerOff of a node that renewed (%v) since the failure began (%v)", n.RenewedAt, s.FailureStart)
 	}
-	on := in.Kind == InputReading && (in.Reading.Power == PowerOn || in.Reading.Power == PowerPoweringOn)
+	on := in.Kind == InputReading && (in.Reading.Power == PowerOn || in.Reading.Power == PowerPoweringOn) && !in.Reading.Drawless
 	if on && before.PowerOffs == 0 && !s.Manual && !optIn && docSilence(n, now) < p.FenceAfter {
 		return fmt.Errorf("PowerOff of a machine reading On after only %s of silence (fenceAfter %s)", docSilence(n, now), p.FenceAfter)
 	}

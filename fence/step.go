@@ -44,6 +44,7 @@ func (st *stepper) run() {
 		rd.Failure = Clip(rd.Failure, MaxNoteLen)
 		st.in.Reading = rd
 		rd.Source = "" // for Events only; never persisted
+		rd.Drawless = false
 		st.s.Last = rd
 		st.s.Evidence.add(Record{At: rd.At, Until: rd.At, Kind: RecReading, Phase: st.s.Phase, Power: rd.Power, Note: readingNote(rd)})
 		if st.targetChanged(rd.Target) {
@@ -173,6 +174,8 @@ func readingNote(rd Reading) string {
 	switch {
 	case rd.Failure != "":
 		return rd.Failure
+	case rd.Drawless:
+		return "drawless"
 	case rd.OSRunning:
 		return "OSRunning"
 	default:
@@ -247,6 +250,14 @@ func (st *stepper) offNotBefore() time.Time {
 // ForceOff, from the fence's BMC, with no OS claimed running.
 func (st *stepper) exactOff(rd Reading) bool {
 	return OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap).Count == 1
+}
+
+// drawless: a fencing level's reading, from the fence's target, that its
+// outlets are on and draw about 0 W (Reading.Drawless), after the failure
+// began and our last ForceOff, like an exact Off: a power loss.
+func (st *stepper) drawless(rd Reading) bool {
+	return rd.Drawless && rd.Failure == "" && rd.Power == PowerOn && !rd.OSRunning &&
+		(rd.Target == "" || rd.Target == st.s.Target) && rd.At.After(st.offNotBefore())
 }
 
 // extend is the current run extended by rd (empty if rd breaks it).
@@ -391,7 +402,7 @@ func (st *stepper) admitPowerOff(rd Reading) bool {
 	if st.s.Manual {
 		return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
 	}
-	if st.exactOff(rd) || !Enabled(CheckPowerLossOff) {
+	if st.exactOff(rd) || st.drawless(rd) || !Enabled(CheckPowerLossOff) {
 		if inFlight && st.s.PowerLoss {
 			return st.guard(Fresh(st.p, st.in.Fleet, st.now))
 		}
@@ -716,6 +727,18 @@ func (st *stepper) suspect() {
 			return
 		}
 		st.sendPowerOff("the BMC reads Off; sending our own ForceOff, since a restart's off-dwell reads Off too")
+	case st.drawless(rd) && !st.s.Attested:
+		// A fencing level's outlets are on and draw nothing: the machine
+		// is dead, a power loss. Our own off through them now, admitted
+		// as a power loss; the Off read back and settled still decides.
+		if st.attemptsSpent(rd) {
+			return
+		}
+		if !st.admitPowerOff(rd) {
+			st.scheduleRead(st.p.ReadInterval)
+			return
+		}
+		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s, its BMC cannot fence, and the outlets of %s draw about 0 W: the machine is dead", SilentFor(st.node(), st.now).Round(time.Second), rd.Target))
 	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.powerOffDue():
 		if st.attemptsSpent(rd) {
 			return

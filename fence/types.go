@@ -157,6 +157,16 @@ type Reading struct {
 	// rule). It is said in the Events that rest on the reading; it decides
 	// nothing and is not persisted.
 	Source string
+	// Drawless: the reading is a fencing level's below the BMC (PDU
+	// outlets, Target naming the level), every outlet reads On, and every
+	// outlet's own metering read about 0 W right then: no power reaches the
+	// machine, it is dead (a failed PSU, a pulled cord took its BMC too).
+	// Such a reading is a power loss, as an exact Off is: the engine takes
+	// the power-loss admission and sends our off without waiting for
+	// FenceAfter. An outlet that draws power may feed a running machine
+	// behind a partition: that reading is plain On. The runner sets it
+	// (CheckOutletDrawless); it is not persisted.
+	Drawless bool
 }
 
 // ActionKind is a side effect the runner performs.

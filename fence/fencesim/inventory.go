@@ -29,10 +29,17 @@ func (c Cluster) Controller(node string) (runner.PowerController, bool) {
 	// The same entry for the same Node object gives the same controller:
 	// the runner asks for it at every Step.
 	if t := w.ctl[node]; t != nil && t.n == n && t.from == e {
+		if t.lv != nil {
+			return leveled{t}, true
+		}
 		return t, true
 	}
 	t := &target{w: w, n: n, e: *e, from: e}
 	w.ctl[node] = t
+	if len(e.Outlets) > 0 {
+		t.lv = &level{w: w, n: n, outlets: e.Outlets, allow: e.AllowUnverifiedOutlet}
+		return leveled{t}, true
+	}
 	return t, true
 }
 
@@ -49,6 +56,8 @@ type target struct {
 	n    *Node
 	e    Entry
 	from *Entry
+	// lv is the entry's fencing level 2 (pdu.go), if it has one.
+	lv *level
 }
 
 // Key names the BMC target: the machine the entry addresses.

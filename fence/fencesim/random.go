@@ -139,6 +139,7 @@ func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 	for i := rng.IntN(7); i > 0; i-- {
 		g.background()
 	}
+	g.pduLevel()
 	return g.sim, g.plan
 }
 

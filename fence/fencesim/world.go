@@ -200,6 +200,14 @@ type Machine struct {
 
 	// events is the BMC's power event stream (events.go).
 	events machineEvents
+
+	// Fencing levels (pdu.go): psuDead, the machine's supplies failed
+	// (its BMC died with it); unpowered, every outlet feeding it is off;
+	// netDown, its BMC is unreachable for a network reason (a shared
+	// NC-SI port died with the host's network).
+	psuDead   bool
+	unpowered bool
+	netDown   bool
 }
 
 // SetBehavior changes how the BMC treats commands (machine.Behavior).
@@ -258,6 +266,11 @@ type Entry struct {
 	AllowUnverified bool
 	// SettleWindow overrides the policy's for this BMC (0: the policy's).
 	SettleWindow time.Duration
+	// Outlets, when set, are the entry's fencing level 2 (pdu.go): the
+	// outlets it names, which may not be the ones that feed its machine;
+	// AllowUnverifiedOutlet counts them without an identity proof.
+	Outlets               []*Outlet
+	AllowUnverifiedOutlet bool
 }
 
 // Node is one Kubernetes Node: its API objects, its kubelet and the machine
@@ -411,6 +424,9 @@ type World struct {
 	// events: the BMCs push power events (events.go), decided by evRng.
 	events bool
 	evRng  *rand.Rand
+
+	// outlets are the world's PDU outlets (pdu.go).
+	outlets []*Outlet
 }
 
 type deletedNode struct {

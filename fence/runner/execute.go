@@ -164,6 +164,9 @@ func (r *Runner) readPower(ctx context.Context, name string, rec *record) fence.
 		return fence.Reading{At: r.opts.Clock.Now(), Failure: "cancelled"}
 	}
 	defer r.release()
+	if _, ok := ctrl.(Leveled); ok {
+		return r.readLevels(ctx, rec, ctrl)
+	}
 	key := ctrl.Key()
 	sent := r.opts.Clock.Now()
 	if fence.Enabled(fence.CheckIdentity) && (key != rec.verifiedKey || sent.Sub(rec.verifiedAt) >= r.opts.VerifyInterval) {
@@ -245,6 +248,15 @@ func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fen
 		if !ok {
 			return res, errors.New("no BMC entry")
 		}
+		if _, leveled := ctrl.(Leveled); leveled {
+			// The level the fence read (s.Target): its outlets, or
+			// its BMC. A target the entry no longer has gets level 1,
+			// whose Key in the result tells the engine (as without
+			// levels).
+			if l, _, found := levelFor(ctrl, s.Target); found {
+				ctrl = l
+			}
+		}
 		res.Target = ctrl.Key()
 		if err := r.acquire(ctx); err != nil {
 			return res, err
@@ -272,6 +284,11 @@ func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fen
 			ctrl, ok := r.opts.Inventory.Controller(name)
 			if !ok {
 				return res, errors.New("not acting: no BMC entry")
+			}
+			if _, leveled := ctrl.(Leveled); leveled {
+				if l, _, found := levelFor(ctrl, s.Target); found {
+					ctrl = l
+				}
 			}
 			if ctrl.Key() != s.Target && s.Target != "" {
 				return res, fmt.Errorf("not acting: the node's BMC entry changed (%s, the run was read from %s)", ctrl.Key(), s.Target)
@@ -311,6 +328,7 @@ func (r *Runner) noteOutcome(name string, prev, s fence.State, k fence.ActionKin
 			reason = "unassisted"
 		}
 		r.opts.Recorder.Fence("tainted", reason, r.opts.Clock.Since(s.FailureStart))
+		r.noteLevel(name, s)
 	}
 }
 

@@ -4,7 +4,8 @@
 // BMC operation → read back → taint → pods), owns the clock, and talks to BMCs
 // and to the cluster only through the small interfaces declared here.
 //
-// Each node has one worker goroutine, so a node's Steps never overlap; BMC
+// A bounded pool of workers syncs the nodes that are due or changed, never
+// one node in two workers at once, so a node's Steps never overlap; BMC
 // calls across nodes are bounded by a semaphore. Cancelling Run's context
 // (leadership lost) cancels every in-flight call; whatever was persisted lets
 // the next leader resume exactly.
@@ -202,6 +203,10 @@ type Options struct {
 	Recorder  Recorder
 	// BMCConcurrency bounds simultaneous BMC calls across nodes.
 	BMCConcurrency int
+	// Workers bounds how many nodes Run syncs at once (default
+	// defaultWorkers). A worker waits through its node's BMC and API
+	// calls, so it is kept well above BMCConcurrency.
+	Workers int
 	// DryRun: read BMCs and decide, but change nothing: no power command,
 	// no taint, no pod deletion, no annotation. "Would" decisions are
 	// logged and recorded as Events, once per phase.
@@ -239,6 +244,12 @@ type PowerEvents interface {
 // retried on the next wake instead of spinning.
 const maxStepsPerSync = 32
 
+// defaultWorkers is Run's pool size: enough that nodes waiting on the BMC
+// semaphore (default 8) or on a slow API call leave workers for the rest
+// (a fence's next step, a changed node), a small fixed cost whatever the
+// fleet's size.
+const defaultWorkers = 32
+
 // retryAfterError is how soon a node is retried after a failed persist.
 const retryAfterError = 2 * time.Second
 
@@ -247,6 +258,8 @@ type Runner struct {
 	opts Options
 	log  *zap.Logger
 	sem  chan struct{}
+	// notify carries Notify's names to Run's loop.
+	notify chan string
 
 	mu    sync.Mutex
 	nodes map[string]*record
@@ -320,7 +333,6 @@ type record struct {
 	verifiedAt  time.Time
 	// would dedupes dry-run announcements: one per phase entry.
 	would map[fence.ActionKind]time.Time
-	wake  chan struct{}
 
 	// pub is what other nodes' fleet views read: the last committed phase,
 	// and the latest admission (or ForceOff) this node's fences ever had,
@@ -375,6 +387,12 @@ func New(opts Options) (*Runner, error) {
 	if opts.BMCConcurrency <= 0 {
 		opts.BMCConcurrency = 8
 	}
+	if opts.Workers <= 0 {
+		opts.Workers = defaultWorkers
+	}
+	if opts.Workers < opts.BMCConcurrency {
+		opts.Workers = opts.BMCConcurrency
+	}
 	if opts.VerifyInterval <= 0 {
 		opts.VerifyInterval = time.Hour
 	}
@@ -387,66 +405,166 @@ func New(opts Options) (*Runner, error) {
 		sem:       make(chan struct{}, opts.BMCConcurrency),
 		nodes:     map[string]*record{},
 		persisted: map[string]persistedFence{},
+		notify:    make(chan string, 256),
 	}, nil
 }
 
 // Run drives every node until ctx is cancelled (leadership lost, shutdown).
+//
+// One scheduling loop (this goroutine) keeps every node's next due time in
+// one heap behind one timer, and hands nodes that are due, or whose view
+// changed, to a bounded pool of Options.Workers workers: what a node costs
+// at rest is a heap entry, not a goroutine and a timer. A node is never
+// handed to two workers at once, so its Syncs never overlap; a change seen
+// while it is being synced syncs it again right after that sync.
 func (r *Runner) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	// exited carries the names of workers whose node was deleted, so that a
-	// node re-created under the same name gets a worker again.
-	exited := make(chan string, 64)
-	start := func(name string) {
-		rec := r.recordFor(name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r.work(ctx, name, rec) {
-				select {
-				case exited <- name:
-				case <-ctx.Done():
-				}
-			}
-		}()
-	}
 	// Load every node before any worker steps, so the first fleet view
 	// counts every fence already in flight.
 	for _, n := range r.opts.Cluster.Nodes() {
 		r.recordFor(n.Name)
 	}
+	jobs := make(chan string)
+	results := make(chan synced)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := 0; i < r.opts.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.worker(ctx, jobs, results)
+		}()
+	}
+
+	ready, due := newReadyQueue(), newDueHeap()
+	// started: the nodes the loop knows (queued, running or due). A node
+	// deleted leaves it when its sync says gone, so that a node re-created
+	// under the same name is scheduled again.
 	started := map[string]bool{}
-	for name := range r.snapshotNames() {
+	start := func(name string) {
 		started[name] = true
+		r.recordFor(name)
+		ready.add(name)
+	}
+	for name := range r.snapshotNames() {
 		start(name)
 	}
 	resync := r.opts.Clock.NewTicker(30 * time.Second)
 	defer resync.Stop()
+	var timer clock.Timer
+	var armed time.Time // when timer fires; zero: no timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
+		now := r.opts.Clock.Now()
+		for {
+			name, ok := due.popDue(now)
+			if !ok {
+				break
+			}
+			ready.add(name)
+		}
+		var fired <-chan time.Time
+		if at, ok := due.next(); ok {
+			if !at.Equal(armed) {
+				if timer != nil {
+					timer.Stop()
+				}
+				timer, armed = r.opts.Clock.NewTimer(at.Sub(now)), at
+			}
+			fired = timer.C()
+		}
+		var send chan<- string
+		head, ok := ready.head()
+		if ok {
+			send = jobs
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case name := <-exited:
-			delete(started, name)
-			if _, ok := r.opts.Cluster.Node(name); ok {
-				started[name] = true
-				start(name)
+		case send <- head:
+			ready.take()
+		case res := <-results:
+			again := ready.done(res.name)
+			switch {
+			case res.gone:
+				delete(started, res.name)
+				due.remove(res.name)
+				if _, ok := r.opts.Cluster.Node(res.name); ok {
+					start(res.name)
+				}
+			case again:
+				ready.add(res.name)
+			default:
+				due.set(res.name, r.opts.Clock.Now().Add(res.after))
+			}
+		case name := <-r.notify:
+			if started[name] {
+				due.remove(name)
+				ready.add(name)
 			}
 		case name := <-r.opts.Cluster.Changed():
 			if !started[name] {
-				started[name] = true
 				start(name)
 				continue
 			}
-			r.poke(name)
+			due.remove(name)
+			ready.add(name)
+		case <-fired:
+			timer, armed = nil, time.Time{}
 		case <-resync.C():
 			for _, n := range r.opts.Cluster.Nodes() {
 				if !started[n.Name] {
-					started[n.Name] = true
 					start(n.Name)
 				}
 			}
 		}
+	}
+}
+
+// synced is one Sync's outcome, from a worker to the scheduling loop.
+type synced struct {
+	name  string
+	after time.Duration
+	gone  bool
+}
+
+// worker syncs the nodes the scheduling loop hands it until ctx ends. A
+// deleted node's record is dropped here, before the loop hears of it.
+func (r *Runner) worker(ctx context.Context, jobs <-chan string, results chan<- synced) {
+	for {
+		var name string
+		select {
+		case <-ctx.Done():
+			return
+		case name = <-jobs:
+		}
+		after, gone := r.Sync(ctx, name)
+		if gone {
+			r.drop(name)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case results <- synced{name: name, after: after, gone: gone}:
+		}
+	}
+}
+
+// drop forgets a deleted node's record. Its latest admission still counts
+// for the cooldown (retired).
+func (r *Runner) drop(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.nodes[name]
+	if rec == nil {
+		return
+	}
+	delete(r.nodes, name)
+	if _, admitted, _ := rec.published(); admitted.After(r.retired) {
+		r.retired = admitted
 	}
 }
 
@@ -465,58 +583,13 @@ func (r *Runner) recordFor(name string) *record {
 	defer r.mu.Unlock()
 	rec, ok := r.nodes[name]
 	if !ok {
-		rec = &record{name: name, self: r.opts.ID, wake: make(chan struct{}, 1), would: map[fence.ActionKind]time.Time{}}
+		rec = &record{name: name, self: r.opts.ID, would: map[fence.ActionKind]time.Time{}}
 		if info, ok := r.opts.Cluster.Node(name); ok {
 			rec.load(info.State)
 		}
 		r.nodes[name] = rec
 	}
 	return rec
-}
-
-// Notify steps the node soon: something its view carries changed outside
-// the cluster (a power event its BMC pushed). An unknown node is ignored.
-func (r *Runner) Notify(name string) { r.poke(name) }
-
-func (r *Runner) poke(name string) {
-	r.mu.Lock()
-	rec := r.nodes[name]
-	r.mu.Unlock()
-	if rec == nil {
-		return
-	}
-	select {
-	case rec.wake <- struct{}{}:
-	default:
-	}
-}
-
-// work is one node's loop: sync, then sleep until woken or due. It reports
-// whether it ended because the node was deleted.
-func (r *Runner) work(ctx context.Context, name string, rec *record) bool {
-	for {
-		after, gone := r.Sync(ctx, name)
-		if gone {
-			r.mu.Lock()
-			if r.nodes[name] == rec {
-				delete(r.nodes, name)
-				if _, admitted, _ := rec.published(); admitted.After(r.retired) {
-					r.retired = admitted
-				}
-			}
-			r.mu.Unlock()
-			return true
-		}
-		timer := r.opts.Clock.NewTimer(after)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return false
-		case <-rec.wake:
-			timer.Stop()
-		case <-timer.C():
-		}
-	}
 }
 
 // load adopts the annotation as the node's state. An annotation we cannot
@@ -696,6 +769,16 @@ func (r *Runner) view(info NodeInfo) fence.NodeView {
 		}
 	}
 	return v
+}
+
+// Notify steps the node soon: something its view carries changed outside
+// the cluster (a power event its BMC pushed). It never blocks: a full
+// queue drops it (the node's own timers still run).
+func (r *Runner) Notify(name string) {
+	select {
+	case r.notify <- name:
+	default:
+	}
 }
 
 // fleet summarises every other node for the storm guard. A node counts in

@@ -145,6 +145,9 @@ type BMCSettings struct {
 	// and ignore it needs a settle window longer than that dwell.
 	SettleWindow           time.Duration `mapstructure:"settleWindow"`
 	UnassistedSettleWindow time.Duration `mapstructure:"unassistedSettleWindow"`
+	// Levels are the fencing levels below the BMC (levels.go): a node's
+	// own list replaces the defaults' whole.
+	Levels []Level `mapstructure:"levels"`
 }
 
 // NodeBMC is one node's inventory entry.

@@ -158,6 +158,7 @@ func (a Agent) validateNamesAndAddresses() []error {
 		bad("server.pprof", "the profiles would be served without authentication on %s: turn on server.metricsAuth, or listen on a loopback address (127.0.0.1:PORT) and reach it with kubectl port-forward", a.Server.MetricsAddress)
 	}
 	errs = append(errs, a.Inventory.Defaults.validateNames("inventory.defaults")...)
+	errs = append(errs, validateLevels("inventory.defaults", a.Inventory.Defaults.Levels)...)
 	seenNS := map[string]int{}
 	for i, ns := range a.Inventory.Metal3.Namespaces {
 		field := fmt.Sprintf("inventory.metal3.namespaces[%d]", i)
@@ -185,6 +186,7 @@ func (a Agent) validateNamesAndAddresses() []error {
 			bad(field+".expectedUUID", "%q is not a UUID (want 8-4-4-4-12 hex digits, as in the Node's status.nodeInfo.systemUUID)", n.ExpectedUUID)
 		}
 		errs = append(errs, n.BMCSettings.validateNames(field)...)
+		errs = append(errs, validateLevels(field, n.Levels)...)
 	}
 	return errs
 }
@@ -301,6 +303,7 @@ func (a Agent) Risks() []Risk {
 	if p := a.Policy.PowerOffNotReadyAfter; p > 0 {
 		out = append(out, Risk{RiskPowerOffNotReady, fmt.Sprintf("policy.powerOffNotReadyAfter = %s: a node NotReady this long is powered off although its kubelet still renews its Lease: the machine, and whatever still runs on it, is cut off", p)})
 	}
+	out = append(out, a.Inventory.levelRisks()...)
 	if inv := a.Inventory; inv.Source == SourceConfigMap && len(inv.Nodes) == 0 && !inv.FromAnnotations {
 		out = append(out, Risk{RiskEmptyInventory, "inventory: no node is listed (inventory.nodes is empty, inventory.source is configmap, fromAnnotations is off): this agent will never fence anything; list each node with its BMC address"})
 	}
@@ -342,6 +345,10 @@ func (inv Inventory) ReferencedNames() (secrets, configMaps []string) {
 	}
 	if inv.UsesMetal3() {
 		s[inv.Metal3.KubeconfigSecret] = true
+	}
+	for _, name := range inv.outletSecrets() {
+		s[name] = true
+		c[OutletProofsConfigMap] = true
 	}
 	set := func(m map[string]bool) []string {
 		var out []string

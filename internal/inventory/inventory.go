@@ -35,6 +35,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/pdu"
 )
 
 // NodeSource gives the cached Node objects (systemUUID, annotations).
@@ -105,6 +106,8 @@ type Inventory struct {
 	mu       sync.RWMutex
 	nodes    map[string]*Controller
 	problems map[string]error
+	// proofs are the recorded outlet identity proofs by node (levels.go).
+	proofs map[string][]pdu.OutletProof
 
 	// metal3 is the last BareMetalHost listing that succeeded, kept when a
 	// listing fails so an API blip does not drop every node's BMC; and the
@@ -291,9 +294,24 @@ func (i *Inventory) Refresh(ctx context.Context) {
 		problems[name] = fmt.Errorf("node %s: %w", name, err)
 		delete(resolved, name)
 	}
+	shared := i.sharedOutlets(entries, resolved)
+	proofs, perr := i.readOutletProofs(ctx, entries)
+	if perr != nil {
+		i.opts.Log.Warn("outlet identity proofs unreadable; outlets count only with allowUnverifiedOutlet until they are", zap.Error(perr))
+	}
 	for name, t := range resolved {
 		e := entries[name]
 		key := targetKey(t, e)
+		levels, levelsKey, lerr := i.resolveLevels(ctx, e, secrets)
+		if serr := shared[name]; serr != nil {
+			levels, levelsKey, lerr = nil, "", serr
+		}
+		if lerr != nil {
+			// The BMC level still fences; the levels below it wait
+			// until their entry is fixed.
+			i.opts.Log.Warn("fencing levels unusable; the node is fenced through its BMC only", zap.String("node", name), zap.Error(lerr))
+		}
+		key += levelsKey
 		i.mu.RLock()
 		old := i.nodes[name]
 		i.mu.RUnlock()
@@ -311,6 +329,7 @@ func (i *Inventory) Refresh(ctx context.Context) {
 			expectedUUID: e.ExpectedUUID, allowUnverified: e.AllowUnverifiedIdentity,
 			settings: e.Resolved(i.opts.Config.Defaults),
 			nodes:    i.opts.Nodes, obs: i.opts.Observer, log: i.opts.Log,
+			levels: levels,
 		}
 		if e.host != nil {
 			c.Source = "BareMetalHost " + e.host.Key() + " (" + e.via + ")"
@@ -327,6 +346,9 @@ func (i *Inventory) Refresh(ctx context.Context) {
 	}
 	i.mu.Lock()
 	i.nodes, i.problems = nodes, problems
+	if perr == nil {
+		i.proofs = proofs
+	}
 	i.mu.Unlock()
 	for name, err := range problems {
 		i.opts.Log.Warn("inventory entry unusable; the node cannot be fenced", zap.String("node", name), zap.Error(err))
@@ -529,6 +551,9 @@ type Controller struct {
 	// vendor is bmc.Vendor of the Manufacturer the BMC's last identity
 	// reported (nil: none read yet).
 	vendor atomic.Pointer[string]
+
+	// levels are the node's fencing levels below its BMC (levels.go).
+	levels []runner.PowerController
 }
 
 var (

@@ -52,6 +52,9 @@ type Metrics struct {
 	// exists, when set, says whether a node still exists: per-node series
 	// are written only for nodes that do (SetNodes).
 	exists func(node string) bool
+
+	// levelFences counts taints by fencing level (levels.go).
+	levelFences *prometheus.CounterVec
 }
 
 var _ runner.Recorder = (*Metrics)(nil)
@@ -121,6 +124,9 @@ func New() *Metrics {
 	}
 	m.own = append(m.own, m.eventStreams)
 	m.Registry.MustRegister(m.own...)
+	m.levelFences = newLevelFences()
+	m.own = append(m.own, m.levelFences)
+	m.Registry.MustRegister(m.levelFences)
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every refusal reason is exported at 0 from the start: a counter
 	// series that first appears at 1 has no increase() in Prometheus, so

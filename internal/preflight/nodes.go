@@ -48,7 +48,7 @@ func checkNodes(ctx context.Context, o Options) []Result {
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		g.Go(func() error {
-			perNode[i] = checkNode(ctx, o, n, problems)
+			perNode[i] = append(checkNode(ctx, o, n, problems), checkLevels(ctx, o, n)...)
 			return nil // a node's failures are its results
 		})
 	}

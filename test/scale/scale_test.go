@@ -192,7 +192,7 @@ func TestScale(t *testing.T) {
 				case "partition":
 					h.partition(ctx)
 				case "powerloss":
-					h.powerLoss(ctx)
+					h.powerLoss(ctx, dir)
 				case "bmccut":
 					h.bmcCut(ctx)
 				}
@@ -691,7 +691,7 @@ func (h *harness) statefulSets(ctx context.Context, g *controlplane.KwokGroup) {
 }
 
 // powerLoss: a group loses power at once: BMCs read Off, kwok killed.
-func (h *harness) powerLoss(ctx context.Context) {
+func (h *harness) powerLoss(ctx context.Context, dir string) {
 	g := h.tb.Groups[powerLossGroup(len(h.tb.Groups))]
 	start := time.Now()
 	for _, n := range g.Nodes {
@@ -749,6 +749,7 @@ func (h *harness) powerLoss(ctx context.Context) {
 	fmt.Printf("scale: powerloss: %d nodes lose power at once (BMCs Off), %d pods in the cluster: first tainted +%.1fs, all tainted +%.1fs (target %s), all %d replacement StatefulSet pods with volumes Running +%.1fs\n",
 		len(g.Nodes), h.pods, first.Seconds(), allTainted.Seconds(), suspectAfter+powerLossSlack, len(g.Nodes), allRunning.Seconds())
 	h.figs.PowerLossNodes, h.figs.PowerLossTaintedSeconds, h.figs.PowerLossRunningSeconds = len(g.Nodes), allTainted.Seconds(), allRunning.Seconds()
+	h.printTimeline("powerloss", dir, g.Nodes, start)
 	if allTainted > suspectAfter+powerLossSlack {
 		h.fail("powerloss: all tainted after %s > suspectAfter + %s", allTainted, powerLossSlack)
 	}

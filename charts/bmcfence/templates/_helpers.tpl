@@ -33,6 +33,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if and (ne (default "configmap" $inv.source) "metal3") (or $inv.fromAnnotations (empty $inv.nodes)) -}}{{- $names = append $names (default "" $d.credentialsSecret) -}}{{- end -}}
 {{- range $inv.nodes -}}{{- $names = append $names (default (default "" $d.credentialsSecret) .credentialsSecret) -}}{{- end -}}
 {{- if has (default "configmap" $inv.source) (list "metal3" "both") -}}{{- $names = append $names (default "" (default dict $inv.metal3).kubeconfigSecret) -}}{{- end -}}
+{{- range $l := (default list $d.levels) -}}{{- range $l.outlets -}}{{- $names = append $names (default "" .credentialsSecret) -}}{{- end -}}{{- end -}}
+{{- range $n := $inv.nodes -}}{{- range $l := (default list $n.levels) -}}{{- range $l.outlets -}}{{- $names = append $names (default "" .credentialsSecret) -}}{{- end -}}{{- end -}}{{- end -}}
 {{- $names | compact | uniq | sortAlpha | join "\n" -}}
 {{- end }}
 
@@ -45,5 +47,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- range $inv.nodes -}}
 {{- if .caConfigMap }}{{ $names = append $names .caConfigMap }}{{ else if not .insecureSkipVerify }}{{ $names = append $names (default "" $d.caConfigMap) }}{{ end -}}
 {{- end -}}
+{{- /* The recorded outlet identity proofs, read when any node has fencing levels. */ -}}
+{{- $levels := (default list $d.levels) -}}
+{{- range $inv.nodes -}}{{- $levels = concat $levels (default list .levels) -}}{{- end -}}
+{{- if $levels -}}{{- $names = append $names "bmcfence-outlet-proofs" -}}{{- end -}}
 {{- $names | compact | uniq | sortAlpha | join "\n" -}}
 {{- end }}

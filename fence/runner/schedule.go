@@ -1,0 +1,134 @@
+package runner
+
+import (
+	"container/heap"
+	"time"
+)
+
+// dueHeap orders nodes by when they next want stepping: the scheduling
+// loop's one timer waits for its earliest entry. Each node has at most one
+// entry (index finds it), so the heap never holds more than the fleet.
+type dueHeap struct {
+	entries []*dueEntry
+	index   map[string]*dueEntry
+}
+
+type dueEntry struct {
+	name string
+	at   time.Time
+	pos  int
+}
+
+func newDueHeap() *dueHeap { return &dueHeap{index: map[string]*dueEntry{}} }
+
+// set makes name due at at, replacing any earlier due time.
+func (h *dueHeap) set(name string, at time.Time) {
+	if e, ok := h.index[name]; ok {
+		e.at = at
+		heap.Fix(h, e.pos)
+		return
+	}
+	e := &dueEntry{name: name, at: at}
+	h.index[name] = e
+	heap.Push(h, e)
+}
+
+// remove forgets name's due time, if it has one.
+func (h *dueHeap) remove(name string) {
+	if e, ok := h.index[name]; ok {
+		heap.Remove(h, e.pos)
+	}
+}
+
+// next is the earliest due time; ok is false when nothing is due.
+func (h *dueHeap) next() (at time.Time, ok bool) {
+	if len(h.entries) == 0 {
+		return time.Time{}, false
+	}
+	return h.entries[0].at, true
+}
+
+// popDue removes and returns the earliest node if it is due by now.
+func (h *dueHeap) popDue(now time.Time) (string, bool) {
+	if len(h.entries) == 0 || h.entries[0].at.After(now) {
+		return "", false
+	}
+	return heap.Pop(h).(*dueEntry).name, true
+}
+
+// heap.Interface; use set, remove, next and popDue instead.
+
+func (h *dueHeap) Len() int           { return len(h.entries) }
+func (h *dueHeap) Less(i, j int) bool { return h.entries[i].at.Before(h.entries[j].at) }
+func (h *dueHeap) Swap(i, j int) {
+	h.entries[i], h.entries[j] = h.entries[j], h.entries[i]
+	h.entries[i].pos, h.entries[j].pos = i, j
+}
+func (h *dueHeap) Push(x any) {
+	e := x.(*dueEntry)
+	e.pos = len(h.entries)
+	h.entries = append(h.entries, e)
+}
+func (h *dueHeap) Pop() any {
+	last := len(h.entries) - 1
+	e := h.entries[last]
+	h.entries[last] = nil
+	h.entries = h.entries[:last]
+	delete(h.index, e.name)
+	return e
+}
+
+// readyQueue is the FIFO of nodes waiting for a worker. A node is in it at
+// most once, and never while a worker syncs it: a change seen meanwhile is
+// remembered (again) and queues it when that sync ends, so a node's Syncs
+// never overlap and no change is lost.
+type readyQueue struct {
+	fifo    []string
+	queued  map[string]bool
+	running map[string]bool
+	again   map[string]bool
+}
+
+func newReadyQueue() *readyQueue {
+	return &readyQueue{queued: map[string]bool{}, running: map[string]bool{}, again: map[string]bool{}}
+}
+
+// add queues name, or marks it to run again if a worker has it now.
+func (q *readyQueue) add(name string) {
+	switch {
+	case q.running[name]:
+		q.again[name] = true
+	case !q.queued[name]:
+		q.queued[name] = true
+		q.fifo = append(q.fifo, name)
+	}
+}
+
+// head is the next node to hand out, if any.
+func (q *readyQueue) head() (string, bool) {
+	if len(q.fifo) == 0 {
+		return "", false
+	}
+	return q.fifo[0], true
+}
+
+// take marks the head as handed to a worker.
+func (q *readyQueue) take() {
+	name := q.fifo[0]
+	q.fifo[0] = ""
+	q.fifo = q.fifo[1:]
+	if len(q.fifo) == 0 {
+		q.fifo = nil // let a burst's backing array go
+	}
+	delete(q.queued, name)
+	q.running[name] = true
+}
+
+// done marks name's sync as ended, and reports whether a change arrived
+// during it (the caller queues it again).
+func (q *readyQueue) done(name string) (again bool) {
+	delete(q.running, name)
+	again = q.again[name]
+	delete(q.again, name)
+	return again
+}

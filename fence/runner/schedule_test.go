@@ -1,0 +1,56 @@
+package runner
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestReadyQueueNeverHandsOutANodeTwiceAndKeepsAChangeSeenDuringItsSync(t *testing.T) {
+	q := newReadyQueue()
+	q.add("a")
+	q.add("b")
+	q.add("a") // already queued: once
+	var order []string
+	for name, ok := q.head(); ok; name, ok = q.head() {
+		order = append(order, name)
+		q.take()
+	}
+	if !slices.Equal(order, []string{"a", "b"}) {
+		t.Fatalf("handed out %v, want [a b]", order)
+	}
+	q.add("a") // changed while a worker has it: not handed out now
+	if name, ok := q.head(); ok {
+		t.Fatalf("handed out %s while it is being synced", name)
+	}
+	if !q.done("a") {
+		t.Fatal("the change seen during a's sync was lost")
+	}
+	if q.done("b") {
+		t.Fatal("b had no change during its sync, yet runs again")
+	}
+}
+
+func TestDueHeapKeepsOneDueTimePerNodeInOrder(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	h := newDueHeap()
+	h.set("a", t0.Add(3*time.Second))
+	h.set("b", t0.Add(1*time.Second))
+	h.set("c", t0.Add(2*time.Second))
+	h.set("b", t0.Add(4*time.Second)) // replaces b's earlier due time
+	h.remove("c")
+	h.remove("zz") // not there: nothing
+	if at, _ := h.next(); !at.Equal(t0.Add(3 * time.Second)) {
+		t.Fatalf("next = %v, want a's", at)
+	}
+	if name, ok := h.popDue(t0.Add(2 * time.Second)); ok {
+		t.Fatalf("popped %s before it was due", name)
+	}
+	var got []string
+	for name, ok := h.popDue(t0.Add(time.Minute)); ok; name, ok = h.popDue(t0.Add(time.Minute)) {
+		got = append(got, name)
+	}
+	if !slices.Equal(got, []string{"a", "b"}) || h.Len() != 0 || len(h.index) != 0 {
+		t.Fatalf("popped %v (left %d, index %d), want [a b] and nothing left", got, h.Len(), len(h.index))
+	}
+}

@@ -1,0 +1,43 @@
+//go:build scale
+
+package scale
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestTimelineTakesEachStepsFirstTimePerNodeFromTheAgentsLog(t *testing.T) {
+	start := time.Unix(1000, 0)
+	log := `{"level":"info","ts":999.5,"msg":"before the failure","node":"n1","reason":"Early"}
+not json
+{"level":"info","ts":1003.25,"msg":"node suspected","node":"n1","reason":"Suspected"}
+{"level":"info","ts":1004,"msg":"node suspected","node":"n1","reason":"Suspected"}
+{"level":"info","ts":1010,"msg":"fence action done","node":"n1","action":"ApplyTaint","phase":"Detaching"}
+{"level":"info","ts":1005,"msg":"node suspected","node":"other","reason":"Suspected"}
+{"level":"info","ts":1007,"msg":"node suspected","node":"n2","reason":"Suspected"}
+`
+	path := filepath.Join(t.TempDir(), "agent.log")
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := timeline(path, []string{"n1", "n2"}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tl["n1"]["Suspected"]; got != 3250*time.Millisecond {
+		t.Errorf("n1 Suspected at %v, want its first time +3.25s", got)
+	}
+	if got := tl["n1"]["action done ApplyTaint"]; got != 10*time.Second {
+		t.Errorf("n1 taint at %v, want +10s", got)
+	}
+	if _, ok := tl["n1"]["Early"]; ok || tl["other"] != nil {
+		t.Errorf("kept a line from before the failure or of another node: %v", tl)
+	}
+	s := summarise(tl)
+	if len(s) != 2 || s[0].step != "Suspected" || s[0].n != 2 || s[0].max != 7*time.Second {
+		t.Errorf("summary %+v, want Suspected first, 2 nodes, max +7s", s)
+	}
+}
