@@ -111,6 +111,24 @@ const (
 	// allowUnverifiedOutlet opt-in): a wrong outlet cuts another machine
 	// and reads Off while this one runs. The level's Verify.
 	CheckOutletProof Check = "outlet-proof"
+	// Hung-node evidence (fence/hostevidence.go): an entry of the BMC's
+	// log makes a ForceOff to a machine reading On due before FenceAfter
+	// only if each of these holds.
+	//
+	// CheckEvidenceKind: the entry is an OS critical stop, or a watchdog
+	// expiry whose timer use is SMS/OS (BIOS/POST and OS Load timers
+	// expire on booting machines; an unknown use proves nothing).
+	CheckEvidenceKind Check = "evidence-kind"
+	// CheckEvidenceBoot: the entry was logged in the current boot.
+	CheckEvidenceBoot Check = "evidence-boot"
+	// CheckEvidenceSystem: the entry is about the target's own system.
+	CheckEvidenceSystem Check = "evidence-system"
+	// (That the evidence was read from the fence's BMC target, its
+	// identity verified, is the runner's perimeter: the unit mutant
+	// internal/mutant.EvidenceTarget.)
+	// CheckEvidenceAfterRenewal: we first saw the entry after the node's
+	// last observed renewal.
+	CheckEvidenceAfterRenewal Check = "evidence-after-renewal"
 )
 
 // Checks lists every check a mutant may disable.
@@ -120,5 +138,6 @@ func Checks() []Check {
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
 		CheckSplitBrainCount, CheckOutletDrawless, CheckOutletsAllOff, CheckOutletProof,
+		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
 		CheckEventSystem, CheckEventFresh, CheckEventSilence}
 }

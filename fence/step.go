@@ -747,7 +747,25 @@ func (st *stepper) suspect() {
 			st.scheduleRead(st.p.ReadInterval)
 			return
 		}
-		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s and its BMC reads %s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power))
+		why := ""
+		if !st.s.Manual && !st.s.NotReadyFence && !st.in.Host.At.IsZero() {
+			why = "; no BMC evidence of a hang counted: " + st.evidenceMissing(rd)
+		}
+		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s and its BMC reads %s%s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power, why))
+	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.evidenceLicence(rd) != "":
+		// Hung-node evidence: the BMC logged that the OS stopped, in
+		// this boot, after the node's last renewal. The ForceOff is due
+		// before FenceAfter; the admission (the Lease silent for
+		// SuspectAfter, the whole storm guard) is as for any On machine.
+		if st.attemptsSpent(rd) {
+			return
+		}
+		licence := st.evidenceLicence(rd)
+		if !st.admitPowerOff(rd) {
+			st.scheduleRead(st.p.ReadInterval)
+			return
+		}
+		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s, its BMC reads %s, and %s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power, licence))
 	default:
 		st.noteNotOff(rd)
 		st.scheduleRead(st.p.ReadInterval)
@@ -898,7 +916,7 @@ func (st *stepper) poweringOff() {
 		st.scheduleRead(st.backoff(st.p.PowerPollInterval))
 		return
 	}
-	if rd.Failure == "" && rd.Power != PowerOff && !st.powerOffDue() {
+	if rd.Failure == "" && rd.Power != PowerOff && !st.powerOffDue() && st.evidenceLicence(rd) == "" {
 		st.backToSuspect("power-off no longer due")
 		return
 	}

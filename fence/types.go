@@ -285,6 +285,10 @@ type Input struct {
 	Reading Reading // InputReading
 	Result  Result  // InputResult
 	Command Command // InputCommand
+	// Host is the node's latest hung-node evidence, handed with a reading
+	// (InputReading) of a node in a pre-taint phase whose BMC read On;
+	// zero otherwise. See hostevidence.go.
+	Host HostEvidence
 }
 
 // Output is Step's answer. The runner executes Actions in order; if Persist

@@ -43,6 +43,8 @@ type Fake struct {
 	// alreadyOff: ForceOff to a machine that reads Off answers "already
 	// in that state" and does nothing (SetAlreadyOff).
 	alreadyOff bool
+	// hideTimerUse: ReadEvidence reports no timer use (SetHideTimerUse).
+	hideTimerUse bool
 }
 
 type failure struct {
@@ -223,7 +225,7 @@ func (f *Fake) FailNext(n int, err error, ops ...bmc.Op) { f.failN(err, n, ops) 
 
 func (f *Fake) failN(err error, n int, ops []bmc.Op) {
 	if len(ops) == 0 {
-		ops = []bmc.Op{bmc.OpPowerStatus, bmc.OpPowerOff, bmc.OpPowerOn, bmc.OpIdentity}
+		ops = []bmc.Op{bmc.OpPowerStatus, bmc.OpPowerOff, bmc.OpPowerOn, bmc.OpIdentity, bmc.OpReadEvidence}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -55,6 +55,10 @@ func (s skewedClock) Since(t time.Time) time.Duration { return s.Now().Sub(t) }
 type Sim struct {
 	W     *World
 	start time.Time
+	// pinned: no leader change (crash, failover, split brain, a pause's
+	// takeover) happens while it is set: the hung-node evidence episode
+	// whose proof is the leader's memory of when it first saw an entry.
+	pinned bool
 
 	agents []*Agent
 	// active lists the agents that believe they lead. Usually one; two
@@ -254,6 +258,9 @@ func (s *Sim) phaseEntered(node string, p fence.Phase) {
 // Crash replaces the leading agent by a fresh process: its memory is gone,
 // only what it persisted remains.
 func (s *Sim) Crash() {
+	if s.pinned {
+		return
+	}
 	s.fault(faultFailover)
 	s.setActive(s.newAgent(s.W.Clock.Now(), 0))
 }
@@ -272,6 +279,9 @@ func (s *Sim) Failover(reuseOld bool) {
 // watched since the start), a "fresh" process (informers from now) or the
 // "old" leader before this one, its clock off by skew (the old keeps its).
 func (s *Sim) FailoverTo(to string, skew time.Duration) {
+	if s.pinned {
+		return
+	}
 	s.fault(faultFailover)
 	s.setActive(s.pick(to, skew, s.active[0]))
 }
@@ -299,6 +309,9 @@ func (s *Sim) SplitBrain() { s.SplitBrainWith("old") }
 // SplitBrainWith makes the leader and another agent (picked as FailoverTo
 // picks) act at once until a failover or crash.
 func (s *Sim) SplitBrainWith(to string) {
+	if s.pinned {
+		return
+	}
 	s.fault(faultSplitBrain)
 	other := s.pick(to, 0, s.active[0])
 	s.setActive(s.active[0], other)
@@ -436,6 +449,9 @@ func (s *Sim) beforeAct(a *Agent, node string, k fence.ActionKind, _ fence.State
 // calls) for p.For: another agent leads meanwhile, and the world runs on.
 // Then a resumes, its informers still where they were when it stalled.
 func (s *Sim) pause(a *Agent, node string, p *PausePlan) {
+	if s.pinned {
+		return
+	}
 	p.fired = true
 	s.W.mu.Lock()
 	a.paused = true

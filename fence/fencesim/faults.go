@@ -46,6 +46,9 @@ const (
 	faultHuman          = "x   human fence, confirm, abort, unfence"
 	faultForeignTaint   = "x   foreign out-of-service taint"
 	faultPowerOnByHuman = "x   machine powered on by someone else"
+	// Hung-node evidence (issue 18): a real expiry, and each lie.
+	faultHungEvidence = "h   hung node whose BMC logged a watchdog expiry (timer use SMS-OS) or an OS critical stop"
+	faultEvidenceLie  = "h   BMC evidence on a live machine that must not count"
 	// faultOffForRunning is not generated directly: it counts reads that
 	// answered Off while the node's machine ran (wrong entry, cache).
 	faultOffForRunning = "1   BMC answered Off while its node's machine ran"
@@ -59,6 +62,7 @@ var Required = []string{
 	faultReplicas, faultFailover, faultPause, faultSplitBrain, faultInterleave, faultWriteOutage, faultFrozenView,
 	faultAPIErrors, faultStaleRequest, faultReplay, faultWrongConfirm, faultPowerLoss, faultHang, faultShutdown,
 	faultKubeletStop, faultUnreachable, faultLiar, faultMaintenance, faultPartition, faultKeepOff, faultHuman,
+	faultHungEvidence, faultEvidenceLie,
 	faultEvents,
 }
 

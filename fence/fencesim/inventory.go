@@ -165,6 +165,14 @@ func (t *target) PowerOn(ctx context.Context) (bmc.Result, error) {
 	return t.e.Target.BMC.PowerOn(ctx)
 }
 
+var _ runner.EvidenceReader = (*target)(nil)
+
+// ReadEvidence reads the hung-node evidence of the entry's machine's BMC
+// (the node's own, or whatever machine a wrong entry addresses).
+func (t *target) ReadEvidence(ctx context.Context) (bmc.EvidenceReport, error) {
+	return t.e.Target.BMC.ReadEvidence(ctx)
+}
+
 var (
 	errUnverified = errors.New("identity cannot be checked")
 	errIdentity   = errors.New("identity mismatch")

@@ -30,7 +30,9 @@ import (
 //	           for powerOffNotReadyAfter), a running machine is never powered
 //	           off while its kubelet renews (within suspectAfter), nor before
 //	           its Lease has been silent for fenceAfter unless its BMC
-//	           answered Off since the last renewal (an Off we then make ours).
+//	           answered Off since the last renewal (an Off we then make ours)
+//	           or its OS truly stopped (hung or panicked, reading On: what
+//	           hung-node evidence may fence sooner).
 //	Early      a ForceOff before the Lease has been silent for suspectAfter
 //	           (a human's, the NotReady opt-in's and keep-off's aside)
 //	           follows a true, live power-off event of the node's machine
@@ -159,8 +161,12 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 		return v
 	}
 	silence := now.Sub(n.lastBeat)
+	// The world's truth: the node's OS stopped (a hang, a panic) on a
+	// machine that reads On. Evidence may fence it before fenceAfter.
+	truth := n.Host.BMC.Truth()
+	hung := truth.OSHung && truth.Power == machine.PowerOn
 	switch {
-	case tainted || human || optIn:
+	case tainted || human || optIn || hung:
 	case n.renews() && silence < p.SuspectAfter:
 		bad("powered off a running machine whose kubelet renewed its Lease %s ago", silence)
 	case silence < p.FenceAfter && !n.lastOffAnswer.After(n.lastBeat):

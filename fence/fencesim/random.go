@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/machine"
 	"github.com/bmcfence/bmcfence/fence"
 )
@@ -132,6 +133,7 @@ func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 		g.wrongConfirm, g.replay, g.partition, g.poweredOnWhileTainted, g.powerLoss,
 		g.droppedThenWatchdog, g.statusFirstAtPersist, g.pausedBetweenListAndDelete, g.pausedBetweenRecheckAndDelete,
 		g.pausedInsideATaintWrite, g.splitBrainOverAPartition,
+		g.hungEvidence,
 	}
 	for i := 1 + rng.IntN(3); i > 0; i-- {
 		episodes[rng.IntN(len(episodes))]()
@@ -276,7 +278,7 @@ func (g *gen) fail(name string, d time.Duration) {
 
 func (g *gen) kubeletStop(name string) bool {
 	n := g.node(name)
-	if n == nil || !n.KubeletEnabled {
+	if n == nil || !n.KubeletEnabled || n.liveExpiry {
 		return false
 	}
 	n.KubeletEnabled = false
@@ -294,7 +296,7 @@ func (g *gen) kubeletStart(name string) bool {
 
 func (g *gen) setPartitioned(name string, on bool) bool {
 	n := g.node(name)
-	if n == nil || n.Partitioned == on {
+	if n == nil || n.Partitioned == on || (on && n.liveExpiry) {
 		return false
 	}
 	n.Partitioned = on
@@ -1396,4 +1398,155 @@ func (g *gen) splitBrainOverAPartition() {
 		g.sim.partners = map[string]string{}
 	}
 	g.sim.partners[a], g.sim.partners[b] = b, a
+}
+
+// hungEvidence: a node runs the watchdog petter, and either hangs for real
+// (its BMC logs an SMS/OS expiry, or an OS critical stop on a panic: the
+// evidence that fences it before fenceAfter), or its BMC holds an entry
+// that must not count while the machine lives, and the node is then cut
+// off (alive, silent: only fenceAfter may power it off):
+//
+//	stale     an SMS/OS expiry logged in a previous boot
+//	foreign   an SMS/OS expiry about another system (a shared log)
+//	post      a BIOS/POST or OS Load timer's expiry
+//	hidden    an expiry whose timer use the BMC does not say (iDRAC, iLO
+//	          Redfish): the petter was evicted on the live machine
+//	evicted   the petter evicted on a live machine that still renews
+func (g *gen) hungEvidence() {
+	n := g.pick()
+	name := n.Name
+	n.Petter = g.dur(5*time.Second, 30*time.Second)
+	d := g.dur(30*time.Second, 3*time.Minute)
+	lie := func(what string, fn func(n *Node) bool) {
+		g.at(d, name+" BMC evidence that must not count: "+what, func() bool {
+			n := g.node(name)
+			return n != nil && n.alive() && fn(n)
+		}, faultEvidenceLie, faultEvidenceLie+"/"+what)
+	}
+	// may reports whether the episode's own cut-off may happen (nil:
+	// always).
+	var may func(n *Node) bool
+	cutOff := func() {
+		at := d + g.dur(5*time.Second, 40*time.Second)
+		g.at(at, name+" partitioned", func() bool {
+			n := g.node(name)
+			if n == nil || n.Partitioned || (may == nil && n.liveExpiry) || (may != nil && !may(n)) {
+				return false
+			}
+			n.Partitioned = true
+			return true
+		}, faultPartition)
+		g.at(at+g.dur(90*time.Second, 3*time.Minute), name+" partition heals", func() bool {
+			g.sim.pinned = false
+			return g.setPartitioned(name, false)
+		})
+	}
+	expiry := machine.LogEntry{Kind: machine.LogWatchdogExpired, Use: machine.TimerUseSMSOS}
+	switch g.rng.IntN(8) {
+	case 0, 1:
+		ev := machine.EventOSHang
+		if g.rng.IntN(2) == 0 {
+			ev = machine.EventOSPanic
+		}
+		g.at(d, name+" "+string(ev)+" (watchdog petter armed)", func() bool {
+			if !g.machineEvent(name, ev) {
+				return false
+			}
+			return g.node(name).Host.BMC.Watchdog().Armed
+		}, faultHang, faultHungEvidence)
+	case 2:
+		lie("stale entry from a previous boot", func(n *Node) bool {
+			e := expiry
+			e.Boot = -1
+			n.Host.BMC.AppendLog(e)
+			return true
+		})
+		cutOff()
+	case 3:
+		lie("another system's entry", func(n *Node) bool {
+			e := expiry
+			e.Origin = "system-2"
+			n.Host.BMC.AppendLog(e)
+			return true
+		})
+		cutOff()
+	case 4:
+		use := machine.TimerUseBIOSPOST
+		if g.rng.IntN(2) == 0 {
+			use = machine.TimerUseOSLoad
+		}
+		lie(use.String()+" timer's expiry", func(n *Node) bool {
+			e := expiry
+			e.Use = use
+			n.Host.BMC.AppendLog(e)
+			return true
+		})
+		cutOff()
+	case 5:
+		lie("expiry with its timer use hidden (evicted petter)", func(n *Node) bool {
+			n.Host.BMC.SetHideTimerUse(true)
+			n.liveExpiry = true
+			may = func(*Node) bool { return true } // every entry's timer use is hidden
+			n.petterEvicted = true
+			n.Host.BMC.StopPetter(false)
+			return true
+		})
+		// Cut off once the watchdog has expired on the live machine.
+		d += n.Petter
+		cutOff()
+	case 6:
+		// The agent first sees the expiry while its view of the node is
+		// frozen (the node looks silent; the stale view admits nothing,
+		// and the server recheck sees the renewals), then sees the node
+		// renew, then the node is cut off: the expiry was first seen
+		// before the node's last renewal.
+		lie("expiry first seen before the node's last renewal (evicted petter, then a frozen view)", func(n *Node) bool {
+			if !n.renews() || n.liveExpiry {
+				return false // already cut off, or already holding one: undetectable
+			}
+			n.petterEvicted, n.liveExpiry = true, true
+			n.Host.BMC.StopPetter(false)
+			return true
+		})
+		w := g.w
+		freeze := d + n.Petter + g.dur(time.Second, 5*time.Second)
+		thaw := freeze + w.Policy.SuspectAfter + g.dur(30*time.Second, 60*time.Second)
+		// The premise: the leader that read the entry while the view was
+		// frozen (a read that succeeded) still leads, with its memory,
+		// when the node is cut off.
+		var leader *Agent
+		var frozeAt time.Time
+		g.at(freeze, "api freeze", func() bool {
+			w.FreezeAPI()
+			g.sim.pinned = true
+			frozeAt = w.Clock.Now()
+			if len(g.sim.active) == 1 {
+				leader = g.sim.active[0]
+			}
+			return true
+		}, faultFrozenView)
+		g.at(thaw, "api thaw", func() bool { w.ThawAPI(); return true })
+		may = func(n *Node) bool {
+			if leader == nil || len(g.sim.active) != 1 || g.sim.active[0] != leader {
+				return false
+			}
+			for _, c := range n.Host.BMC.Calls() {
+				if c.Op == bmc.OpReadEvidence && c.Err == nil && c.At.After(frozeAt) {
+					return true
+				}
+			}
+			return false
+		}
+		d = thaw + g.dur(15*time.Second, 30*time.Second)
+		cutOff()
+	default:
+		lie("evicted petter on a machine that still renews", func(n *Node) bool {
+			if !n.renews() {
+				return false // cut off already: undetectable (package doc)
+			}
+			n.petterEvicted, n.liveExpiry = true, true
+			n.Host.BMC.StopPetter(false)
+			return true
+		})
+	}
 }

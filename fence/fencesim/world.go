@@ -107,6 +107,14 @@
 //     leader election exists to prevent. Each counts the fences the other
 //     persisted (the storm rule is judged in a split brain too).
 //
+//   - A watchdog petter evicted without disarming lets the BMC's watchdog
+//     expire on a live machine (an SMS/OS expiry, in this boot). If that
+//     machine is then cut off before any agent has seen the entry, the
+//     entry is indistinguishable from a hang's (docs/safety.md, "Hung-node
+//     evidence"): the world cuts such a machine off only after an agent
+//     could have seen the entry and then the node's renewal, or when its
+//     BMC hides the timer use.
+//
 // Frozen (stalled) views last up to two minutes, three times the node
 // monitor grace period: the oracle does not need them shorter, since it
 // reads Ready and renewals from the server, never from a view, and the
@@ -296,6 +304,20 @@ type Node struct {
 	RuntimeDown    bool
 	Partitioned    bool
 	renewing       bool
+
+	// Petter, when positive, is the timeout of the node-side watchdog
+	// petter (cmd/bmc-watchdog's DaemonSet): it arms the BMC's watchdog
+	// (SMS/OS, no action) whenever the OS runs, and the watchdog expires
+	// Petter after the OS stops. petterEvicted: the petter was killed
+	// without disarming and is not restarted (the watchdog expires on a
+	// live machine).
+	Petter        time.Duration
+	petterEvicted bool
+	// liveExpiry: the BMC logged an SMS/OS expiry while the machine ran
+	// (an evicted petter). Cut off before an agent saw it and then saw
+	// the node renew, it is indistinguishable from a hang (package doc):
+	// no fault cuts such a node off but its episode's own, which checks.
+	liveExpiry bool
 
 	// API objects (the server's truth). lastBeat is the node's last sign
 	// of life on the server: its Lease renewal (leaseAt) or its status
@@ -563,6 +585,7 @@ func (w *World) recreate(old *Node, host *Machine) *Node {
 	n := w.newNode(old.Name, old.Zone, host)
 	n.KubeletEnabled, n.RuntimeDown, n.Partitioned = old.KubeletEnabled, old.RuntimeDown, old.Partitioned
 	n.Excluded, n.HasBMC = old.Excluded, old.HasBMC
+	n.Petter, n.petterEvicted, n.liveExpiry = old.Petter, old.petterEvicted, old.liveExpiry && old.Host == host
 	n.pods, n.vas = 0, 0
 	n.podGen++
 	w.notify(n.Name)
@@ -671,6 +694,7 @@ func (w *World) Advance() {
 			w.notify(n.Name)
 		}
 		n.renewing = renews
+		w.pet(n)
 		// Node lifecycle controller.
 		if n.ready != fence.ReadyUnknown && now.Sub(n.lastBeat) >= NodeMonitorGracePeriod {
 			if n.ready == fence.ReadyTrue {
@@ -967,4 +991,17 @@ func (w *World) Summary() string {
 			name, n.Phase(), n.Host.Name, target, n.Host.BMC.Truth().Power, n.alive(), n.ready, n.taint, n.pods, n.vas)
 	}
 	return b.String()
+}
+
+// pet runs the node's watchdog petter: its DaemonSet starts it whenever the
+// node's OS runs without one (after a boot, after an eviction is over).
+func (w *World) pet(n *Node) {
+	if n.Petter <= 0 || n.petterEvicted {
+		return
+	}
+	s := n.Host.BMC.Truth()
+	if s.Power != machine.PowerOn || s.BootState != "OSRunning" || s.OSHung || n.Host.BMC.Watchdog().Petted {
+		return
+	}
+	_ = n.Host.BMC.StartPetter(n.Petter, machine.WatchdogNoAction)
 }

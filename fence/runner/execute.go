@@ -51,7 +51,7 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 		case fence.ActReadPower:
 			r.commit(rec, out.State)
 			rd := r.readPower(ctx, name, rec)
-			return &fence.Input{Kind: fence.InputReading, Reading: rd}, 0
+			return &fence.Input{Kind: fence.InputReading, Reading: rd, Host: r.hostEvidence(ctx, name, rec, rd)}, 0
 		case fence.ActPowerOff, fence.ActPowerOn, fence.ActApplyTaint, fence.ActRemoveTaint, fence.ActForgetTaint:
 			r.commit(rec, out.State)
 			if r.opts.DryRun {

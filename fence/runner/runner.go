@@ -224,6 +224,10 @@ type Options struct {
 	// workers and other agents in that gap, and to pause a leader between
 	// its decision and its write. Production code leaves it nil.
 	BeforeAct func(node string, action fence.ActionKind, decided fence.State)
+	// EvidenceInterval bounds how often a suspect node's hung-node
+	// evidence is read again (EvidenceReader); default
+	// DefaultEvidenceInterval.
+	EvidenceInterval time.Duration
 	// Events, if set, is where the runner hears the power-off events the
 	// nodes' BMCs push (docs/safety.md, "Power events"): every Step's view
 	// carries the node's latest one. Nil: no events, polling only.
@@ -333,6 +337,8 @@ type record struct {
 	verifiedAt  time.Time
 	// would dedupes dry-run announcements: one per phase entry.
 	would map[fence.ActionKind]time.Time
+	// evidence: the node's hung-node evidence (evidence.go).
+	evidence evidence
 
 	// pub is what other nodes' fleet views read: the last committed phase,
 	// and the latest admission (or ForceOff) this node's fences ever had,

@@ -748,3 +748,28 @@ func (c *Controller) Probe(ctx context.Context) error {
 	}
 	return c.Verify(ctx)
 }
+
+var _ runner.EvidenceReader = (*Controller)(nil)
+
+// ReadEvidence reads the BMC's hung-node evidence (runner.EvidenceReader),
+// where the entry's protocol can. The report names the system it came
+// from, read in the same operation: evidence from another system than the
+// one the entry is verified against is refused (ErrIdentity).
+func (c *Controller) ReadEvidence(ctx context.Context) (bmc.EvidenceReport, error) {
+	r, ok := c.ctrl.(bmc.EvidenceReader)
+	if !ok {
+		return bmc.EvidenceReport{}, &bmc.OpError{Op: bmc.OpReadEvidence, Protocol: c.Target.Address.Protocol,
+			Address: c.Target.Address.String(), Err: fmt.Errorf("%w: no evidence reader for this BMC", bmc.ErrUnsupported)}
+	}
+	start := time.Now()
+	rep, err := r.ReadEvidence(ctx)
+	c.noteSuite(rep.CipherSuite)
+	if err == nil {
+		want, source := c.ExpectedUUID()
+		got := strings.TrimSpace(rep.Identity.UUID)
+		if want != "" && got != "" && !strings.EqualFold(got, strings.TrimSpace(want)) && !bmc.SMBIOSSwapped(got, want) {
+			err = fmt.Errorf("%w: the evidence came from system %q, but the %s is %q", ErrIdentity, got, source, want)
+		}
+	}
+	return rep, c.observe(bmc.OpReadEvidence, start, err)
+}

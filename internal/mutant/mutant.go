@@ -76,6 +76,12 @@ const (
 	// after the PDU accepted the off, and a loss counts only if it reads
 	// Off. The mutant takes the acceptance for the Off.
 	OutletOffReadBack Name = "outlet-off-read-back"
+	// EvidenceTarget: hung-node evidence counts only when it was read
+	// from the fence's BMC target, that target's identity verified: the
+	// runner reads it anew whenever the target changes, and the engine
+	// compares the targets. The mutant takes whatever evidence the runner
+	// read last, from any target, verified or not.
+	EvidenceTarget Name = "evidence-target"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -100,5 +106,6 @@ func All() []Mutant {
 		{Name: AMIIdentityBinding, Packages: []string{"./bmc/dial"}, Run: "AMIMulti"},
 		{Name: VerifyOutletOneSupply, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
 		{Name: OutletOffReadBack, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
+		{Name: EvidenceTarget, Packages: []string{"./fence", "./fence/runner"}, Run: "HungNodeEvidence"},
 	}
 }

@@ -20,8 +20,9 @@
 //	power loss, BMC up       the mock's power-loss event: the BMC reads Off, the kubelet dies
 //	power loss, BMC dead     the same, and the BMC stops answering (requests hang)
 //	hung kernel (evidence)   the OS hangs (BMC reads On, the kubelet stops) with the node-side
-//	                         petter keeping the BMC watchdog (30 s, no action): the BMC logs its
-//	                         expiry; today's agent does not read it
+//	                         petter keeping the BMC watchdog (30 s, no action): the mock's BMC
+//	                         logs its SMS/OS expiry, which the agent reads (docs/safety.md,
+//	                         "Hung-node evidence"): the figure measures that model
 //	hung kernel (no evidence) the OS hangs, no watchdog
 //	kubelet dead             the kubelet stops, the OS runs (its kubelet port resets)
 //	node cut off             the kubelet cannot reach the API server and nothing answers on its
@@ -324,6 +325,7 @@ type outcome struct {
 	forceOff         time.Duration // the first ForceOff after the failure; 0: none
 	movedEarly       bool          // the replacement ran before any taint (a graceful shutdown)
 	evidence         time.Duration // the BMC logged a watchdog expiry or critical stop
+	powerOffEvent    *corev1.Event // the first FencePowerOff Event since the failure
 	evidenceWhat     string
 	event            *corev1.Event // the agent's telling Event, for lines that need one
 	reach            testbed.Reach // the node's kubelet port, probed 3 s after the failure
@@ -435,6 +437,7 @@ func (h *harness) scenarioWith(ctx context.Context, c class, nodes []string, pha
 		}
 	}
 	o.event = h.tellingEvent(ctx, c, nodes, t0)
+	o.powerOffEvent = h.eventNamed(ctx, nodes, "FencePowerOff", t0)
 	h.mu.Lock()
 	o.reach = h.reach[ns]
 	h.mu.Unlock()
@@ -607,6 +610,31 @@ func (h *harness) tellingEvent(ctx context.Context, c class, nodes []string, sin
 	return best
 }
 
+// eventNamed is the first Event with reason on one of the nodes since
+// since.
+func (h *harness) eventNamed(ctx context.Context, nodes []string, reason string, since time.Time) *corev1.Event {
+	list, err := h.c.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var first *corev1.Event
+	for i := range list.Items {
+		ev := &list.Items[i]
+		if ev.Reason != reason || ev.InvolvedObject.Kind != "Node" || !slices.Contains(nodes, ev.InvolvedObject.Name) {
+			continue
+		}
+		at := ev.FirstTimestamp.Time
+		if at.IsZero() {
+			at = ev.EventTime.Time
+		}
+		if at.Before(since.Add(-time.Second)) || (first != nil && !at.Before(first.FirstTimestamp.Time)) {
+			continue
+		}
+		first = ev
+	}
+	return first
+}
+
 // recover undoes a failure and waits until the agent has the nodes
 // Healthy again (untainted by itself, after the machine came back).
 func (h *harness) recover(ctx context.Context, nodes []string) {
@@ -730,8 +758,12 @@ func lineFor(c class, rs []outcome) string {
 	}
 	s := prefix + fencedPart(rs)
 	switch {
+	case c.key == "hung-evidence" && o.evidence != 0 && o.forceOff != 0 && o.forceOff < policy.FenceAfter:
+		s += fmt.Sprintf(" (the BMC logged a %s at %s; the agent's ForceOff at %s rests on it)", o.evidenceWhat, secs(o.evidence), secs(o.forceOff))
 	case c.key == "hung-evidence" && o.evidence != 0:
-		s += fmt.Sprintf(" (the BMC logged a %s at %s; today's agent does not read it, and waits fenceAfter)", o.evidenceWhat, secs(o.evidence))
+		s += fmt.Sprintf(" (the BMC logged a %s at %s; the agent did not count it, and waited fenceAfter: Event %s)", o.evidenceWhat, secs(o.evidence), eventText(o.event))
+	case c.key == "hung" && o.tainted != 0 && o.powerOffEvent != nil:
+		s += fmt.Sprintf(" (its kubelet port: %s; the ForceOff's Event says what evidence was missing: %q)", o.reach, o.powerOffEvent.Message)
 	case c.key == "restart" && o.tainted != 0:
 		s += " (our ForceOff lands in the 40 s off-dwell; the machine stays off)"
 	case c.key == "controlplane" && o.tainted != 0:
