@@ -906,11 +906,17 @@ func requestLife(p fence.Policy) time.Duration { return 2*p.MaxRequestAge + requ
 // mayStart reports whether someone may start node n's machine now without
 // making an undetectable double fault (package doc): never a caching BMC's
 // machine, nor one a confirm stands for (a request not yet expired, or one
-// taken fresh).
+// taken fresh). A machine no power reaches cannot be started at all.
 func (w *World) mayStart(n *Node) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if n.Host.CacheFor > 0 || w.attested[n.Name] {
+		return false
+	}
+	if n.Host.unpowered || n.Host.psuDead {
+		// No power reaches the machine (its outlets are off, its
+		// supplies failed): neither its button nor its dead BMC can
+		// start it. Someone must switch an outlet on first.
 		return false
 	}
 	if r := n.request; r != nil && r.cmd.Kind == fence.CmdConfirm && w.now().Sub(r.written) <= requestLife(w.Policy) {
