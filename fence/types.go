@@ -98,6 +98,12 @@ type NodeView struct {
 	// manager evicts at once on NoExecute); on a confirmed-off, tainted node
 	// they are force-deleted as soon as they appear.
 	Terminating int
+	// OffEvent is the latest power-off event the stream of the node's BMC
+	// delivered (zero when there is none, or no stream); BMCSystem the
+	// system of the node's inventory entry, whose identity the runner
+	// verifies before every ForceOff, as event streams name it.
+	OffEvent  PowerEvent
+	BMCSystem string
 }
 
 // NoteMaintenanceExpired is the note of the transition out of Maintenance
@@ -293,4 +299,24 @@ type Output struct {
 	State        State
 	Actions      []Action
 	RecheckAfter time.Duration
+}
+
+// PowerEvent is the latest power-off event a node's BMC pushed (Redfish
+// ResourcePoweredOff; on iDRAC its alert for a system powering off), as the
+// runner's event stream for the node's BMC delivered it. Every time is on
+// our clock. The zero value is "no event". An event is never proof of Off:
+// it may only start a fence early (docs/safety.md, "Power events").
+type PowerEvent struct {
+	// System names the system the event is about, as the stream reports
+	// it ("" when the event names none).
+	System string
+	// Received is when the stream delivered the event; ConnectedAt when
+	// the stream that carried it connected.
+	Received    time.Time
+	ConnectedAt time.Time
+	// Replay: the event was replayed on a reconnect (Last-Event-ID), or
+	// predates ConnectedAt; AfterGap: the stream reported events lost
+	// (a gap, missed heartbeats) between ConnectedAt and this event.
+	Replay   bool
+	AfterGap bool
 }
