@@ -97,6 +97,18 @@ const (
 	// other control-plane nodes whose machines may run (not confirmed off
 	// by our fence) are a quorum of all of them.
 	CheckEtcdQuorum Check = "etcd-quorum"
+	// CheckEventSystem: a power-off event starts a fence early only if it
+	// names the node's own system (not empty, not another system of a
+	// multi-system BMC).
+	CheckEventSystem Check = "event-system"
+	// CheckEventFresh: a power-off event starts a fence early only if it
+	// is live: not a replay, no gap before it, on a stream connected before
+	// the node's last observed sign of life, and received after it.
+	CheckEventFresh Check = "event-fresh"
+	// CheckEventSilence: a power-off event starts a fence early only once
+	// the Lease has been silent for Policy.EventSilence plus our view's
+	// staleness.
+	CheckEventSilence Check = "event-silence"
 	// CheckOutletDrawless: a fencing level's reading is drawless (the
 	// power-loss path: no fenceAfter, no storm fraction) only when every
 	// outlet's own metering reads about 0 W; an outlet that is on may feed
@@ -139,5 +151,6 @@ func Checks() []Check {
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
 		CheckSplitBrainCount, CheckOutletDrawless, CheckOutletsAllOff, CheckOutletProof,
 		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
-		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum}
+		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum,
+		CheckEventSystem, CheckEventFresh, CheckEventSilence}
 }

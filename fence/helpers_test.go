@@ -372,7 +372,7 @@ func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) e
 	// NotReady opt-in, and only while the opt-in holds now (our policy,
 	// our clock), powers off a node that renews.
 	optIn := s.NotReadyFence && docOptIn(p, n, now)
-	if !optIn && docSilence(n, now) < p.SuspectAfter {
+	if !optIn && docSilence(n, now) < p.SuspectAfter && !(readsOff && docEventEarly(p, before, in, now)) {
 		return fmt.Errorf("PowerOff of a node whose Lease renewed %s ago (NotReady fence %v, opt-in holds %v)", docSilence(n, now), s.NotReadyFence, docOptIn(p, n, now))
 	}
 	if !optIn && n.RenewedAt.After(s.FailureStart) {
@@ -386,4 +386,19 @@ func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) e
 		return fmt.Errorf("ForceOff #%d of %d attempts", s.PowerOffs, p.PowerOffAttempts)
 	}
 	return nil
+}
+
+// docEventEarly: docs/safety.md, "Power events": a ForceOff before
+// suspectAfter to a machine that reads exactly Off needs a power-off event
+// that names the node's own system, is no replay and follows no gap, came
+// on a stream connected before the node's last sign of life and after that
+// sign, once the Lease has been silent for eventSilence plus the view's
+// staleness; never for a NotReady fence.
+func docEventEarly(p Policy, before State, in Input, now time.Time) bool {
+	n, ev := in.Node, in.Node.OffEvent
+	return p.EventSilence > 0 && !before.NotReadyFence && !ev.Received.IsZero() &&
+		ev.System != "" && ev.System == n.BMCSystem && !ev.Replay && !ev.AfterGap &&
+		!n.HeartbeatAt.IsZero() && ev.Received.After(n.HeartbeatAt) &&
+		!ev.ConnectedAt.IsZero() && !ev.ConnectedAt.After(n.HeartbeatAt) &&
+		!in.Fleet.APIFreshAt.IsZero() && docSilence(n, now) >= p.EventSilence+max(now.Sub(in.Fleet.APIFreshAt), 0)
 }

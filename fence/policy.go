@@ -116,6 +116,14 @@ type Policy struct {
 	// nodes, so fencing them costs no etcd quorum. Control-plane nodes are
 	// still fenced one at a time.
 	ExternalEtcd bool
+	// EventSilence is how long the Lease must have been silent, on our
+	// clock, plus our view's staleness, before a power-off event the node's
+	// BMC pushed may start its fence early (docs/safety.md, "Power
+	// events"): one full renewal interval of the kubelet with a margin, so
+	// the silence is a missed renewal, not the gap between two. Zero turns
+	// the early start off; events then change nothing, as they do when it
+	// is not shorter than SuspectAfter.
+	EventSilence time.Duration
 }
 
 // ErrInvalidPolicy is wrapped by the errors about the detection setting.
@@ -245,6 +253,9 @@ func DefaultPolicy() Policy {
 		// POST (six, and more, are common); a window much longer keeps a
 		// node that hung during its reboot from failing over for that long.
 		RebootWindow: 15 * time.Minute,
+		// The kubelet renews every 10 s (a quarter of the 40 s lease);
+		// 2 s on top absorbs its jitter and our watch's latency.
+		EventSilence: 12 * time.Second,
 	}
 }
 
@@ -332,6 +343,9 @@ func (p Policy) Validate() error {
 	}
 	if p.PowerOffNotReadyAfter != 0 && !invalid["suspectAfter"] && (p.PowerOffNotReadyAfter < p.SuspectAfter || p.PowerOffNotReadyAfter > 24*time.Hour) {
 		errs = append(errs, fmt.Errorf("policy.powerOffNotReadyAfter = %s: must be 0 (off) or between %s (policy.suspectAfter) and %s", p.PowerOffNotReadyAfter, p.SuspectAfter, 24*time.Hour))
+	}
+	if p.EventSilence != 0 && (p.EventSilence < time.Second || p.EventSilence > time.Hour) {
+		errs = append(errs, fmt.Errorf("policy.eventSilence = %s: must be 0 (off) or between 1s and 1h0m0s", p.EventSilence))
 	}
 	if p.Detection >= numDetections {
 		errs = append(errs, fmt.Errorf("%w: policy.detection = %d: must be builtin, external or both", ErrInvalidPolicy, p.Detection))

@@ -31,6 +31,9 @@ type stepper struct {
 	acts      []Action
 	sideEffct bool
 	wakeAt    time.Duration
+	// eventWait: how long until a power event's silence is reached, when
+	// that alone refused an early ForceOff (events.go); 0 otherwise.
+	eventWait time.Duration
 }
 
 func (st *stepper) run() {
@@ -392,7 +395,7 @@ func (st *stepper) targetChanged(target string) bool {
 // like a new one; so is a power-loss fence whose machine now reads other
 // than Off.
 func (st *stepper) admitPowerOff(rd Reading) bool {
-	if !st.silentLongEnough(false) {
+	if !st.silentLongEnough(false) && !st.offEventLicence(rd) {
 		return false
 	}
 	if why := st.controlPlaneRefusal(); why != "" {
@@ -641,6 +644,7 @@ func (st *stepper) healthy() {
 	if !due {
 		st.s.Warned = false
 		st.wake(st.p.SuspectAfter - SilentFor(n, st.now))
+		st.offEventEntry()
 		return
 	}
 	if n.Excluded || !n.HasBMC {
@@ -723,7 +727,7 @@ func (st *stepper) suspect() {
 			return
 		}
 		if !st.admitPowerOff(rd) {
-			st.scheduleRead(st.p.ReadInterval)
+			st.scheduleRead(st.eventReadAfter(st.p.ReadInterval))
 			return
 		}
 		st.sendPowerOff("the BMC reads Off; sending our own ForceOff, since a restart's off-dwell reads Off too")

@@ -113,6 +113,12 @@ type NodeView struct {
 	// control-plane label, so it runs an etcd member (unless the policy
 	// says etcd is external): docs/safety.md, "Control-plane nodes".
 	ControlPlane bool
+	// OffEvent is the latest power-off event the stream of the node's BMC
+	// delivered (zero when there is none, or no stream); BMCSystem the
+	// system of the node's inventory entry, whose identity the runner
+	// verifies before every ForceOff, as event streams name it.
+	OffEvent  PowerEvent
+	BMCSystem string
 }
 
 // NoteMaintenanceExpired is the note of the transition out of Maintenance
@@ -320,4 +326,24 @@ type Output struct {
 	State        State
 	Actions      []Action
 	RecheckAfter time.Duration
+}
+
+// PowerEvent is the latest power-off event a node's BMC pushed (Redfish
+// ResourcePoweredOff; on iDRAC its alert for a system powering off), as the
+// runner's event stream for the node's BMC delivered it. Every time is on
+// our clock. The zero value is "no event". An event is never proof of Off:
+// it may only start a fence early (docs/safety.md, "Power events").
+type PowerEvent struct {
+	// System names the system the event is about, as the stream reports
+	// it ("" when the event names none).
+	System string
+	// Received is when the stream delivered the event; ConnectedAt when
+	// the stream that carried it connected.
+	Received    time.Time
+	ConnectedAt time.Time
+	// Replay: the event was replayed on a reconnect (Last-Event-ID), or
+	// predates ConnectedAt; AfterGap: the stream reported events lost
+	// (a gap, missed heartbeats) between ConnectedAt and this event.
+	Replay   bool
+	AfterGap bool
 }

@@ -38,6 +38,10 @@ type nodeStatus struct {
 	Blockers          []string           `json:"blockers,omitempty"`
 	Fenceable         bool               `json:"fenceable"`
 	Reason            string             `json:"reason,omitempty"`
+	// EventStream is the leading agent's last word on the node's BMC's
+	// power events (its FenceEventStream Event): "connected", or
+	// "polling: why"; "" when it said nothing (not a Redfish BMC).
+	EventStream string `json:"eventStream,omitempty"`
 }
 
 // maintenanceStatus is a node's maintenance mark: as the drain wrote it,
@@ -123,7 +127,7 @@ still bound to it, and whether it can be fenced (and why not).`,
 				return err
 			}
 			return printObject(s.Out, out, rows, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "NODE\tREADY\tLEASE\tPOWER\tPHASE\tTAINT\tMAINTENANCE\tFENCEABLE\tBLOCKERS")
+				fmt.Fprintln(w, "NODE\tREADY\tLEASE\tPOWER\tPHASE\tTAINT\tMAINTENANCE\tFENCEABLE\tEVENTS\tBLOCKERS")
 				for _, r := range rows {
 					lease := "-"
 					if r.LeaseAgeSeconds != nil {
@@ -133,7 +137,11 @@ still bound to it, and whether it can be fenced (and why not).`,
 					if !r.Fenceable {
 						fenceable = "no: " + r.Reason
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Ready, lease, r.PowerState, r.Phase, r.Taint, r.MaintenanceMark, fenceable, dash(strings.Join(r.Blockers, "; ")))
+					events := dash(r.EventStream)
+					if i := strings.IndexByte(events, ':'); i > 0 {
+						events = events[:i] // the mode; -o json says why
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Ready, lease, r.PowerState, r.Phase, r.Taint, r.MaintenanceMark, fenceable, events, dash(strings.Join(r.Blockers, "; ")))
 				}
 			})
 		},
@@ -230,8 +238,41 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 		})
 	}
 	_ = g.Wait() // every func returns nil
+	streams := eventStreams(ctx, sess)
+	for i := range rows {
+		rows[i].EventStream = streams[rows[i].Name]
+	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows, nil
+}
+
+// eventStreams reads, per node, the leading agent's latest FenceEventStream
+// Event: whether its BMC's power events reach the agent ("connected: ...")
+// or it polls only ("polling: why"). One list for the whole table.
+func eventStreams(ctx context.Context, sess *session) map[string]string {
+	out := map[string]string{}
+	list, err := sess.client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,reason=FenceEventStream"})
+	if err != nil {
+		return out
+	}
+	latest := map[string]time.Time{}
+	for _, e := range list.Items {
+		t := e.LastTimestamp.Time
+		if t.IsZero() {
+			t = e.EventTime.Time
+		}
+		n := e.InvolvedObject.Name
+		if prev, ok := latest[n]; ok && !t.After(prev) {
+			continue
+		}
+		latest[n] = t
+		msg := e.Message
+		if i := strings.Index(msg, " ("); i > 0 && strings.HasPrefix(msg, "connected:") {
+			msg = "connected"
+		}
+		out[n] = msg
+	}
+	return out
 }
 
 func taintName(t fence.TaintState) string {

@@ -180,6 +180,7 @@ func (s *Sim) newAgent(since time.Time, skew time.Duration) *Agent {
 		DryRun:    s.DryRun,
 		ID:        a.ID,
 		BeforeAct: func(node string, k fence.ActionKind, decided fence.State) { s.beforeAct(a, node, k, decided) },
+		Events:    Cluster{W: s.W, Since: since, Skew: skew, Agent: a},
 	})
 	if err != nil {
 		panic(err) // the policy was validated by the caller

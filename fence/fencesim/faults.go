@@ -63,6 +63,7 @@ var Required = []string{
 	faultAPIErrors, faultStaleRequest, faultReplay, faultWrongConfirm, faultPowerLoss, faultHang, faultShutdown,
 	faultKubeletStop, faultUnreachable, faultLiar, faultMaintenance, faultPartition, faultKeepOff, faultHuman,
 	faultHungEvidence, faultEvidenceLie,
+	faultEvents,
 }
 
 // Tally adds up fault classes over many scenarios. Safe for concurrent use.

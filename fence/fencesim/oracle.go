@@ -33,6 +33,10 @@ import (
 //	           answered Off since the last renewal (an Off we then make ours)
 //	           or its OS truly stopped (hung or panicked, reading On: what
 //	           hung-node evidence may fence sooner).
+//	Early      a ForceOff before the Lease has been silent for suspectAfter
+//	           (a human's, the NotReady opt-in's and keep-off's aside)
+//	           follows a true, live power-off event of the node's machine
+//	           and a silence of at least eventSilence (events.go).
 //	Storm      more than maxConcurrentFences running machines whose kubelet
 //	           lives (a partition: alive, unable to renew) are never powered
 //	           off within cooldown/2 of each other (the guard admits one per
@@ -169,6 +173,14 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 	human := w.manual[n.Name]
 	optIn := p.PowerOffNotReadyAfter > 0 && n.ready != fence.ReadyTrue && !n.notReadySince.IsZero() &&
 		now.Sub(n.notReadySince) >= p.PowerOffNotReadyAfter
+	if !tainted && !human && !optIn && m == n.Host {
+		if msg := w.judgeEarly(n, now); msg != "" {
+			bad("%s", msg)
+		}
+	}
+	if !running(n.Host) {
+		return v
+	}
 	silence := now.Sub(n.lastBeat)
 	// The world's truth: the node's OS stopped (a hang, a panic) on a
 	// machine that reads On. Evidence may fence it before fenceAfter.

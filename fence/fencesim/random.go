@@ -88,7 +88,7 @@ func (g *gen) spare(on bool) *Machine {
 // A few scenarios in a hundred (calmPercent) are calm instead: one episode
 // whose BMC deceives in a way only another witness can reveal, and nothing
 // else (calmScenario).
-func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
+func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 	rng := rand.New(rand.NewPCG(seed, 0xb3c4f3ce))
 	if rng.IntN(100) < calmPercent {
 		return calmScenario(rng, seed, start)
@@ -110,6 +110,9 @@ func RandomScenario(seed uint64, start time.Time) (*Sim, []string) {
 		p.SuspectAfter = 15 * time.Second
 	}
 	w := NewWorld(start, p, seed)
+	if w.EnableEvents(seed) {
+		defer func() { plan = append(plan, "power events on") }()
+	}
 	var skew time.Duration
 	if rng.IntN(3) == 0 {
 		skew = time.Duration(rng.IntN(61)-30) * time.Second

@@ -206,6 +206,9 @@ type Machine struct {
 	alreadyOff  bool
 	timing      machine.Timing
 
+	// events is the BMC's power event stream (events.go).
+	events machineEvents
+
 	// Fencing levels (pdu.go): psuDead, the machine's supplies failed
 	// (its BMC died with it); unpowered, every outlet feeding it is off;
 	// netDown, its BMC is unreachable for a network reason (a shared
@@ -452,6 +455,10 @@ type World struct {
 	Records    []Record
 	Violations []string
 	changed    chan string
+
+	// events: the BMCs push power events (events.go), decided by evRng.
+	events bool
+	evRng  *rand.Rand
 
 	// outlets are the world's PDU outlets (pdu.go).
 	outlets []*Outlet
@@ -752,6 +759,7 @@ func (w *World) Advance() {
 			a.stale = nil // its informers caught up
 		}
 	}
+	w.advanceEvents(now)
 	w.checkKeepOff(now)
 }
 

@@ -228,6 +228,19 @@ type Options struct {
 	// evidence is read again (EvidenceReader); default
 	// DefaultEvidenceInterval.
 	EvidenceInterval time.Duration
+	// Events, if set, is where the runner hears the power-off events the
+	// nodes' BMCs push (docs/safety.md, "Power events"): every Step's view
+	// carries the node's latest one. Nil: no events, polling only.
+	Events PowerEvents
+}
+
+// PowerEvents is the leader's view of the BMCs' event streams.
+type PowerEvents interface {
+	// OffEvent returns the latest power-off event the stream of the node's
+	// BMC delivered, and the system of the node's inventory entry as that
+	// stream names systems; ok is false when the node's BMC has no stream
+	// up (polling only).
+	OffEvent(node string) (ev fence.PowerEvent, system string, ok bool)
 }
 
 // maxStepsPerSync bounds one sync's chain of Step → action → result. A fence
@@ -249,6 +262,8 @@ type Runner struct {
 	opts Options
 	log  *zap.Logger
 	sem  chan struct{}
+	// notify carries Notify's names to Run's loop.
+	notify chan string
 
 	mu    sync.Mutex
 	nodes map[string]*record
@@ -396,6 +411,7 @@ func New(opts Options) (*Runner, error) {
 		sem:       make(chan struct{}, opts.BMCConcurrency),
 		nodes:     map[string]*record{},
 		persisted: map[string]persistedFence{},
+		notify:    make(chan string, 256),
 	}, nil
 }
 
@@ -489,6 +505,11 @@ func (r *Runner) Run(ctx context.Context) error {
 				ready.add(res.name)
 			default:
 				due.set(res.name, r.opts.Clock.Now().Add(res.after))
+			}
+		case name := <-r.notify:
+			if started[name] {
+				due.remove(name)
+				ready.add(name)
 			}
 		case name := <-r.opts.Cluster.Changed():
 			if !started[name] {
@@ -748,7 +769,22 @@ func (r *Runner) policy(name string) fence.Policy {
 func (r *Runner) view(info NodeInfo) fence.NodeView {
 	v := info.View
 	_, v.HasBMC = r.opts.Inventory.Controller(info.Name)
+	if r.opts.Events != nil {
+		if ev, system, ok := r.opts.Events.OffEvent(info.Name); ok {
+			v.OffEvent, v.BMCSystem = ev, system
+		}
+	}
 	return v
+}
+
+// Notify steps the node soon: something its view carries changed outside
+// the cluster (a power event its BMC pushed). It never blocks: a full
+// queue drops it (the node's own timers still run).
+func (r *Runner) Notify(name string) {
+	select {
+	case r.notify <- name:
+	default:
+	}
 }
 
 // fleet summarises every other node for the storm guard. A node counts in

@@ -28,6 +28,8 @@ import (
 	"k8s.io/utils/clock"
 
 	fencingv1alpha1 "github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/bmc/redfish"
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/cluster/history"
@@ -38,6 +40,7 @@ import (
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
 	"github.com/bmcfence/bmcfence/internal/metrics"
+	"github.com/bmcfence/bmcfence/internal/powerevents"
 	"github.com/bmcfence/bmcfence/internal/version"
 )
 
@@ -83,6 +86,8 @@ type Agent struct {
 
 	ready   atomic.Bool
 	leading atomic.Bool
+	// events holds the BMCs' event streams while this replica leads.
+	events atomic.Pointer[powerevents.Manager]
 	// leader learns of every renewal of the leader Lease; leaderHealth
 	// (leader, or a test's) fails /healthz when this replica leads but has
 	// stopped renewing.
@@ -221,15 +226,37 @@ const metal3SyncTimeout = time.Minute
 
 // lead runs the runner and the probe until leadership ends.
 func (a *Agent) lead(ctx context.Context) error {
+	// The BMCs' event streams are the leader's (iDRAC9 allows two SSE
+	// connections in all): started here, stopped when the lead ends.
+	var r *runner.Runner
+	events := powerevents.New(powerevents.Options{
+		Clock: a.clock, Log: a.log.Named("events"),
+		Targets: a.eventTargets,
+		Notify: func(node string) {
+			if r != nil {
+				r.Notify(node)
+			}
+		},
+		OnState:  func() { a.metrics.EventStreams(streamCounts(a.events.Load())) },
+		OnStream: a.announceStream,
+	})
+	a.events.Store(events)
+	defer a.events.Store(nil)
 	r, err := runner.New(runner.Options{
 		Policy: a.cfg.Policy, Clock: a.clock, Cluster: a.cluster, Inventory: a.inv,
 		Log: a.log.Named("runner"), Recorder: a.metrics, BMCConcurrency: a.cfg.BMC.Concurrency,
 		DryRun: a.cfg.DryRun, VerifyInterval: a.cfg.BMC.ProbeInterval,
+		Events: events,
 	})
 	if err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		events.Run(ctx)
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -606,5 +633,49 @@ func (a *Agent) recordHistory(ctx context.Context) {
 	}
 	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		a.log.Error("history recorder stopped", zap.Error(err))
+	}
+}
+
+// eventTargets lists each node's BMC target for the event streams.
+func (a *Agent) eventTargets() map[string]bmc.Target {
+	out := map[string]bmc.Target{}
+	for _, n := range a.cluster.Nodes() {
+		if n.View.Excluded {
+			continue
+		}
+		if c, err := a.inv.Lookup(n.Name); err == nil {
+			out[n.Name] = c.Target
+		}
+	}
+	return out
+}
+
+// streamCounts is the metric's view of the streams (none while not
+// leading).
+func streamCounts(m *powerevents.Manager) map[string]int {
+	out := map[string]int{}
+	if m == nil {
+		return out
+	}
+	for mode, n := range m.Counts() {
+		out[string(mode)] += n
+	}
+	return out
+}
+
+// ReasonEventStream is the Node Event that says whether the node's BMC's
+// power events reach the agent; `kubectl fence status` reads the latest.
+// Its message starts with the stream's mode ("connected: ", "polling: ").
+const ReasonEventStream = "FenceEventStream"
+
+// announceStream says on each node of a BMC that its stream is connected,
+// or that the agent polls it only, and why.
+func (a *Agent) announceStream(nodes []string, st redfish.StreamState) {
+	msg := fmt.Sprintf("%s: the BMC's power events reach the agent (%s); a power-off event may start a fence after one missed Lease renewal", st.Mode, st.URI)
+	if st.Mode != redfish.StreamConnected {
+		msg = fmt.Sprintf("%s: the BMC's power events do not reach the agent (%s); it learns from polling only", st.Mode, st.Reason)
+	}
+	for _, n := range nodes {
+		a.cluster.Event(n, fence.Event{Reason: ReasonEventStream, Message: msg})
 	}
 }

@@ -43,6 +43,8 @@ type Metrics struct {
 	collected   *prometheus.CounterVec
 	ipmiSuite   *prometheus.CounterVec
 	own         []prometheus.Collector // the bmcfence_* ones above
+	// eventStreams: the leader's BMC event streams by state.
+	eventStreams *prometheus.GaugeVec
 
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
@@ -114,6 +116,13 @@ func New() *Metrics {
 	}
 	m.own = []prometheus.Collector{m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
 		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, m.ipmiSuite}
+	m.eventStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "bmcfence_event_streams", Help: "The leader's Redfish event streams (SSE, one per BMC) by state: connected; connecting; polling (the BMC offers none, refused it, or the stream broke: the engine learns from polling only).",
+	}, []string{"state"})
+	for _, st := range EventStreamStates {
+		m.eventStreams.WithLabelValues(st)
+	}
+	m.own = append(m.own, m.eventStreams)
 	m.Registry.MustRegister(m.own...)
 	m.levelFences = newLevelFences()
 	m.own = append(m.own, m.levelFences)
@@ -257,4 +266,16 @@ func (m *Metrics) Risky(setting string) { m.risky.WithLabelValues(setting).Set(1
 // Build records the binary's version.
 func (m *Metrics) Build(version, commit, goVersion string) {
 	m.build.WithLabelValues(version, commit, goVersion).Set(1)
+}
+
+// EventStreamStates are the states bmcfence_event_streams counts, each
+// exported from the start (at 0).
+var EventStreamStates = []string{"connected", "connecting", "polling"}
+
+// EventStreams sets how many of the leader's BMC event streams are in each
+// state; a state not in counts is 0.
+func (m *Metrics) EventStreams(counts map[string]int) {
+	for _, st := range EventStreamStates {
+		m.eventStreams.WithLabelValues(st).Set(float64(counts[st]))
+	}
 }

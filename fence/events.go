@@ -1,0 +1,123 @@
+package fence
+
+import (
+	"fmt"
+	"time"
+)
+
+// Power events (docs/safety.md, "Power events"). A power-off event the
+// node's BMC pushed may start the fence before SuspectAfter: the node enters
+// Suspect, its BMC is read, and a machine that reads exactly Off gets our own
+// ForceOff during the Lease's silence instead of after it. Nothing else
+// changes: the event is never proof of Off (the settled read-back after our
+// accepted ForceOff is), a machine reading anything but Off waits for
+// FenceAfter as before, and the taint still needs the Lease silent for
+// SuspectAfter on our clock with no renewal after our ForceOff
+// (silentLongEnough, contradicted).
+
+// plannedReboot is the planned-reboot signal's hook: a cold reboot's
+// off-dwell pushes a power-off event too, and a planned one must never start
+// a fence early. False until the planned-reboot signal reaches NodeView.
+func plannedReboot(NodeView) bool { return false }
+
+// offEventWhy says why the node's latest power-off event may not start its
+// fence early now, or "" when it may. fleet says whether st.in.Fleet is the
+// real fleet view (a healthy node's tick gets the zero one): without it, the
+// view's staleness is not known and the silence rule waits for it (the
+// caller enters Suspect, whose reads step with the fleet).
+func (st *stepper) offEventWhy(fleet bool) string {
+	n := st.node()
+	ev := n.OffEvent
+	switch {
+	case st.p.EventSilence <= 0:
+		return "power events are off (policy.eventSilence 0)"
+	case ev.Received.IsZero():
+		return "no power-off event"
+	case st.s.NotReadyFence || st.s.Manual || st.s.Attested:
+		// A NotReady fence's node renews: an event never licenses
+		// anything there. A human's fence needs no event.
+		return "not a Lease-silence fence"
+	case plannedReboot(n):
+		return "a planned reboot is under way"
+	}
+	if Enabled(CheckEventSystem) && (ev.System == "" || n.BMCSystem == "" || ev.System != n.BMCSystem) {
+		return fmt.Sprintf("the event names system %q, not the node's (%q)", ev.System, n.BMCSystem)
+	}
+	if Enabled(CheckEventFresh) {
+		switch {
+		case ev.Replay:
+			return "the event was replayed on a reconnect"
+		case ev.AfterGap:
+			return "the stream lost events before it"
+		case n.HeartbeatAt.IsZero() || !ev.Received.After(n.HeartbeatAt):
+			return "the event came before the node's last sign of life"
+		case ev.ConnectedAt.IsZero() || ev.ConnectedAt.After(n.HeartbeatAt):
+			return "the stream connected after the node's last sign of life"
+		}
+	}
+	if need, ok := st.eventSilenceNeeded(fleet); !ok {
+		return "our view's staleness is not known yet"
+	} else if silent := SilentFor(n, st.now); silent < need {
+		st.wake(need - silent)
+		st.eventWait = need - silent
+		return fmt.Sprintf("the Lease has been silent %s, not yet %s", silent.Round(time.Millisecond), need.Round(time.Millisecond))
+	}
+	return ""
+}
+
+// eventSilenceNeeded is the silence an event's early start needs: one full
+// renewal interval with margin (Policy.EventSilence) plus how stale our view
+// of the API server is (a view that lags hides renewals). ok is false when
+// the staleness is not known (no fleet view in this step, or never fresh).
+func (st *stepper) eventSilenceNeeded(fleet bool) (need time.Duration, ok bool) {
+	if !Enabled(CheckEventSilence) {
+		return 0, true // the mutant: any silence will do
+	}
+	if !fleet {
+		return st.p.EventSilence, true
+	}
+	f := st.in.Fleet.APIFreshAt
+	if f.IsZero() {
+		return 0, false
+	}
+	return st.p.EventSilence + max(st.now.Sub(f), 0), true
+}
+
+// offEventEntry starts a healthy node's fence early on a power-off event,
+// before SuspectAfter: it enters Suspect, which reads the BMC. It reports
+// whether it did. The node must be fenceable and its fence startable as on
+// silence (not excluded, a BMC entry, detection builtin or a remediation
+// CR).
+func (st *stepper) offEventEntry() bool {
+	n := st.node()
+	if n.Excluded || !n.HasBMC || (!st.p.Detection.startsOnSilence() && !n.Remediation) {
+		return false
+	}
+	if st.offEventWhy(false) != "" {
+		return false
+	}
+	st.enterSuspect(fmt.Sprintf("power-off event after the Lease was silent for %s", SilentFor(n, st.now).Round(time.Second)))
+	st.event(false, "FencePowerEvent", "the BMC pushed a power-off event for system %s at %s, after the node's last sign of life at %s; reading its power now (the taint still waits for %s of Lease silence)",
+		n.OffEvent.System, stamp(n.OffEvent.Received), stamp(n.HeartbeatAt), st.p.SuspectAfter)
+	return true
+}
+
+// offEventLicence: a ForceOff before SuspectAfter is licensed by a power-off
+// event only to a machine that reads exactly Off after the failure began (a
+// power loss: what a partition cannot fake), with every rule of
+// offEventWhy holding on the real fleet view. The storm guard still decides
+// (admitPowerOff's power-loss admission).
+func (st *stepper) offEventLicence(rd Reading) bool {
+	return st.exactOff(rd) && st.offEventWhy(true) == ""
+}
+
+// eventReadAfter is when to read again after an early ForceOff was refused:
+// when the event's silence is reached, if that is sooner than d, but not
+// sooner than a second (a frozen view keeps that moment ahead: no read
+// loop).
+func (st *stepper) eventReadAfter(d time.Duration) time.Duration {
+	if st.eventWait <= 0 {
+		return d
+	}
+	return min(max(st.eventWait, time.Second), d)
+}

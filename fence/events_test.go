@@ -1,0 +1,197 @@
+package fence
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// offEvent: the node's BMC pushed a live power-off event for its system at
+// d, on a stream connected long before.
+func offEvent(d time.Duration) nodeOpt {
+	return func(n *NodeView) {
+		n.BMCSystem = "/redfish/v1/Systems/1"
+		n.OffEvent = PowerEvent{System: "/redfish/v1/Systems/1", Received: at(d), ConnectedAt: at(-time.Minute)}
+	}
+}
+
+// stepChecked steps and checks the invariants of docs/design.md §2.
+func stepChecked(t *testing.T, p Policy, s State, in Input, now time.Time) Output {
+	t.Helper()
+	out := Step(p, s, in, now)
+	if err := checkInvariants(p, s, in, now, out); err != nil {
+		t.Fatalf("at +%s: %v", now.Sub(t0), err)
+	}
+	return out
+}
+
+func TestPowerOffEventStartsTheFenceAfterOneRenewalInterval(t *testing.T) {
+	p := DefaultPolicy()
+	n := view(heartbeat(0), notReady(0), offEvent(sec(3)))
+	s := State{}
+
+	// At the event, the Lease has been silent 3 s: not yet a missed
+	// renewal. The engine wakes when it will be.
+	out := stepChecked(t, p, s, tick(n, at(sec(3))), at(sec(3)))
+	if out.State.Phase != Healthy || has(out, ActReadPower) {
+		t.Fatalf("at +3s: phase %v actions %v, want Healthy and nothing", out.State.Phase, kinds(out))
+	}
+	if want := p.EventSilence - sec(3); out.RecheckAfter > want+sec(1.01) {
+		t.Fatalf("at +3s: recheck after %s, want at most about %s (eventSilence plus staleness)", out.RecheckAfter, want)
+	}
+
+	// One renewal interval with margin later: Suspect, and a read.
+	now := at(sec(13.5))
+	out = stepChecked(t, p, out.State, tick(n, now), now)
+	if out.State.Phase != Suspect || !has(out, ActReadPower) || !slices.Contains(eventReasons(out), "FencePowerEvent") {
+		t.Fatalf("at +13.5s: phase %v actions %v events %v, want Suspect, ReadPower, FencePowerEvent", out.State.Phase, kinds(out), eventReasons(out))
+	}
+
+	// The BMC reads Off: our own ForceOff, now, not at suspectAfter.
+	now = at(sec(14))
+	out = stepChecked(t, p, out.State, reading(n, now, PowerOff), now)
+	if out.State.Phase != PoweringOff || !has(out, ActPowerOff) {
+		t.Fatalf("at +14s: phase %v actions %v, want PoweringOff with a ForceOff", out.State.Phase, kinds(out))
+	}
+	now = at(sec(14.2))
+	out = stepChecked(t, p, out.State, result(n, now, ActPowerOff, ""), now)
+
+	// It settles during the silence; the taint waits for suspectAfter.
+	tainted := time.Time{}
+	for d := sec(15); d <= sec(30); d += sec(1) {
+		now = at(d)
+		out = stepChecked(t, p, out.State, reading(n, now, PowerOff), now)
+		if has(out, ActApplyTaint) {
+			tainted = now
+			break
+		}
+	}
+	if tainted.IsZero() {
+		t.Fatalf("never tainted; phase %v", out.State.Phase)
+	}
+	if got := tainted.Sub(t0); got < p.SuspectAfter {
+		t.Fatalf("tainted after %s of silence, before suspectAfter %s", got, p.SuspectAfter)
+	}
+	if got := tainted.Sub(t0); got > p.SuspectAfter+sec(1) {
+		t.Fatalf("tainted after %s of silence, want suspectAfter %s (the settle overlapped the silence)", got, p.SuspectAfter)
+	}
+}
+
+func TestPowerOffEventDoesNotStartAFenceEarlyUnlessEveryRuleHolds(t *testing.T) {
+	now := at(sec(14))
+	cases := []struct {
+		name string
+		p    func(*Policy)
+		opt  nodeOpt
+		s    func(*State)
+	}{
+		{name: "another system of the BMC", opt: func(n *NodeView) { n.OffEvent.System = "/redfish/v1/Systems/2" }},
+		{name: "an event naming no system", opt: func(n *NodeView) { n.OffEvent.System = "" }},
+		{name: "the node's system unknown", opt: func(n *NodeView) { n.BMCSystem = "" }},
+		{name: "a replay", opt: func(n *NodeView) { n.OffEvent.Replay = true }},
+		{name: "after a gap", opt: func(n *NodeView) { n.OffEvent.AfterGap = true }},
+		{name: "a stream connected after the last renewal", opt: func(n *NodeView) { n.OffEvent.ConnectedAt = at(sec(1)) }},
+		{name: "a stream with no connection time", opt: func(n *NodeView) { n.OffEvent.ConnectedAt = time.Time{} }},
+		{name: "an event before the last renewal", opt: func(n *NodeView) { n.OffEvent.Received = at(-sec(1)) }},
+		{name: "silent less than a renewal interval", opt: heartbeat(sec(2.5))},
+		{name: "events off", p: func(p *Policy) { p.EventSilence = 0 }},
+		{name: "excluded", opt: excluded()},
+		{name: "no BMC entry", opt: noBMC()},
+		{name: "detection external without a remediation CR", p: func(p *Policy) { p.Detection = DetectExternal }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := DefaultPolicy()
+			if c.p != nil {
+				c.p(&p)
+			}
+			n := view(heartbeat(0), notReady(0), offEvent(sec(3)))
+			if c.opt != nil {
+				c.opt(&n)
+			}
+			out := stepChecked(t, p, State{}, tick(n, now), now)
+			if out.State.Phase != Healthy || has(out, ActReadPower) {
+				t.Fatalf("phase %v actions %v, want Healthy and nothing", out.State.Phase, kinds(out))
+			}
+		})
+	}
+}
+
+// A suspect entered on an event sends no ForceOff before suspectAfter when
+// a rule fails on the fleet view its reading steps with, or the machine
+// does not read Off.
+func TestPowerOffEventLicensesOnlyAnOffReadingOnAFreshView(t *testing.T) {
+	p := DefaultPolicy()
+	n := view(heartbeat(0), notReady(0), offEvent(sec(3)))
+	now := at(sec(13))
+	out := stepChecked(t, p, State{}, tick(n, now), now)
+	if out.State.Phase != Suspect {
+		t.Fatalf("phase %v, want Suspect", out.State.Phase)
+	}
+	suspect := out.State
+	now = at(sec(13.5))
+
+	on := stepChecked(t, p, suspect, reading(n, now, PowerOn), now)
+	if has(on, ActPowerOff) {
+		t.Fatalf("ForceOff to a machine reading On on an event: %v", kinds(on))
+	}
+
+	stale := reading(n, now, PowerOff)
+	stale.Fleet.APIFreshAt = at(sec(5)) // 8.5 s stale: 12 s + 8.5 s of silence needed
+	if out := stepChecked(t, p, suspect, stale, now); has(out, ActPowerOff) {
+		t.Fatalf("ForceOff on an event with a view 8.5 s stale after 13.5 s of silence: %v", kinds(out))
+	}
+
+	renewed := n
+	renewed.HeartbeatAt, renewed.RenewedAt = at(sec(13.2)), at(sec(13.2))
+	if out := stepChecked(t, p, suspect, reading(renewed, now, PowerOff), now); has(out, ActPowerOff) || out.State.Phase != Healthy {
+		t.Fatalf("a renewal after the event: phase %v actions %v, want Healthy and no ForceOff", out.State.Phase, kinds(out))
+	}
+
+	storm := reading(n, now, PowerOff)
+	storm.Fleet.InFlightPowerLoss = p.MaxConcurrentPowerLossFences
+	if out := stepChecked(t, p, suspect, storm, now); has(out, ActPowerOff) {
+		t.Fatalf("ForceOff on an event past maxConcurrentPowerLossFences: %v", kinds(out))
+	}
+
+	if out := stepChecked(t, p, suspect, reading(n, now, PowerOff), now); !has(out, ActPowerOff) {
+		t.Fatalf("no ForceOff on a fresh view, an Off reading and a live event: %v %v", out.State.Phase, kinds(out))
+	}
+}
+
+// A NotReady opt-in fence never takes the event path; the event adds
+// nothing to what its own rule allows.
+func TestPowerOffEventNeverLicensesANotReadyFence(t *testing.T) {
+	p := DefaultPolicy()
+	p.PowerOffNotReadyAfter = time.Minute
+	s := State{Phase: Suspect, NotReadyFence: true, FailureStart: at(0)}
+	n := view(heartbeat(0), readyFalse(-sec(120)), offEvent(sec(3)))
+	now := at(sec(14))
+	st := stepper{p: p, s: s, in: reading(n, now, PowerOff), now: now}
+	if why := st.offEventWhy(true); why == "" {
+		t.Fatal("a NotReady fence licensed by an event")
+	}
+}
+
+// The read that finds the machine Off a moment before the event's silence
+// (with the view's staleness) is reached is repeated when it is, not a
+// whole read interval later (make failures measured 5 s lost there).
+func TestAnEventStartedFenceReadsAgainWhenItsSilenceIsReached(t *testing.T) {
+	p := DefaultPolicy()
+	n := view(heartbeat(0), notReady(0), offEvent(sec(1)))
+	now := at(sec(12))
+	out := stepChecked(t, p, State{}, tick(n, now), now)
+	if out.State.Phase != Suspect {
+		t.Fatalf("phase %v, want Suspect", out.State.Phase)
+	}
+	now = at(sec(12.1))
+	in := reading(n, now, PowerOff)
+	in.Fleet.APIFreshAt = now.Add(-sec(1)) // 13.1 s of silence needed
+	out = stepChecked(t, p, out.State, in, now)
+	if has(out, ActPowerOff) {
+		t.Fatalf("ForceOff before the silence plus staleness: %v", kinds(out))
+	}
+	if next := out.State.NextReadAt; next.After(at(sec(13.2))) {
+		t.Fatalf("next read at +%s, want by +13.2s (when the silence is reached)", next.Sub(t0))
+	}
+}
