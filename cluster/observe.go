@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -71,6 +72,10 @@ type observation struct {
 
 	// maintenance: the maintenance mark as last seen, and since when.
 	maintenance maintenanceMark
+
+	// shutdownSeenAt: when we first saw the kubelet announce a graceful
+	// node shutdown (observeShutdown); zero when none is remembered.
+	shutdownSeenAt time.Time
 }
 
 // maintenanceMark is the maintenance annotation as we last saw it, when we
@@ -149,6 +154,51 @@ func (o *observation) observeNode(n *corev1.Node, now time.Time) {
 	o.nodeVersion = n.ResourceVersion
 	if raw := n.Annotations[AnnotationMaintenance]; raw != o.maintenance.raw {
 		o.maintenance = newMaintenanceMark(raw, now)
+	}
+	o.observeShutdown(n, ready, now)
+}
+
+// LabelControlPlane marks a control-plane node (kubeadm and most
+// distributions set it; its value is empty): fence.NodeView.ControlPlane.
+const LabelControlPlane = "node-role.kubernetes.io/control-plane"
+
+// SignalGracefulShutdown names the kubelet's graceful node shutdown in
+// Events ("planned reboot (the kubelet's graceful node shutdown)").
+const SignalGracefulShutdown = "the kubelet's graceful node shutdown"
+
+// shutdownMessage is what the kubelet's Ready condition says once logind
+// told it the machine shuts down (k8s.io/kubernetes pkg/kubelet/nodestatus
+// ReadyCondition, with the shutdown manager's error: reason
+// KubeletNotReady, message "node is shutting down").
+const shutdownMessage = "node is shutting down"
+
+// ShuttingDown reports whether the node's Ready condition carries the
+// kubelet's graceful-shutdown announcement.
+func ShuttingDown(n *corev1.Node) bool {
+	for i := range n.Status.Conditions {
+		c := &n.Status.Conditions[i]
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue && (strings.Contains(c.Message, shutdownMessage) || strings.Contains(c.Reason, shutdownMessage))
+		}
+	}
+	return false
+}
+
+// observeShutdown remembers, on our clock, when the kubelet announced a
+// graceful node shutdown. The announcement lasts only until the node
+// lifecycle controller overwrites the Ready condition (Unknown, "Kubelet
+// stopped posting node status", node-monitor-grace-period later), so it is
+// remembered until the node is Ready again: the reboot is over. A process
+// that starts during the reboot has not seen it (docs/safety.md, "Planned
+// reboots").
+func (o *observation) observeShutdown(n *corev1.Node, ready fence.Readiness, now time.Time) {
+	switch {
+	case ShuttingDown(n):
+		if o.shutdownSeenAt.IsZero() {
+			o.shutdownSeenAt = now
+		}
+	case ready == fence.ReadyTrue:
+		o.shutdownSeenAt = time.Time{}
 	}
 }
 
@@ -261,6 +311,10 @@ func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, vas []*storag
 		Excluded:      n.Labels[LabelExclude] == LabelExcludeValue,
 		Taint:         TaintStateOf(n),
 	}
+	if !o.shutdownSeenAt.IsZero() {
+		v.PlannedReboot, v.PlannedRebootAt, v.PlannedRebootBy = true, o.shutdownSeenAt, SignalGracefulShutdown
+	}
+	_, v.ControlPlane = n.Labels[LabelControlPlane]
 	var tolerating, others []*podSummary
 	for _, p := range pods {
 		if p.deleting {

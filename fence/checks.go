@@ -85,6 +85,18 @@ const (
 	// reads (the state persist) took in since: a heartbeat the persist
 	// absorbed still stops the act.
 	CheckRecheckDecided Check = "recheck-decided-view"
+	// CheckPlannedReboot: while a planned-reboot signal holds (NodeView.
+	// PlannedReboot, within Policy.RebootWindow of when we saw it), no
+	// ForceOff of the agent's own goes to a machine that reads anything
+	// but exact Off: a long POST is not a dead node.
+	CheckPlannedReboot Check = "planned-reboot"
+	// CheckControlPlaneOne: at most one control-plane node in a fence (an
+	// in-flight phase) at a time.
+	CheckControlPlaneOne Check = "control-plane-one-at-a-time"
+	// CheckEtcdQuorum: no ForceOff to a control-plane node unless the
+	// other control-plane nodes whose machines may run (not confirmed off
+	// by our fence) are a quorum of all of them.
+	CheckEtcdQuorum Check = "etcd-quorum"
 	// CheckEventSystem: a power-off event starts a fence early only if it
 	// names the node's own system (not empty, not another system of a
 	// multi-system BMC).
@@ -139,5 +151,6 @@ func Checks() []Check {
 		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
 		CheckSplitBrainCount, CheckOutletDrawless, CheckOutletsAllOff, CheckOutletProof,
 		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
+		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum,
 		CheckEventSystem, CheckEventFresh, CheckEventSilence}
 }

@@ -122,12 +122,10 @@ type HostEvidence struct {
 	Failure     string
 }
 
-// plannedRebootOpen is the hook for the planned-reboot rule (issue 18,
-// item 4, built in parallel): while a planned reboot's window is open, no
-// evidence counts (a POST, or a petter stopped for the reboot, expires a
-// watchdog on a machine that is fine). Until NodeView carries that window
-// (NodeView.PlannedReboot), no window is ever open here.
-func plannedRebootOpen(NodeView) bool { return false }
+// While a planned reboot's window is open (plannedRebootOpen, step.go:
+// NodeView.PlannedReboot within Policy.RebootWindow), no evidence counts (a
+// POST, or a petter stopped for the reboot, expires a watchdog on a machine
+// that is fine).
 
 // signRejection says why one entry does not count, or "" when it does.
 func (st *stepper) signRejection(h HostEvidence, rd Reading, sg Sign) string {
@@ -158,7 +156,7 @@ func (st *stepper) signRejection(h HostEvidence, rd Reading, sg Sign) string {
 		return "not read from the fence's BMC target with its identity verified"
 	case Enabled(CheckEvidenceAfterRenewal) && !sg.FirstSeen.After(n.RenewedAt):
 		return "first seen by us before the node's last renewal (" + stamp(n.RenewedAt) + ")"
-	case plannedRebootOpen(n):
+	case plannedRebootOpen(st.p, n, st.now):
 		return "a planned reboot's window is open"
 	}
 	return ""

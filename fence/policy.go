@@ -106,6 +106,16 @@ type Policy struct {
 	// same whoever asked. Set from the agent's top-level `detection`
 	// setting (a name, not this number), hence no mapstructure key.
 	Detection Detection `mapstructure:"-"`
+	// RebootWindow is how long a planned-reboot signal (NodeView.
+	// PlannedReboot) holds, from when the agent first saw it: meanwhile the
+	// agent sends no ForceOff to the node's machine unless it reads exact
+	// Off (a long POST reads On or PoweringOn with the Lease silent for
+	// minutes). A machine that stays off is still fenced.
+	RebootWindow time.Duration
+	// ExternalEtcd: the cluster's etcd does not run on its control-plane
+	// nodes, so fencing them costs no etcd quorum. Control-plane nodes are
+	// still fenced one at a time.
+	ExternalEtcd bool
 	// EventSilence is how long the Lease must have been silent, on our
 	// clock, plus our view's staleness, before a power-off event the node's
 	// BMC pushed may start its fence early (docs/safety.md, "Power
@@ -239,6 +249,10 @@ func DefaultPolicy() Policy {
 		// Longer than the CLI waits for an agent, short enough that a
 		// human's view of the machine is still current.
 		MaxRequestAge: 15 * time.Minute,
+		// A cold boot of a server with much memory spends minutes in its
+		// POST (six, and more, are common); a window much longer keeps a
+		// node that hung during its reboot from failing over for that long.
+		RebootWindow: 15 * time.Minute,
 		// The kubelet renews every 10 s (a quarter of the 40 s lease);
 		// 2 s on top absorbs its jitter and our watch's latency.
 		EventSilence: 12 * time.Second,
@@ -278,6 +292,7 @@ func (p Policy) Validate() error {
 		{"stuckReadInterval", p.StuckReadInterval, time.Second, time.Hour, "", ""},
 		{"attestationTTL", p.AttestationTTL, 10 * time.Second, time.Hour, "", ""},
 		{"maxRequestAge", p.MaxRequestAge, time.Minute, 24 * time.Hour, "", ""},
+		{"rebootWindow", p.RebootWindow, time.Minute, 24 * time.Hour, "", ""},
 	}
 	ints := []struct {
 		name     string

@@ -398,6 +398,10 @@ func (st *stepper) admitPowerOff(rd Reading) bool {
 	if !st.silentLongEnough(false) && !st.offEventLicence(rd) {
 		return false
 	}
+	if why := st.controlPlaneRefusal(); why != "" {
+		st.refuseControlPlane(why)
+		return false
+	}
 	inFlight := !st.s.AdmittedAt.IsZero() && st.s.Phase.InFlight()
 	if st.s.Manual {
 		return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
@@ -740,6 +744,10 @@ func (st *stepper) suspect() {
 		}
 		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s, its BMC cannot fence, and the outlets of %s draw about 0 W: the machine is dead", SilentFor(st.node(), st.now).Round(time.Second), rd.Target))
 	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.powerOffDue():
+		if st.plannedRebootHolds(rd) {
+			st.scheduleRead(st.p.ReadInterval)
+			return
+		}
 		if st.attemptsSpent(rd) {
 			return
 		}
@@ -824,6 +832,10 @@ func (st *stepper) sendPowerOff(why string) {
 // resendPowerOff sends ForceOff again within the fence's attempts, or holds
 // the node for a human when they are spent.
 func (st *stepper) resendPowerOff(rd Reading, why string) {
+	if st.plannedRebootHolds(rd) {
+		st.backToSuspect("planned reboot")
+		return
+	}
 	if st.attemptsSpent(rd) {
 		return
 	}
@@ -1601,4 +1613,86 @@ func commandNote(c Command) string {
 		note += ": " + c.Reason
 	}
 	return note
+}
+
+// ---- planned reboots ---------------------------------------------------------
+
+// plannedRebootOpen: a planned-reboot signal names the node and was first
+// seen (on our clock) less than RebootWindow ago. A signal without a time
+// is taken as seen now: the window then holds, which only delays a fence.
+func plannedRebootOpen(p Policy, n NodeView, now time.Time) bool {
+	if !n.PlannedReboot {
+		return false
+	}
+	return n.PlannedRebootAt.IsZero() || now.Sub(n.PlannedRebootAt) < p.RebootWindow
+}
+
+// plannedRebootHolds: during a planned reboot, the agent's own fence sends
+// no ForceOff to a machine that reads anything but exact Off (a long POST
+// reads On or PoweringOn while the Lease is silent for minutes). A human's
+// fence request is theirs and goes on; so does an Off that stays off (a
+// shutdown, not a reboot): that one is fenced as ever, with our own
+// ForceOff, read back Off and settled. It reports whether it held the
+// ForceOff back, and says why once per phase entered (Warned).
+func (st *stepper) plannedRebootHolds(rd Reading) bool {
+	n := st.node()
+	if st.s.Manual || !plannedRebootOpen(st.p, n, st.now) || st.exactOff(rd) || !Enabled(CheckPlannedReboot) {
+		return false
+	}
+	by := n.PlannedRebootBy
+	if by == "" {
+		by = "a planned-reboot signal"
+	}
+	until := n.PlannedRebootAt
+	if until.IsZero() {
+		until = st.now
+	}
+	until = until.Add(st.p.RebootWindow)
+	if !st.s.Warned {
+		st.s.Warned = true
+		st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: "planned reboot (" + by + ")"})
+		st.event(false, "FencePlannedReboot", "planned reboot (%s), not powering off a machine that reads %s until %s (policy.rebootWindow %s from when the agent saw the signal); a machine that stays off is still fenced",
+			by, readingText(rd), stamp(until), st.p.RebootWindow)
+	}
+	st.wakeAtTime(until)
+	return true
+}
+
+// ---- control-plane nodes -------------------------------------------------------
+
+// controlPlaneRefusal says why no ForceOff may go to this control-plane node
+// now, or "": another control-plane node is in a fence (one at a time), or
+// the other control-plane nodes whose machines may run would be fewer than
+// a quorum of the etcd members (all control-plane nodes). Every ForceOff
+// asks, a human's and a resent one included. The zero fleet view (a
+// healthy node's tick) counts no members and refuses.
+func (st *stepper) controlPlaneRefusal() string {
+	n, f := st.node(), st.in.Fleet
+	if !n.ControlPlane {
+		return ""
+	}
+	if f.ControlPlaneInFlight > 0 && Enabled(CheckControlPlaneOne) {
+		return fmt.Sprintf("another control-plane node is being fenced (%d in flight): control-plane nodes are fenced one at a time", f.ControlPlaneInFlight)
+	}
+	if st.p.ExternalEtcd || !Enabled(CheckEtcdQuorum) {
+		return ""
+	}
+	members := max(f.ControlPlaneNodes, 1)
+	quorum := members/2 + 1
+	if f.ControlPlaneMayRun < quorum {
+		return fmt.Sprintf("powering it off would leave %d of %d control-plane nodes whose machines may run, fewer than etcd's quorum of %d (policy.externalEtcd is false)",
+			f.ControlPlaneMayRun, members, quorum)
+	}
+	return ""
+}
+
+// refuseControlPlane records a control-plane refusal, and says it once per
+// phase entered (Warned).
+func (st *stepper) refuseControlPlane(why string) {
+	if st.s.Warned {
+		return
+	}
+	st.s.Warned = true
+	st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: "control-plane node"})
+	st.event(true, "FenceControlPlane", "not powering off control-plane node: %s", why)
 }

@@ -98,6 +98,21 @@ type NodeView struct {
 	// manager evicts at once on NoExecute); on a confirmed-off, tainted node
 	// they are force-deleted as soon as they appear.
 	Terminating int
+	// PlannedReboot: a planned-reboot signal names this node (the
+	// kubelet's graceful node shutdown, kured's reboot lock, a medik8s
+	// NodeMaintenance, a Cluster API Machine being deleted or remediated by
+	// someone else). PlannedRebootAt is when we first saw the signal, on
+	// our clock; PlannedRebootBy names it for Events ("kured lock"). The
+	// engine honours it for Policy.RebootWindow from PlannedRebootAt:
+	// meanwhile no ForceOff goes to a machine that reads anything but
+	// exact Off (docs/safety.md, "Planned reboots").
+	PlannedReboot   bool
+	PlannedRebootAt time.Time
+	PlannedRebootBy string
+	// ControlPlane: the node carries the node-role.kubernetes.io/
+	// control-plane label, so it runs an etcd member (unless the policy
+	// says etcd is external): docs/safety.md, "Control-plane nodes".
+	ControlPlane bool
 	// OffEvent is the latest power-off event the stream of the node's BMC
 	// delivered (zero when there is none, or no stream); BMCSystem the
 	// system of the node's inventory entry, whose identity the runner
@@ -136,6 +151,18 @@ type FleetView struct {
 	// APIFreshAt is when our view of the API server was last proven fresh
 	// (an observed lease renewal of any node, a relist).
 	APIFreshAt time.Time
+	// ControlPlaneNodes counts every control-plane node, this one and
+	// those in maintenance included: the etcd members. ControlPlaneInFlight
+	// counts the *other* control-plane nodes in an in-flight phase or held
+	// for a human (Stuck), and ControlPlaneMayRun the other control-plane
+	// nodes whose machines may run (Healthy, Suspect, Maintenance,
+	// Untainting): not those our fence confirmed off or may have powered
+	// off (in flight, Detaching, Fenced, Stuck), nor those not yet proven
+	// back (PoweringOn, Recovering). Counted like InFlight, from the
+	// persisted states of all nodes.
+	ControlPlaneNodes    int
+	ControlPlaneInFlight int
+	ControlPlaneMayRun   int
 }
 
 // Reading is one BMC power reading. At is when the request was *sent*, so a

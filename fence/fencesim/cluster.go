@@ -45,6 +45,10 @@ func (w *World) info(n *Node) runner.NodeInfo {
 	if n.pods > 0 || n.vas > 0 {
 		v.Blockers = blockers(n.pods, n.vas)
 	}
+	if !n.plannedAt.IsZero() {
+		v.PlannedReboot, v.PlannedRebootAt, v.PlannedRebootBy = true, n.plannedAt, n.plannedBy
+	}
+	v.ControlPlane = n.ControlPlane
 	return runner.NodeInfo{Name: n.Name, Zone: n.Zone, View: v, State: n.state}
 }
 
@@ -114,6 +118,14 @@ func (c Cluster) view(n *Node) runner.NodeInfo {
 		v.NotReadySince = since
 	}
 	v.HeartbeatAt, v.RenewedAt, v.NotReadySince = shift(v.HeartbeatAt, c.Skew), shift(v.RenewedAt, c.Skew), shift(v.NotReadySince, c.Skew)
+	if v.PlannedReboot {
+		// The observation builder: when this process first saw the
+		// signal, on its clock.
+		if v.PlannedRebootAt.Before(since) {
+			v.PlannedRebootAt = since
+		}
+		v.PlannedRebootAt = shift(v.PlannedRebootAt, c.Skew)
+	}
 	info.View = v
 	if r != nil {
 		// The cluster package's observation builder: a request is first

@@ -45,6 +45,16 @@ import (
 //	Keep-off   while our taint is on and volumes are still attached, the
 //	           machine never runs longer than keepOffGrace, as long as the
 //	           agent can act (see keepOffGrace).
+//	Planned    while a planned-reboot signal names the node (less than
+//	           rebootWindow since it appeared), a running machine is never
+//	           powered off unless it is tainted, a human's fence request was
+//	           taken fresh, or its BMC answered Off moments before (an
+//	           exact Off the agent then makes its own: the reboot's dwell).
+//	Control    a control-plane node's running machine is powered off (its
+//	plane      node not tainted) only while no other control-plane node is
+//	           in a fence (its machine off by a ForceOff of ours, not yet
+//	           tainted) and the other control-plane nodes whose machines
+//	           may run (all but those off by our ForceOff) are a quorum.
 //	Requests   a fence or confirm licenses anything only when it was taken
 //	           within maxRequestAge of when the taking agent could first see
 //	           it (on the world's clock); otherwise the rules above apply as
@@ -80,6 +90,7 @@ func (w *World) take(n *Node, r *pendingRequest, since time.Time) {
 			w.attested[n.Name] = true
 		}
 	case fence.CmdAbort, fence.CmdUnfence:
+		n.humanAt = w.now()
 		// A human holds the node (or brings it back): keep-off is theirs.
 		if n.taint != fence.TaintAbsent {
 			n.held = true
@@ -123,9 +134,14 @@ type verdict struct {
 	n     *Node
 	msgs  []string
 	storm bool
+	// ownHost: the ForceOff goes to the node's own running machine.
+	ownHost bool
 }
 
 func (v verdict) commit(w *World) {
+	if v.ownHost {
+		v.n.ourOffAt = w.now()
+	}
 	for _, m := range v.msgs {
 		w.violate("%s", m)
 	}
@@ -148,6 +164,11 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 	if m != n.Host {
 		bad("ForceOff reached machine %s, which is not this node's (%s): a wrong inventory entry acted on", m.Name, n.Host.Name)
 	}
+	if !running(n.Host) {
+		return v
+	}
+	v.ownHost = m == n.Host
+	w.judgeControlPlane(n, bad)
 	tainted := n.taint != fence.TaintAbsent
 	human := w.manual[n.Name]
 	optIn := p.PowerOffNotReadyAfter > 0 && n.ready != fence.ReadyTrue && !n.notReadySince.IsZero() &&
@@ -166,6 +187,9 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 	truth := n.Host.BMC.Truth()
 	hung := truth.OSHung && truth.Power == machine.PowerOn
 	switch {
+	case !tainted && !human && w.plannedRebootOpen(n, now):
+		bad("powered off a running machine (%s) in a planned reboot (%s, signalled %s ago, rebootWindow %s) with no Off from its BMC just before",
+			n.Host.BMC.Truth().Power, n.plannedBy, now.Sub(n.plannedAt), p.RebootWindow)
 	case tainted || human || optIn || hung:
 	case n.renews() && silence < p.SuspectAfter:
 		bad("powered off a running machine whose kubelet renewed its Lease %s ago", silence)

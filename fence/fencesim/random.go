@@ -135,6 +135,7 @@ func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 		g.pausedInsideATaintWrite, g.splitBrainOverAPartition,
 		g.hungEvidence,
 	}
+	episodes = append(episodes, g.plannedReboot, g.controlPlaneFailures)
 	for i := 1 + rng.IntN(3); i > 0; i-- {
 		episodes[rng.IntN(len(episodes))]()
 	}

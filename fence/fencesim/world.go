@@ -362,6 +362,19 @@ type Node struct {
 	// protect: a wrong confirm stands against this node's live witnesses
 	// (its kubelet, its BMC reading On): nothing may take them away.
 	protect bool
+	// plannedAt: a planned-reboot signal names the node (planned.go),
+	// since then on the world's clock; plannedBy names it.
+	plannedAt time.Time
+	plannedBy string
+	// ControlPlane: the node runs an etcd member (controlplane.go).
+	ControlPlane bool
+	// ourOffAt: when a ForceOff of ours last reached the machine;
+	// ranAt: when the world last saw the machine running (controlplane.go).
+	ourOffAt time.Time
+	ranAt    time.Time
+	// humanAt: when a human last ended or held a fence of the node (an
+	// abort or unfence taken, the taint removed by hand).
+	humanAt time.Time
 }
 
 // pendingRequest is a human's request on the node (the request annotation).
@@ -681,6 +694,9 @@ func (w *World) Advance() {
 	now := w.now()
 	w.reregister(now)
 	for _, n := range w.Nodes {
+		if running(n.Host) {
+			n.ranAt = now
+		}
 		renews := n.renews()
 		if renews && (!n.renewing || now.Sub(n.leaseAt) >= LeaseRenewInterval) {
 			w.statusUpdate(n, now)
@@ -973,6 +989,7 @@ func (w *World) SetTaint(name string, foreign bool) {
 		return
 	case !foreign:
 		n.taint = fence.TaintAbsent
+		n.humanAt = w.now()
 	}
 	n.rv++
 	w.notify(name)

@@ -847,7 +847,47 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 	if lastPersisted.After(f.LastFenceAt) {
 		f.LastFenceAt = lastPersisted
 	}
+	r.controlPlane(self, now, &f)
 	return f
+}
+
+// controlPlane counts the control-plane nodes for the etcd rules
+// (docs/safety.md, "Control-plane nodes"): all of them, maintenance
+// included (an etcd member runs whatever the agent may do); the others in
+// flight; the others whose machines may run: every one but those our fence
+// confirmed off (Tainting, Detaching, Fenced), or may have powered off (in
+// flight, or held for a human in Stuck). A phase comes from our
+// memory, or, where another process wrote the node's state, from that
+// state (as for InFlight); a state we cannot read counts in flight.
+func (r *Runner) controlPlane(self string, now time.Time, f *fence.FleetView) {
+	for _, n := range r.opts.Cluster.Nodes() {
+		if !n.View.ControlPlane {
+			continue
+		}
+		f.ControlPlaneNodes++
+		if n.Name == self {
+			continue
+		}
+		phase, _ := r.peek(n.Name)
+		if pf := r.persistedFence(n.Name, n.State, now); !pf.ours && fence.Enabled(fence.CheckSplitBrainCount) && pf.phase != fence.Healthy {
+			if !phase.InFlight() && pf.phase.InFlight() || phase == fence.Healthy {
+				phase = pf.phase
+			}
+		}
+		// A node held for a human (Stuck) may be off by our ForceOff:
+		// it is in a fence, and its machine is not counted as running.
+		if phase.InFlight() || phase == fence.Stuck {
+			f.ControlPlaneInFlight++
+		}
+		switch phase {
+		case fence.Healthy, fence.Suspect, fence.Maintenance, fence.Untainting:
+			f.ControlPlaneMayRun++
+		case fence.ConfirmingOff, fence.PoweringOff, fence.Tainting, fence.Detaching, fence.Fenced, fence.Stuck,
+			fence.PoweringOn, fence.Recovering:
+			// Off by our fence, or not yet proven back (Recovering
+			// waits for Ready after an unfence that may not power on).
+		}
+	}
 }
 
 // persistedFence reads what node's state annotation raw says about its
