@@ -15,11 +15,6 @@ import (
 // SuspectAfter on our clock with no renewal after our ForceOff
 // (silentLongEnough, contradicted).
 
-// plannedReboot is the planned-reboot signal's hook: a cold reboot's
-// off-dwell pushes a power-off event too, and a planned one must never start
-// a fence early. False until the planned-reboot signal reaches NodeView.
-func plannedReboot(NodeView) bool { return false }
-
 // offEventWhy says why the node's latest power-off event may not start its
 // fence early now, or "" when it may. fleet says whether st.in.Fleet is the
 // real fleet view (a healthy node's tick gets the zero one): without it, the
@@ -37,7 +32,9 @@ func (st *stepper) offEventWhy(fleet bool) string {
 		// A NotReady fence's node renews: an event never licenses
 		// anything there. A human's fence needs no event.
 		return "not a Lease-silence fence"
-	case plannedReboot(n):
+	case Enabled(CheckPlannedReboot) && plannedRebootOpen(st.p, n, st.now):
+		// A cold reboot's off-dwell pushes a power-off event too; a
+		// planned one never starts a fence early.
 		return "a planned reboot is under way"
 	}
 	if Enabled(CheckEventSystem) && (ev.System == "" || n.BMCSystem == "" || ev.System != n.BMCSystem) {

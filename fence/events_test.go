@@ -98,6 +98,9 @@ func TestPowerOffEventDoesNotStartAFenceEarlyUnlessEveryRuleHolds(t *testing.T) 
 		{name: "excluded", opt: excluded()},
 		{name: "no BMC entry", opt: noBMC()},
 		{name: "detection external without a remediation CR", p: func(p *Policy) { p.Detection = DetectExternal }},
+		{name: "a planned reboot under way", opt: func(n *NodeView) {
+			n.PlannedReboot, n.PlannedRebootAt, n.PlannedRebootBy = true, at(-sec(30)), "the kubelet's graceful node shutdown"
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -156,7 +156,7 @@ func (st *stepper) signRejection(h HostEvidence, rd Reading, sg Sign) string {
 		return "not read from the fence's BMC target with its identity verified"
 	case Enabled(CheckEvidenceAfterRenewal) && !sg.FirstSeen.After(n.RenewedAt):
 		return "first seen by us before the node's last renewal (" + stamp(n.RenewedAt) + ")"
-	case plannedRebootOpen(st.p, n, st.now):
+	case Enabled(CheckPlannedReboot) && plannedRebootOpen(st.p, n, st.now):
 		return "a planned reboot's window is open"
 	}
 	return ""
