@@ -880,7 +880,18 @@ func (r *Runner) controlPlane(self string, now time.Time, f *fence.FleetView) {
 			f.ControlPlaneInFlight++
 		}
 		switch phase {
-		case fence.Healthy, fence.Suspect, fence.Maintenance, fence.Untainting:
+		case fence.Healthy, fence.Suspect, fence.Maintenance:
+			// A fence abandoned before its taint (a maintenance mark,
+			// detection turned external) forgets its state, not the
+			// ForceOff it sent: a machine we powered off after its
+			// last renewal is still off by us, in a fence, until it
+			// renews.
+			if r.forcedOffSinceRenewal(n.Name, n.View) {
+				f.ControlPlaneInFlight++
+				continue
+			}
+			f.ControlPlaneMayRun++
+		case fence.Untainting:
 			f.ControlPlaneMayRun++
 		case fence.ConfirmingOff, fence.PoweringOff, fence.Tainting, fence.Detaching, fence.Fenced, fence.Stuck,
 			fence.PoweringOn, fence.Recovering:
@@ -888,6 +899,20 @@ func (r *Runner) controlPlane(self string, now time.Time, f *fence.FleetView) {
 			// waits for Ready after an unfence that may not power on).
 		}
 	}
+}
+
+// forcedOffSinceRenewal: this runner's latest admission or ForceOff of a
+// fence of node name (which outlives the fence) came after the node's last
+// observed renewal, both on our clock: its machine may be off by our hand.
+func (r *Runner) forcedOffSinceRenewal(name string, v fence.NodeView) bool {
+	r.mu.Lock()
+	rec := r.nodes[name]
+	r.mu.Unlock()
+	if rec == nil {
+		return false
+	}
+	_, admitted, _ := rec.published()
+	return !admitted.IsZero() && admitted.After(v.RenewedAt)
 }
 
 // persistedFence reads what node's state annotation raw says about its
