@@ -164,15 +164,12 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 	if m != n.Host {
 		bad("ForceOff reached machine %s, which is not this node's (%s): a wrong inventory entry acted on", m.Name, n.Host.Name)
 	}
-	if !running(n.Host) {
-		return v
-	}
-	v.ownHost = m == n.Host
-	w.judgeControlPlane(n, bad)
 	tainted := n.taint != fence.TaintAbsent
 	human := w.manual[n.Name]
 	optIn := p.PowerOffNotReadyAfter > 0 && n.ready != fence.ReadyTrue && !n.notReadySince.IsZero() &&
 		now.Sub(n.notReadySince) >= p.PowerOffNotReadyAfter
+	// Early judges a ForceOff to a machine that is off too: what an event
+	// may change is when an off machine gets our ForceOff.
 	if !tainted && !human && !optIn && m == n.Host {
 		if msg := w.judgeEarly(n, now); msg != "" {
 			bad("%s", msg)
@@ -181,6 +178,8 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 	if !running(n.Host) {
 		return v
 	}
+	v.ownHost = m == n.Host
+	w.judgeControlPlane(n, bad)
 	silence := now.Sub(n.lastBeat)
 	// The world's truth: the node's OS stopped (a hang, a panic) on a
 	// machine that reads On. Evidence may fence it before fenceAfter.

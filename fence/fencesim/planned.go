@@ -28,7 +28,8 @@ var plannedSignals = []string{"the kubelet's graceful node shutdown", "kured loc
 // the node's BMC by at most offAnswerGrace was sent on that exact Off (the
 // reboot's dwell), which the rule allows.
 func (w *World) plannedRebootOpen(n *Node, now time.Time) bool {
-	if n.plannedAt.IsZero() || now.Sub(n.plannedAt) >= w.Policy.RebootWindow {
+	// From when the agents could see the signal: a frozen API hides it.
+	if n.plannedAt.IsZero() || n.plannedSeenAt.IsZero() || now.Sub(n.plannedAt) >= w.Policy.RebootWindow {
 		return false
 	}
 	return !(n.lastOffAnswer.After(n.plannedAt) && now.Sub(n.lastOffAnswer) <= offAnswerGrace)
@@ -58,7 +59,10 @@ func (g *gen) plannedReboot() {
 		if n == nil || !n.plannedAt.IsZero() {
 			return false
 		}
-		n.plannedAt, n.plannedBy = g.w.now(), by
+		n.plannedAt, n.plannedBy, n.plannedSeenAt = g.w.now(), by, time.Time{}
+		if g.w.frozenSince.IsZero() {
+			n.plannedSeenAt = n.plannedAt
+		}
 		g.w.Notify(name)
 		return true
 	})

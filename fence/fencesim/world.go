@@ -366,6 +366,10 @@ type Node struct {
 	// since then on the world's clock; plannedBy names it.
 	plannedAt time.Time
 	plannedBy string
+	// plannedSeenAt: when the agents' informers could first deliver the
+	// signal (at once, or when a frozen API thaws): the oracle's Planned
+	// rule counts from it, as Early counts silence from lastObservedHB.
+	plannedSeenAt time.Time
 	// ControlPlane: the node runs an etcd member (controlplane.go).
 	ControlPlane bool
 	// ourOffAt: when a ForceOff of ours last reached the machine;
@@ -843,6 +847,9 @@ func (w *World) ThawAPI() {
 	for _, n := range w.Nodes {
 		if n.lastBeat.After(w.frozenSince) {
 			n.lastObservedHB = now
+		}
+		if !n.plannedAt.IsZero() && n.plannedSeenAt.IsZero() {
+			n.plannedSeenAt = now
 		}
 		if r := n.request; r != nil && r.visible.IsZero() {
 			r.visible = now

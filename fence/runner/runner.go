@@ -880,7 +880,14 @@ func (r *Runner) controlPlane(self string, now time.Time, f *fence.FleetView) {
 			f.ControlPlaneInFlight++
 		}
 		switch phase {
-		case fence.Healthy, fence.Suspect, fence.Maintenance:
+		case fence.Maintenance:
+			// A control-plane node in maintenance may be off: a
+			// planned drain powers it off, and a fence abandoned for
+			// the mark forgot its ForceOff (another leader's memory
+			// of it is gone after a failover). It counts as in a
+			// fence, its machine as off.
+			f.ControlPlaneInFlight++
+		case fence.Healthy, fence.Suspect:
 			// A fence abandoned before its taint (a maintenance mark,
 			// detection turned external) forgets its state, not the
 			// ForceOff it sent: a machine we powered off after its
