@@ -125,7 +125,7 @@ trap 'kill "${pids[@]}" $helmb 2>/dev/null || true; rm -rf "$logs"' EXIT
 # The control-plane tests mostly wait on the controllers' clocks; the
 # simulation, CPU-bound, fills one core meanwhile and leaves them the other.
 # Since the simulation models the adapter's writes call by call and builds
-# 18 mutants it needs about 10 minutes of CPU: 40m leaves room for a core
+# 31 mutants it needs about 13 minutes of CPU: 40m leaves room for a core
 # shared with the control planes.
 echo "test: the randomized simulation at full size, on one core, beside them"
 failed=0
