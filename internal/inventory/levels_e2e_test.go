@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,39 +25,6 @@ import (
 	"github.com/bmcfence/bmcfence/pdu/snmppdu"
 	"github.com/bmcfence/bmcfence/pdu/snmpsim"
 )
-
-// fenceAPCSNMP runs Debian's fence_apc_snmp against the agent, logging the
-// command line (credentials redacted) and its output.
-func fenceAPCSNMP(t *testing.T, a *snmpsim.Agent, args ...string) (string, int) {
-	t.Helper()
-	bin, err := exec.LookPath("fence_apc_snmp")
-	if err != nil {
-		t.Skip("fence_apc_snmp not found (Debian: apt-get install fence-agents)")
-	}
-	argv := append([]string{"--ip=" + a.Host, "--ipport=" + strconv.Itoa(a.Port)}, args...)
-	shown := make([]string, len(argv))
-	for i, s := range argv {
-		shown[i] = s
-		for _, flag := range []string{"--community=", "--password=", "--snmp-priv-passwd="} {
-			if strings.HasPrefix(s, flag) {
-				shown[i] = flag + "[redacted]"
-			}
-		}
-	}
-	t.Logf("$ fence_apc_snmp %s", strings.Join(shown, " "))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, argv...).CombinedOutput()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("  exit %d: %s", code, strings.TrimSpace(string(out)))
-	return strings.TrimSpace(string(out)), code
-}
 
 // mixedInventory gives one node the real inventory's controller and the
 // others the simulated world's.
@@ -98,7 +64,7 @@ func TestDeadBMCIsFencedThroughTheSNMPPDU(t *testing.T) {
 	a := snmpsim.StartT(t, bank)
 	v3 := []string{"--snmp-version=3", "--username=" + snmpsim.V3User, "--password=" + snmpsim.V3AuthPass, "--snmp-auth-prot=SHA",
 		"--snmp-sec-level=authPriv", "--snmp-priv-prot=AES", "--snmp-priv-passwd=" + snmpsim.V3PrivPass}
-	if out, code := fenceAPCSNMP(t, a, append(v3, "--plug=3", "--action=status")...); code != 0 || out != "Status: ON" {
+	if out, code := snmpsim.FenceAPCSNMP(t, a, append(v3, "--plug=3", "--action=status")...); code != 0 || out != "Status: ON" {
 		t.Fatalf("fence_apc_snmp status before: %d %q", code, out)
 	}
 
@@ -212,16 +178,16 @@ func TestDeadBMCIsFencedThroughTheSNMPPDU(t *testing.T) {
 	}
 	// The independent client reads what bmcfence did, and drives the same
 	// PDU: on, then off, as an operator by hand.
-	if out, code := fenceAPCSNMP(t, a, append(v3, "--plug=3", "--action=status")...); code != 2 || out != "Status: OFF" {
+	if out, code := snmpsim.FenceAPCSNMP(t, a, append(v3, "--plug=3", "--action=status")...); code != 2 || out != "Status: OFF" {
 		t.Errorf("fence_apc_snmp status after the fence: %d %q (fence agents exit 2 for off)", code, out)
 	}
-	if _, code := fenceAPCSNMP(t, a, append(v3, "--plug=4", "--action=on")...); code != 0 {
+	if _, code := snmpsim.FenceAPCSNMP(t, a, append(v3, "--plug=4", "--action=on")...); code != 0 {
 		t.Errorf("fence_apc_snmp on: exit %d", code)
 	}
-	if out, code := fenceAPCSNMP(t, a, append(v3, "--plug=4", "--action=status")...); code != 0 || out != "Status: ON" {
+	if out, code := snmpsim.FenceAPCSNMP(t, a, append(v3, "--plug=4", "--action=status")...); code != 0 || out != "Status: ON" {
 		t.Errorf("fence_apc_snmp status after on: %d %q", code, out)
 	}
-	if _, code := fenceAPCSNMP(t, a, append(v3, "--plug=4", "--action=off")...); code != 0 {
+	if _, code := snmpsim.FenceAPCSNMP(t, a, append(v3, "--plug=4", "--action=off")...); code != 0 {
 		t.Errorf("fence_apc_snmp off: exit %d", code)
 	}
 	if _, on, _, _ := bank.Outlet(4); on {

@@ -3,7 +3,6 @@ package snmppdu_test
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,47 +168,14 @@ func TestSNMPCredentialsComeFromTheBMCSecretKeys(t *testing.T) {
 	}
 }
 
-// fenceAPCSNMP runs Debian's fence_apc_snmp against the agent, logging
-// the command line (the community redacted) and its output.
-func fenceAPCSNMP(t *testing.T, a *snmpsim.Agent, args ...string) (string, int) {
-	t.Helper()
-	bin, err := exec.LookPath("fence_apc_snmp")
-	if err != nil {
-		t.Skip("fence_apc_snmp not found (Debian: apt-get install fence-agents)")
-	}
-	argv := append([]string{"--ip=" + a.Host, "--ipport=" + strconv.Itoa(a.Port)}, args...)
-	shown := make([]string, len(argv))
-	for i, s := range argv {
-		shown[i] = s
-		for _, flag := range []string{"--community=", "--password=", "--snmp-priv-passwd="} {
-			if strings.HasPrefix(s, flag) {
-				shown[i] = flag + "[redacted]"
-			}
-		}
-	}
-	t.Logf("$ fence_apc_snmp %s", strings.Join(shown, " "))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, argv...).CombinedOutput()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("  exit %d: %s", code, strings.TrimSpace(string(out)))
-	return strings.TrimSpace(string(out)), code
-}
-
 func TestFenceAPCSNMPDrivesTheSNMPPDUMock(t *testing.T) {
 	bank := snmpsim.NewMemoryBank(8)
 	a := snmpsim.StartT(t, bank)
 	v2 := []string{"--snmp-version=2c", "--community=" + snmpsim.WriteCommunity, "--plug=5"}
-	if out, code := fenceAPCSNMP(t, a, append(v2, "--action=status")...); code != 0 || out != "Status: ON" {
+	if out, code := snmpsim.FenceAPCSNMP(t, a, append(v2, "--action=status")...); code != 0 || out != "Status: ON" {
 		t.Fatalf("status: %d %q", code, out)
 	}
-	if _, code := fenceAPCSNMP(t, a, append(v2, "--action=off")...); code != 0 {
+	if _, code := snmpsim.FenceAPCSNMP(t, a, append(v2, "--action=off")...); code != 0 {
 		t.Fatalf("off: exit %d", code)
 	}
 	if _, on, _, _ := bank.Outlet(5); on {
@@ -220,13 +186,13 @@ func TestFenceAPCSNMPDrivesTheSNMPPDUMock(t *testing.T) {
 	if err != nil || st.State != bmc.PowerOff {
 		t.Errorf("our client reads %+v %v", st, err)
 	}
-	if out, code := fenceAPCSNMP(t, a, append(v2, "--action=status")...); code != 2 || out != "Status: OFF" {
+	if out, code := snmpsim.FenceAPCSNMP(t, a, append(v2, "--action=status")...); code != 2 || out != "Status: OFF" {
 		t.Errorf("status of an off outlet: %d %q (fence agents exit 2 for off)", code, out)
 	}
 	// SNMPv3 authPriv, on again.
 	v3args := []string{"--snmp-version=3", "--username=" + snmpsim.V3User, "--password=" + snmpsim.V3AuthPass, "--snmp-auth-prot=SHA",
 		"--snmp-sec-level=authPriv", "--snmp-priv-prot=AES", "--snmp-priv-passwd=" + snmpsim.V3PrivPass, "--plug=5", "--action=on"}
-	if _, code := fenceAPCSNMP(t, a, v3args...); code != 0 {
+	if _, code := snmpsim.FenceAPCSNMP(t, a, v3args...); code != 0 {
 		t.Fatalf("on over v3: exit %d", code)
 	}
 	if _, on, _, _ := bank.Outlet(5); !on {
