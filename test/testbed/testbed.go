@@ -487,6 +487,9 @@ func (b *Testbed) Reset(ctx context.Context) error {
 		if err := b.Mock.Mock.SetFaults(n.System, redfishmock.Faults{}); err != nil {
 			return err
 		}
+		if err := b.Mock.Mock.FailSupplies(n.System, false); err != nil {
+			return err
+		}
 		if err := b.Mock.Mock.SetPower(n.System, redfishmock.PowerOn); err != nil {
 			return err
 		}
