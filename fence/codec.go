@@ -114,6 +114,7 @@ type wireState struct {
 	Refusal       string       `json:"rs,omitempty"`
 	Warned        bool         `json:"w,omitempty"`
 	Evidence      []wireRecord `json:"ev,omitempty"`
+	Unfenceable   bool         `json:"uf,omitempty"`
 }
 
 func nanos(t time.Time) int64 {
@@ -160,6 +161,7 @@ func Encode(s State) (string, error) {
 		ReadFailures:  s.ReadFailures,
 		Stuck:         s.Stuck.String(),
 		Warned:        s.Warned,
+		Unfenceable:   s.UnfenceableSaid,
 	}
 	if s.Refusal != Admitted {
 		w.Refusal = s.Refusal.String()
@@ -246,6 +248,7 @@ func (w wireState) state() (State, error) {
 	s.PowerOffAt, s.PowerOffs, s.PowerOnAt = fromNanos(w.PowerOffAt), w.PowerOffs, fromNanos(w.PowerOnAt)
 	s.TaintedAt, s.TaintOwned, s.FencedAt = fromNanos(w.TaintedAt), w.TaintOwned, fromNanos(w.FencedAt)
 	s.NextReadAt, s.ReadFailures, s.Warned = fromNanos(w.NextReadAt), w.ReadFailures, w.Warned
+	s.UnfenceableSaid = w.Unfenceable
 	if w.OffRun != nil {
 		if w.OffRun.Count <= 0 || w.OffRun.Last < w.OffRun.First {
 			return bad("run", *w.OffRun)

@@ -348,10 +348,19 @@ func (st *stepper) backoff(base time.Duration) time.Duration {
 // readFailed records a failed read: announce the first of a streak, back off.
 func (st *stepper) readFailed(rd Reading, base time.Duration) {
 	st.s.ReadFailures++
-	if st.s.ReadFailures == 1 {
-		st.event(true, "FenceCannotVerify", "cannot read the BMC (%s); the node stays untouched until the BMC answers", rd.Failure)
+	if st.s.ReadFailures == 1 && !st.s.UnfenceableSaid {
+		st.reportUnfenceable(rd)
 	}
 	st.scheduleRead(st.backoff(base))
+}
+
+// reportUnfenceable says, once per episode, that nothing the agent can
+// reach (the BMC, or a fencing level below it) proves the machine off; the
+// runner appends the command that fences the node by hand.
+func (st *stepper) reportUnfenceable(rd Reading) {
+	st.s.UnfenceableSaid = true
+	st.acts = append(st.acts, Action{Kind: ActEvent, Event: Event{Warning: true, Reason: "FenceCannotVerify", ManualFence: true,
+		Message: fmt.Sprintf("cannot read the BMC or any fencing level (%s): nothing proves the machine off, so the node stays untouched until one answers; said once for this failure", rd.Failure)}})
 }
 
 // targetChanged handles a reading or result from another BMC target than the

@@ -229,6 +229,16 @@ type Event struct {
 	Warning bool
 	Reason  string
 	Message string
+	// ManualFence: nothing the agent can reach proves the machine off; the
+	// runner appends the command that fences the node by hand
+	// (ManualFenceCommand).
+	ManualFence bool
+}
+
+// ManualFenceCommand is the command an operator runs to fence node by hand
+// once they made sure it has no power: the CLI's confirm verb.
+func ManualFenceCommand(node string) string {
+	return `kubectl fence confirm ` + node + ` --reason "<how you made sure it is off>"`
 }
 
 // Action is one side effect. Event is set for ActEvent only.
