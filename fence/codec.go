@@ -68,6 +68,7 @@ type wireReading struct {
 	OS      bool   `json:"os,omitempty"`
 	Failure string `json:"e,omitempty"`
 	Target  string `json:"tg,omitempty"`
+	Level   int    `json:"lv,omitempty"`
 }
 
 type wireRecord struct {
@@ -171,7 +172,7 @@ func Encode(s State) (string, error) {
 	}
 	if !s.Last.At.IsZero() {
 		w.Last = &wireReading{At: nanos(s.Last.At), Power: s.Last.Power.String(), OS: s.Last.OSRunning,
-			Failure: Clip(s.Last.Failure, MaxNoteLen), Target: Clip(s.Last.Target, maxIDLen)}
+			Failure: Clip(s.Last.Failure, MaxNoteLen), Target: Clip(s.Last.Target, maxIDLen), Level: s.Last.Level}
 	}
 	for _, r := range s.Evidence.Records() {
 		wr := wireRecord{At: nanos(r.At), Until: nanos(r.Until), Kind: r.Kind.String(), Phase: r.Phase.String(), Note: Clip(r.Note, MaxNoteLen)}
@@ -260,7 +261,7 @@ func (w wireState) state() (State, error) {
 		if !ok {
 			return bad("last.p", w.Last.Power)
 		}
-		s.Last = Reading{At: fromNanos(w.Last.At), Power: p, OSRunning: w.Last.OS, Failure: w.Last.Failure, Target: w.Last.Target}
+		s.Last = Reading{At: fromNanos(w.Last.At), Power: p, OSRunning: w.Last.OS, Failure: w.Last.Failure, Target: w.Last.Target, Level: w.Last.Level}
 	}
 	if s.Stuck, ok = parseStuck(w.Stuck); !ok {
 		return bad("st", w.Stuck)

@@ -194,6 +194,10 @@ type Reading struct {
 	// behind a partition: that reading is plain On. The runner sets it
 	// (CheckOutletDrawless); it is not persisted.
 	Drawless bool
+	// Level is the fencing level that gave the reading when it is one
+	// below the BMC (2, 3, ...: PDU outlets); 0 for the BMC. It decides
+	// nothing: the Events say who read what (readerOf).
+	Level int
 }
 
 // ActionKind is a side effect the runner performs.

@@ -88,6 +88,9 @@ func (r *Runner) readLevels(ctx context.Context, rec *record, ctrl PowerControll
 	for i, l := range levels {
 		var err error
 		rd, err = r.readLevel(ctx, rec, l)
+		if i > 0 {
+			rd.Level = i + 1 // the Events say the outlets read it, not the BMC
+		}
 		if err == nil || !cannotFence(err) || i == len(levels)-1 {
 			if i > 0 && rd.Failure != "" {
 				rd.Failure = "level " + strconv.Itoa(i+1) + ": " + rd.Failure
