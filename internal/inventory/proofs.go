@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/bmcfence/bmcfence/bmc/dial"
 	"github.com/bmcfence/bmcfence/pdu"
 )
 
@@ -59,4 +60,41 @@ func RecordOutletProof(ctx context.Context, c kubernetes.Interface, namespace, n
 		}
 		return err
 	})
+}
+
+// LevelOutlet is one outlet of a node's fencing levels, for the outlet
+// identity test.
+type LevelOutlet struct {
+	// Level is the fencing level's number (2 for the first below the BMC).
+	Level int
+	// Name is address and outlet, never a credential.
+	Name   string
+	Outlet pdu.Outlet
+}
+
+// Outlets lists the outlets of the node's fencing levels, level by level.
+func (c *Controller) Outlets() []LevelOutlet {
+	var out []LevelOutlet
+	for _, l := range c.levels {
+		pl, ok := l.(*pduLevel)
+		if !ok {
+			continue
+		}
+		for _, o := range pl.outlets {
+			out = append(out, LevelOutlet{Level: pl.number, Name: o.name, Outlet: o.Outlet})
+		}
+	}
+	return out
+}
+
+// Machine is the node's BMC as the outlet identity test reads it (its
+// power, its power supplies, its identity); false when the BMC's protocol
+// does not report power supplies (IPMI here).
+func (c *Controller) Machine() (pdu.Machine, bool) {
+	ctrl := c.ctrl
+	if a, ok := ctrl.(*dial.Adapter); ok {
+		ctrl = a.Controller
+	}
+	m, ok := ctrl.(pdu.Machine)
+	return m, ok
 }

@@ -12,12 +12,16 @@ import (
 	"github.com/bmcfence/bmcfence/pdu"
 )
 
+// A proof as the identity test records it (with the supplies it read)
+// reads back: the agent would otherwise drop it as unreadable.
 func TestRecordOutletProofCreatesTheConfigMapAndReplacesTheSameOutletsProof(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientset()
 	proof := func(outlet, psu string) pdu.OutletProof {
 		return pdu.OutletProof{Outlet: pdu.Identity{Device: "snmp://127.0.0.1:161", SerialNumber: "ZA1", OutletID: outlet},
-			Machine: bmc.Identity{UUID: "uuid-1"}, PSU: psu}
+			Machine: bmc.Identity{UUID: "uuid-1"}, PSU: psu,
+			Before: []bmc.PowerSupply{{ID: "1", Input: bmc.InputNormal}, {ID: "2", Input: bmc.InputNormal}},
+			During: []bmc.PowerSupply{{ID: "1", Input: bmc.InputLost}, {ID: "2", Input: bmc.InputNormal}}}
 	}
 	for _, p := range []pdu.OutletProof{proof("3", "1"), proof("4", "2"), proof("3", "PSU1")} {
 		if err := RecordOutletProof(ctx, c, ns, "w1", p); err != nil {
@@ -32,7 +36,7 @@ func TestRecordOutletProofCreatesTheConfigMapAndReplacesTheSameOutletsProof(t *t
 	if err := json.Unmarshal([]byte(cm.Data["w1"]), &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Outlet.OutletID != "4" || got[1].Outlet.OutletID != "3" || got[1].PSU != "PSU1" {
+	if len(got) != 2 || got[0].Outlet.OutletID != "4" || got[1].Outlet.OutletID != "3" || got[1].PSU != "PSU1" || got[1].During[0].Input != bmc.InputLost {
 		t.Errorf("proofs = %+v; want outlet 4's, then outlet 3's newer one", got)
 	}
 }
