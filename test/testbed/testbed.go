@@ -75,6 +75,9 @@ type Options struct {
 	// outlets feed the nodes' power supplies ("feeds": "NODE/N", a node's
 	// system Id being its name).
 	PDUs []redfishmock.PDUConfig
+	// PowerSupplies overrides a node's number of power supplies (the
+	// mock's default: 2).
+	PowerSupplies map[string]int
 }
 
 // Node is one testbed node and how its BMC is reached.
@@ -157,6 +160,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 			if nt, ok := opts.NodeTiming[name]; ok {
 				sc.Timing = &nt
 			}
+			sc.PowerSupplies = opts.PowerSupplies[name]
 			systems = append(systems, sc)
 		}
 		b.Nodes = append(b.Nodes, n)
