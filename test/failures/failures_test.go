@@ -342,6 +342,9 @@ type outcome struct {
 	oldDeleted   time.Duration
 	newScheduled time.Duration
 	t0           time.Time
+	// renewals: every node's Lease renewals seen during the run (their
+	// renewTime): what proves the agent's view of the API fresh.
+	renewals map[time.Time]string
 }
 
 func (h *harness) scenario(ctx context.Context, c class, nodes []string, phase time.Duration) outcome {
@@ -421,6 +424,18 @@ func (h *harness) scenarioWith(ctx context.Context, c class, nodes []string, pha
 		n, err := h.c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err == nil && o.tainted == 0 && cluster.HasOutOfServiceTaint(n) {
 			o.tainted = el
+		}
+		if *flagTrace && o.tainted == 0 {
+			if ls, err := h.c.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{}); err == nil {
+				if o.renewals == nil {
+					o.renewals = map[time.Time]string{}
+				}
+				for _, l := range ls.Items {
+					if l.Spec.RenewTime != nil && l.Spec.RenewTime.After(t0) {
+						o.renewals[l.Spec.RenewTime.Time] = l.Name
+					}
+				}
+			}
 		}
 		if *flagTrace && (o.oldDeleted == 0 || o.newScheduled == 0) {
 			p, err := h.c.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})

@@ -42,6 +42,9 @@ func (h *harness) trace(c class, run int, node string, o outcome) {
 			steps = append(steps, step{p.at, p.what})
 		}
 	}
+	for at, n := range o.renewals {
+		steps = append(steps, step{at.Sub(o.t0), "renewal " + n})
+	}
 	sortSteps := func(a, b step) int { return int(a.at - b.at) }
 	slices.SortStableFunc(steps, sortSteps)
 	var b strings.Builder
