@@ -123,7 +123,7 @@ func TestKubeletPortChangesNoDecision(t *testing.T) {
 				got = append(got, d.s.Phase.String()+":"+strings.Join(kindNames(out), ",")+"@"+out.RecheckAfter.String())
 				if kp != KubeletPortUnknown {
 					for _, a := range out.Actions {
-						if a.Kind == ActEvent && (a.Event.Reason == "FencePowerOff" || a.Event.Reason == "FenceWaiting") && strings.Contains(a.Event.Message, "BMC reads On") && !strings.Contains(a.Event.Message, kp.Class()) {
+						if a.Kind == ActEvent && (a.Event.Reason == "FencePowerOff" || a.Event.Reason == "FenceWaiting" || a.Event.Reason == "FenceSuspect") && (strings.Contains(a.Event.Message, "BMC reads On") || a.Event.Reason == "FenceSuspect") && !strings.Contains(a.Event.Message, kp.Class()) {
 							t.Errorf("%s: event %s = %q, want the class %q", kp, a.Event.Reason, a.Event.Message, kp.Class())
 						}
 					}

@@ -685,8 +685,8 @@ func (st *stepper) enterSuspect(note string) {
 	st.s.PowerOffAt, st.s.PowerOffAccepted, st.s.AcceptanceUntrusted = time.Time{}, false, false
 	st.s.NextReadAt = time.Time{}
 	st.enter(Suspect, note)
-	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC",
-		SilentFor(n, st.now).Round(time.Second), n.Ready)
+	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC%s",
+		SilentFor(n, st.now).Round(time.Second), n.Ready, st.kubeletPortSays())
 	st.readNow()
 }
 
