@@ -25,7 +25,6 @@ func (r *refusals) Refused(reason string) {
 	r.got = append(r.got, reason)
 }
 
-
 // The leader never powers off the node it runs on (Options.NodeName): n1
 // lost power, yet the runner on n1 sends no ForceOff there; it says why
 // once (Event FenceRefusedOwnNode, metric reason OwnNode). Another replica,
