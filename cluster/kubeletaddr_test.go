@@ -15,7 +15,9 @@ func TestKubeletAddrIsTheInternalIPAndTheKubeletEndpointPort(t *testing.T) {
 		n.Status.DaemonEndpoints.KubeletEndpoint.Port = port
 		return n
 	}
-	ip := func(typ corev1.NodeAddressType, a string) corev1.NodeAddress { return corev1.NodeAddress{Type: typ, Address: a} }
+	ip := func(typ corev1.NodeAddressType, a string) corev1.NodeAddress {
+		return corev1.NodeAddress{Type: typ, Address: a}
+	}
 	for _, c := range []struct {
 		name string
 		n    *corev1.Node
