@@ -43,10 +43,13 @@ const (
 type TCPKubeletProber struct {
 	// Timeout bounds one connect; default DefaultKubeletProbeTimeout.
 	Timeout time.Duration
+	// ResetWait bounds the wait for a reset once connected (within
+	// Timeout); default defaultResetWait.
+	ResetWait time.Duration
 }
 
-// ProbeKubelet connects to addr: accepted is "answers", refused (a reset)
-// is "reset", no answer within the timeout is "timeout"; any other error
+// ProbeKubelet connects to addr: accepted is "answers", refused (a reset),
+// or accepted and reset at once, is "reset", no answer within the timeout is "timeout"; any other error
 // (no route, an unreachable host) proves nothing and is "unknown".
 func (p TCPKubeletProber) ProbeKubelet(ctx context.Context, addr string) fence.KubeletPort {
 	timeout := p.Timeout
@@ -58,8 +61,11 @@ func (p TCPKubeletProber) ProbeKubelet(ctx context.Context, addr string) fence.K
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err == nil {
-		_ = c.Close()
-		return fence.KubeletPortAnswers
+		wait := p.ResetWait
+		if wait <= 0 {
+			wait = defaultResetWait
+		}
+		return afterConnect(ctx, c, wait)
 	}
 	var ne net.Error
 	switch {
@@ -73,6 +79,29 @@ func (p TCPKubeletProber) ProbeKubelet(ctx context.Context, addr string) fence.K
 	default:
 		return fence.KubeletPortUnknown
 	}
+}
+
+// defaultResetWait is how long a probe waits, once connected, for a
+// reset: a host that accepts and at once resets (a proxy, the testbed's
+// stand-in) answers with a reset too. A kubelet sends nothing before the
+// TLS client hello: the read times out, and the port answers.
+const defaultResetWait = time.Second
+
+// afterConnect reads briefly from an accepted connection, then closes it:
+// a reset now is "reset"; anything else (data, an end, silence) "answers".
+func afterConnect(ctx context.Context, c net.Conn, wait time.Duration) fence.KubeletPort {
+	defer c.Close()
+	deadline := time.Now().Add(wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetReadDeadline(deadline)
+	var b [64]byte
+	_, err := c.Read(b[:])
+	if errors.Is(err, syscall.ECONNRESET) {
+		return fence.KubeletPortReset
+	}
+	return fence.KubeletPortAnswers
 }
 
 // kubeletAnswer is a node's latest probe: what it met, and when (our

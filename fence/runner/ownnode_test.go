@@ -126,19 +126,49 @@ func TestKubeletPortProbedForSuspectNodesOnly(t *testing.T) {
 	}
 }
 
-// The agent's prober: a listening port answers; a closed one resets.
+// The agent's prober: a listening port answers; a closed one resets, and
+// so does one that accepts and resets at once.
 func TestTCPKubeletProberAnswersAndReset(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("ok\n"))
+			_ = c.Close()
+		}
+	}()
 	addr := ln.Addr().String()
-	p := runner.TCPKubeletProber{Timeout: 5 * time.Second}
+	p := runner.TCPKubeletProber{Timeout: 10 * time.Second, ResetWait: 5 * time.Second}
 	if got := p.ProbeKubelet(context.Background(), addr); got != fence.KubeletPortAnswers {
 		t.Errorf("listening port: %s, want answers", got)
 	}
 	_ = ln.Close()
 	if got := p.ProbeKubelet(context.Background(), addr); got != fence.KubeletPortReset {
 		t.Errorf("closed port: %s, want reset", got)
+	}
+	// Accepted, then reset at once (a proxy; the testbed's stand-in).
+	rst, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rst.Close()
+	go func() {
+		for {
+			c, err := rst.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*net.TCPConn).SetLinger(0)
+			_ = c.Close()
+		}
+	}()
+	if got := p.ProbeKubelet(context.Background(), rst.Addr().String()); got != fence.KubeletPortReset {
+		t.Errorf("accepted and reset: %s, want reset", got)
 	}
 }
