@@ -261,10 +261,13 @@ func (c *Cluster) watchKured(ctx context.Context, o PlannedOptions) {
 	// names several: each its own signal, keyed by node.
 	var mu sync.Mutex
 	locked := map[string]bool{}
-	signal := func(obj any) {
+	signal := func(obj any, deleted bool) {
 		d, ok := tombstone(obj).(*appsv1.DaemonSet)
+		if !ok || d.Name != k.DaemonSet || d.Namespace != k.Namespace {
+			return // not kured's (the field selector keeps them out)
+		}
 		nodes := map[string]bool{}
-		if ok && d.Name == k.DaemonSet && d.Namespace == k.Namespace {
+		if !deleted {
 			raw := d.Annotations[k.Annotation]
 			ns, err := KuredLockedNodes(raw)
 			if err != nil {
@@ -296,9 +299,9 @@ func (c *Cluster) watchKured(ctx context.Context, o PlannedOptions) {
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    signal,
-		UpdateFunc: func(_, obj any) { signal(obj) },
-		DeleteFunc: func(any) { signal(nil) },
+		AddFunc:    func(obj any) { signal(obj, false) },
+		UpdateFunc: func(_, obj any) { signal(obj, false) },
+		DeleteFunc: func(obj any) { signal(obj, true) },
 	})
 	inf.RunWithContext(ctx)
 }
