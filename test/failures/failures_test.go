@@ -60,8 +60,8 @@ import (
 	"github.com/bmcfence/bmcfence/bmc/machine"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/cluster"
-	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
