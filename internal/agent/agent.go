@@ -692,5 +692,10 @@ func (a *Agent) watchPlanned(ctx context.Context) {
 	if a.dynamic != nil {
 		opts.Dynamic = a.dynamic
 	}
+	if a.fencing != nil {
+		// Its client speaks JSON, as discovery documents always do (the
+		// agent's own clientset asks for protobuf).
+		opts.Discovery = a.fencing.Discovery()
+	}
 	a.cluster.WatchPlanned(ctx, opts)
 }
