@@ -73,6 +73,7 @@ var (
 	flagWatch    = flag.Duration("watch", 6*time.Minute, "how long a class expected not to be fenced is watched (past fenceAfter)")
 	flagGrace    = flag.Duration("grace", controlplane.DefaultNodeMonitorGracePeriod, "kube-controller-manager --node-monitor-grace-period (Kubernetes' own default: 50s)")
 	flagAgent    = flag.String("agent", "", "a fence-agent binary to run instead of building cmd/fence-agent")
+	flagTrace    = flag.Bool("trace", false, "print each fast run's timeline (failures: trace lines): the renewal before the failure, the agent's steps from its log, the pod's deletion, the replacement scheduled and Running")
 )
 
 // The classes, in the order their lines are printed.
@@ -281,6 +282,9 @@ func (h *harness) runFast(ctx context.Context, c class) {
 		recovering.Wait() // the node of the run before may be this one
 		o := h.scenario(ctx, c, []string{node}, phase)
 		h.report(c, "run", o)
+		if *flagTrace {
+			h.trace(c, i+1, node, o)
+		}
 		rs = append(rs, o)
 		recovering.Add(1)
 		go func() {
@@ -334,6 +338,16 @@ type outcome struct {
 	reach            testbed.Reach // the node's kubelet port, probed 3 s after the failure
 	watched          time.Duration
 	err              error
+	// For -trace: the last renewal of the node's Lease before the failure
+	// (its renewTime), when the old pod was seen deleting or gone, and when
+	// its replacement was seen bound to a node.
+	renewedAt    time.Time
+	oldDeleted   time.Duration
+	newScheduled time.Duration
+	t0           time.Time
+	// renewals: every node's Lease renewals seen during the run (their
+	// renewTime): what proves the agent's view of the API fresh.
+	renewals map[time.Time]string
 }
 
 func (h *harness) scenario(ctx context.Context, c class, nodes []string, phase time.Duration) outcome {
@@ -370,10 +384,11 @@ func (h *harness) scenarioWith(ctx context.Context, c class, nodes []string, pha
 			return o
 		}
 	}
-	h.afterRenewal(ctx, node, phase)
+	o.renewedAt = h.afterRenewal(ctx, node, phase)
 	offs0 := h.tb.ForceOffs(node)
 	log0, _ := h.tb.MachineLog(node)
 	t0 := time.Now()
+	o.t0 = t0
 	if err := h.inject(ctx, c, nodes); err != nil {
 		o.err = err
 		return o
@@ -412,6 +427,27 @@ func (h *harness) scenarioWith(ctx context.Context, c class, nodes []string, pha
 		n, err := h.c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err == nil && o.tainted == 0 && cluster.HasOutOfServiceTaint(n) {
 			o.tainted = el
+		}
+		if *flagTrace && o.tainted == 0 {
+			if ls, err := h.c.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{}); err == nil {
+				if o.renewals == nil {
+					o.renewals = map[time.Time]string{}
+				}
+				for _, l := range ls.Items {
+					if l.Spec.RenewTime != nil && l.Spec.RenewTime.After(t0) {
+						o.renewals[l.Spec.RenewTime.Time] = l.Name
+					}
+				}
+			}
+		}
+		if *flagTrace && (o.oldDeleted == 0 || o.newScheduled == 0) {
+			p, err := h.c.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+			if o.oldDeleted == 0 && (err != nil || string(p.UID) != oldUID || p.DeletionTimestamp != nil) {
+				o.oldDeleted = el
+			}
+			if o.newScheduled == 0 && err == nil && string(p.UID) != oldUID && p.Spec.NodeName != "" {
+				o.newScheduled = el
+			}
 		}
 		if o.running == 0 && h.replacementRunning(ctx, ns, node, oldUID) {
 			o.running = el
@@ -542,22 +578,26 @@ func (h *harness) setUnschedulable(ctx context.Context, nodes []string, v bool) 
 	return nil
 }
 
-// afterRenewal returns phase after an observed renewal of the node's Lease.
-func (h *harness) afterRenewal(ctx context.Context, node string, phase time.Duration) {
+// afterRenewal returns phase after an observed renewal of the node's Lease,
+// and that renewal's renewTime (zero when none was seen).
+func (h *harness) afterRenewal(ctx context.Context, node string, phase time.Duration) time.Time {
 	l, err := h.tb.CP.Lease(ctx, node)
 	if err != nil || l.Spec.RenewTime == nil {
-		return
+		return time.Time{}
 	}
 	last := l.Spec.RenewTime.Time
+	var renewed time.Time
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		l, err := h.tb.CP.Lease(ctx, node)
 		if err == nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Time.Equal(last) {
+			renewed = l.Spec.RenewTime.Time
 			break
 		}
 	}
 	time.Sleep(phase)
+	return renewed
 }
 
 // replacementRunning: db-0, a new pod, Running on another node with the
