@@ -52,7 +52,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -60,6 +62,7 @@ import (
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
@@ -898,8 +901,29 @@ func (h *harness) checkSignals(ctx context.Context) {
 		n.Labels["remediation.medik8s.io/exclude-from-remediation"] != "true" {
 		h.t.Fatalf("signals on %s: unschedulable %v, annotations %v, labels %v (%v)", node, n.Spec.Unschedulable, n.Annotations, n.Labels, err)
 	}
-	// Undo what a finished maintenance leaves behind: uncordon, the taints,
-	// the exclusion label. (The CRs may stay: nothing reads them today.)
+	// Undo it all, as the tools do when they are done: the agent reads
+	// these signals (docs/safety.md, "Planned reboots"), and cp2 and cp3
+	// must not stay planned reboots through the classes that follow. The
+	// NodeMaintenance deleted; the Machines gone (their finalizer removed,
+	// as the Machine controller does once the infrastructure is deleted).
+	dyn, err := tb.Dynamic()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := dyn.Resource(testbed.NodeMaintenances).Delete(ctx, "nm-"+node, metav1.DeleteOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	machines := dyn.Resource(metal3.Machines).Namespace(testbed.CAPINamespace)
+	for _, m := range []string{"machine-" + node, "machine-cp2"} {
+		if err := machines.Delete(ctx, m, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			h.t.Fatal(err)
+		}
+		if _, err := machines.Patch(ctx, m, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			h.t.Fatal(err)
+		}
+	}
+	// And what a finished maintenance leaves behind on the node: uncordon,
+	// the taints, the exclusion label.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := h.c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
