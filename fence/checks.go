@@ -141,6 +141,10 @@ const (
 	// CheckEvidenceAfterRenewal: we first saw the entry after the node's
 	// last observed renewal.
 	CheckEvidenceAfterRenewal Check = "evidence-after-renewal"
+	// CheckOwnNode: no ForceOff (through the BMC or a fencing level's
+	// outlets) goes to the node the deciding agent's own replica runs on
+	// (NodeView.RunsThisAgent): another replica fences it once it leads.
+	CheckOwnNode Check = "own-node"
 )
 
 // Checks lists every check a mutant may disable.
@@ -152,5 +156,6 @@ func Checks() []Check {
 		CheckSplitBrainCount, CheckOutletDrawless, CheckOutletsAllOff, CheckOutletProof,
 		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
 		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum,
-		CheckEventSystem, CheckEventFresh, CheckEventSilence}
+		CheckEventSystem, CheckEventFresh, CheckEventSilence,
+		CheckOwnNode}
 }

@@ -43,6 +43,9 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 				return nil, retryAfterError
 			}
 		case fence.ActEvent:
+			if a.Event.Reason == fence.ReasonRefusedOwnNode {
+				r.opts.Recorder.Refused("OwnNode")
+			}
 			if a.Event.Reason == "FenceRefused" && (out.State.Refusal == fence.RefuseClusterUnhealthy || out.State.Refusal == fence.RefuseZoneUnhealthy) {
 				r.stormEvent(name, a.Event)
 			} else {

@@ -70,6 +70,10 @@ type NodeInfo struct {
 	// acknowledge it by.
 	Command   *fence.Command
 	CommandID string
+	// KubeletAddr is where the node's kubelet port is reached,
+	// "InternalIP:port" (status.daemonEndpoints.kubeletEndpoint.Port); ""
+	// when the node shows none. Probed for suspect nodes only.
+	KubeletAddr string
 }
 
 // Recheck is the server's current word on what may stop a fence.
@@ -236,6 +240,15 @@ type Options struct {
 	// nodes' BMCs push (docs/safety.md, "Power events"): every Step's view
 	// carries the node's latest one. Nil: no events, polling only.
 	Events PowerEvents
+	// NodeName is the node this agent's replica runs on (the downward
+	// API's spec.nodeName, env NODE_NAME): its view says RunsThisAgent, and
+	// the engine sends no power-off to it (check own-node). Empty: unknown,
+	// and the rule cannot apply (the agent logs it once at start).
+	NodeName string
+	// KubeletProbe, if set, probes the kubelet port of suspect nodes
+	// (kubeletport.go); their views carry the answer, which only names the
+	// failure's class in Events. Nil: not probed.
+	KubeletProbe KubeletProber
 }
 
 // PowerEvents is the leader's view of the BMCs' event streams.
@@ -290,6 +303,9 @@ type Runner struct {
 	// counts those fences too.
 	persistedMu sync.Mutex
 	persisted   map[string]persistedFence
+
+	// kubeletSem bounds the kubelet-port probes in progress.
+	kubeletSem chan struct{}
 }
 
 // persistedFence is what a node's state annotation, written by another
@@ -314,8 +330,10 @@ const stormEventEvery = 10 * time.Minute
 // record is the runner's memory of one node.
 type record struct {
 	name string
-	self string     // the runner's ID (State.Writer of its own states)
-	mu   sync.Mutex // held by the node's sync; fleet reads take it briefly
+	// kubelet is the node's latest kubelet-port probe (kubeletport.go).
+	kubelet kubeletAnswer
+	self    string     // the runner's ID (State.Writer of its own states)
+	mu      sync.Mutex // held by the node's sync; fleet reads take it briefly
 	// state is the engine state; raw is its last persisted encoding (what
 	// the annotation holds as far as we know), and ours says whether this
 	// runner wrote it.
@@ -422,6 +440,8 @@ func New(opts Options) (*Runner, error) {
 		nodes:     map[string]*record{},
 		persisted: map[string]persistedFence{},
 		notify:    make(chan string, 256),
+
+		kubeletSem: make(chan struct{}, kubeletProbeConcurrency),
 	}, nil
 }
 
@@ -675,6 +695,7 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		return 0, true
 	}
 	rec := r.recordFor(name)
+	r.probeKubelet(ctx, rec, info)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 
@@ -734,6 +755,7 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	}
 	now := r.opts.Clock.Now()
 	in.Node = r.view(info)
+	in.Node.KubeletPort = rec.kubelet.port
 	// A state another process wrote is taken over by writing it back as
 	// ours (invariant 4): that process may have stalled between a decision
 	// and its write, and the annotation it wrote is its fencing token.
@@ -779,6 +801,7 @@ func (r *Runner) policy(name string) fence.Policy {
 func (r *Runner) view(info NodeInfo) fence.NodeView {
 	v := info.View
 	_, v.HasBMC = r.opts.Inventory.Controller(info.Name)
+	v.RunsThisAgent = r.opts.NodeName != "" && info.Name == r.opts.NodeName
 	if r.opts.Events != nil {
 		if ev, system, ok := r.opts.Events.OffEvent(info.Name); ok {
 			v.OffEvent, v.BMCSystem = ev, system

@@ -53,13 +53,16 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -70,6 +73,7 @@ import (
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
 	"github.com/bmcfence/bmcfence/pdu"
 	"github.com/bmcfence/bmcfence/pdu/snmppdu"
 	"github.com/bmcfence/bmcfence/pdu/snmpsim"
@@ -847,11 +851,33 @@ func lineFor(c class, rs []outcome) string {
 	case c.key == "restart" && o.tainted != 0:
 		s += " (our ForceOff lands in the 40 s off-dwell; the machine stays off)"
 	case c.key == "controlplane" && o.tainted != 0:
-		s += " (its OS hung; today's agent fences it like any other node)"
+		s += fmt.Sprintf(" (its OS hung; the control-plane rules admitted it: no other control-plane node in a fence, and the other two machines, which may run, are etcd's quorum of 2 of 3; %s)", ownNodeSaid(o))
 	case (c.key == "kubelet" || c.key == "cutoff" || c.key == "hung") && o.tainted != 0:
-		s += fmt.Sprintf(" (its kubelet port: %s; today's agent does not look)", o.reach)
+		s += fmt.Sprintf(" (its kubelet port: %s; the agent's ForceOff Event: %s)", o.reach, kubeletClassSaid(o.powerOffEvent))
 	}
 	return s
+}
+
+// kubeletClassSaid is the kubelet port's class as the agent's FencePowerOff
+// Event named it (the runner probes suspect nodes' kubelet ports; the
+// answer names the class and decides nothing).
+func kubeletClassSaid(ev *corev1.Event) string {
+	if ev == nil {
+		return "none seen"
+	}
+	if i := strings.Index(ev.Message, "; the kubelet port "); i >= 0 {
+		return strconv.Quote(ev.Message[i+2:])
+	}
+	return "names no kubelet port class (not probed)"
+}
+
+// ownNodeSaid says whether the leader's own-node rule applied: the agent
+// here runs beside the cluster, on no node, so it never does.
+func ownNodeSaid(o outcome) string {
+	if o.event != nil && o.event.Reason == "FenceRefusedOwnNode" {
+		return "the leader ran on it and refused: " + eventText(o.event)
+	}
+	return "the leader runs on no node of this cluster, so the own-node rule did not apply"
 }
 
 // fencedPart is "tainted +T s, replacement Running +R s" with the median of
@@ -915,8 +941,29 @@ func (h *harness) checkSignals(ctx context.Context) {
 		n.Labels["remediation.medik8s.io/exclude-from-remediation"] != "true" {
 		h.t.Fatalf("signals on %s: unschedulable %v, annotations %v, labels %v (%v)", node, n.Spec.Unschedulable, n.Annotations, n.Labels, err)
 	}
-	// Undo what a finished maintenance leaves behind: uncordon, the taints,
-	// the exclusion label. (The CRs may stay: nothing reads them today.)
+	// Undo it all, as the tools do when they are done: the agent reads
+	// these signals (docs/safety.md, "Planned reboots"), and cp2 and cp3
+	// must not stay planned reboots through the classes that follow. The
+	// NodeMaintenance deleted; the Machines gone (their finalizer removed,
+	// as the Machine controller does once the infrastructure is deleted).
+	dyn, err := tb.Dynamic()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := dyn.Resource(testbed.NodeMaintenances).Delete(ctx, "nm-"+node, metav1.DeleteOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	machines := dyn.Resource(metal3.Machines).Namespace(testbed.CAPINamespace)
+	for _, m := range []string{"machine-" + node, "machine-cp2"} {
+		if err := machines.Delete(ctx, m, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			h.t.Fatal(err)
+		}
+		if _, err := machines.Patch(ctx, m, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			h.t.Fatal(err)
+		}
+	}
+	// And what a finished maintenance leaves behind on the node: uncordon,
+	// the taints, the exclusion label.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := h.c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
