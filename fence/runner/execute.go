@@ -369,6 +369,9 @@ func (r *Runner) would(name string, rec *record, k fence.ActionKind, s fence.Sta
 	if rec.would[k].Equal(s.Since) {
 		return
 	}
+	if rec.would == nil {
+		rec.would = map[fence.ActionKind]time.Time{} // only dry-run's nodes in a fence need one
+	}
 	rec.would[k] = s.Since
 	ev := fence.Event{Warning: true, Reason: "Would" + k.String(),
 		Message: fmt.Sprintf("would %s now (phase %s, failure began %s); dry-run changes nothing", k, s.Phase, s.FailureStart.UTC().Format(time.RFC3339))}
