@@ -768,8 +768,11 @@ func (r *Runner) renewalOnly(rec *record, info NodeInfo) (time.Duration, bool) {
 		v.HeartbeatAt.Before(q.View.HeartbeatAt) || v.RenewedAt.Before(q.View.RenewedAt) {
 		return 0, false
 	}
+	if !slices.Equal(v.Blockers, q.View.Blockers) || r.policy(info.Name) != rec.quietPolicy {
+		return 0, false
+	}
 	v.HeartbeatAt, v.RenewedAt = q.View.HeartbeatAt, q.View.RenewedAt
-	if !reflect.DeepEqual(v, q.View) || !reflect.DeepEqual(r.policy(info.Name), rec.quietPolicy) {
+	if !reflect.DeepEqual(v, q.View) {
 		return 0, false
 	}
 	return wait, true
