@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -376,6 +377,17 @@ type record struct {
 	pubPhase     fence.Phase
 	pubAdmitted  time.Time
 	pubPowerLoss bool
+
+	// quiet: the last sync was one tick of a Healthy node that decided
+	// nothing (no action); quietInfo is the node as that tick saw it (its
+	// View as decided on), quietPolicy the node's policy then, and
+	// quietUntil when that tick asked to be stepped again. Until then, a
+	// sync whose node differs only by later signs of life (a Lease
+	// renewal) steps nothing (renewalOnly).
+	quiet       bool
+	quietInfo   NodeInfo
+	quietPolicy fence.Policy
+	quietUntil  time.Time
 }
 
 func (rec *record) publish() { rec.reserve(rec.state) }
@@ -619,7 +631,7 @@ func (r *Runner) recordFor(name string) *record {
 	defer r.mu.Unlock()
 	rec, ok := r.nodes[name]
 	if !ok {
-		rec = &record{name: name, self: r.opts.ID, would: map[fence.ActionKind]time.Time{}}
+		rec = &record{name: name, self: r.opts.ID}
 		if info, ok := r.opts.Cluster.Node(name); ok {
 			rec.load(info.State)
 		}
@@ -714,6 +726,11 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		return 5 * time.Minute, false
 	}
 
+	if wait, ok := r.renewalOnly(rec, info); ok {
+		return wait, false
+	}
+	rec.quiet = false
+
 	in := fence.Input{Kind: fence.InputTick}
 	ackID := ""
 	if info.Command != nil && (info.CommandID == "" || info.CommandID != rec.acked) {
@@ -732,6 +749,9 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		}
 		ackID = ""
 		if next == nil || ctx.Err() != nil {
+			if i == 0 && in.Kind == fence.InputTick && len(out.Actions) == 0 && ctx.Err() == nil {
+				r.noteQuiet(name, rec, info, decided, out.RecheckAfter)
+			}
 			return out.RecheckAfter, false
 		}
 		in = *next
@@ -741,6 +761,52 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 	}
 	r.log.Error("fence engine did not settle; retrying later", zap.String("node", name), zap.Int("steps", maxStepsPerSync))
 	return retryAfterError, false
+}
+
+// noteQuiet remembers a Healthy node's tick that decided nothing, and the
+// view it decided on, for renewalOnly.
+func (r *Runner) noteQuiet(name string, rec *record, info NodeInfo, decided fence.NodeView, after time.Duration) {
+	if rec.state.Phase != fence.Healthy || rec.state.Warned {
+		return
+	}
+	info.View = decided
+	rec.quiet, rec.quietInfo, rec.quietPolicy = true, info, r.policy(name)
+	rec.quietUntil = r.opts.Clock.Now().Add(after)
+}
+
+// renewalOnly reports whether a sync of a quiet node (noteQuiet) may step
+// nothing, and how long until its next step is due: the node is what its
+// last tick saw but for later signs of life (a Lease renewal, a Ready
+// heartbeat: a hundred a second at 1000 nodes), its policy and state are
+// unchanged, no command waits, and that tick's wake is still ahead. Such a
+// tick would decide nothing either: a Healthy node's step is monotone in
+// its signs of life (a later one only puts its silence, and every timer
+// that silence starts, later), so the wake the last tick asked for comes
+// no later than any a step now would ask for, and the step at that wake
+// sees the renewal. Only a Healthy node is skipped: in a fence every
+// renewal reaches the decision (a renewal after our ForceOff stops it).
+func (r *Runner) renewalOnly(rec *record, info NodeInfo) (time.Duration, bool) {
+	if !rec.quiet || rec.state.Phase != fence.Healthy || info.Command != nil {
+		return 0, false
+	}
+	wait := rec.quietUntil.Sub(r.opts.Clock.Now())
+	if wait <= 0 {
+		return 0, false
+	}
+	q := rec.quietInfo
+	v := r.view(info)
+	if info.Name != q.Name || info.Zone != q.Zone || info.State != q.State || info.CommandID != q.CommandID ||
+		v.HeartbeatAt.Before(q.View.HeartbeatAt) || v.RenewedAt.Before(q.View.RenewedAt) {
+		return 0, false
+	}
+	if !slices.Equal(v.Blockers, q.View.Blockers) || r.policy(info.Name) != rec.quietPolicy {
+		return 0, false
+	}
+	v.HeartbeatAt, v.RenewedAt = q.View.HeartbeatAt, q.View.RenewedAt
+	if !reflect.DeepEqual(v, q.View) {
+		return 0, false
+	}
+	return wait, true
 }
 
 // decide steps the engine on the node's current view, and returns the view
@@ -832,7 +898,8 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 	var lastPersisted time.Time
 	zones := map[string]*fence.ZoneHealth{}
 	var order []string
-	for _, n := range r.opts.Cluster.Nodes() {
+	nodes := r.opts.Cluster.Nodes()
+	for _, n := range nodes {
 		if n.View.Maintenance {
 			continue
 		}
@@ -880,7 +947,7 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 	if lastPersisted.After(f.LastFenceAt) {
 		f.LastFenceAt = lastPersisted
 	}
-	r.controlPlane(self, now, &f)
+	r.controlPlane(nodes, self, now, &f)
 	return f
 }
 
@@ -892,8 +959,10 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 // flight, or held for a human in Stuck). A phase comes from our
 // memory, or, where another process wrote the node's state, from that
 // state (as for InFlight); a state we cannot read counts in flight.
-func (r *Runner) controlPlane(self string, now time.Time, f *fence.FleetView) {
-	for _, n := range r.opts.Cluster.Nodes() {
+//
+// nodes is the fleet view's one read of the cluster (one pass, not two).
+func (r *Runner) controlPlane(nodes []NodeInfo, self string, now time.Time, f *fence.FleetView) {
+	for _, n := range nodes {
 		if !n.View.ControlPlane {
 			continue
 		}
