@@ -141,6 +141,13 @@ const (
 	// CheckEvidenceAfterRenewal: we first saw the entry after the node's
 	// last observed renewal.
 	CheckEvidenceAfterRenewal Check = "evidence-after-renewal"
+	// CheckDiagnoseGate: the diagnostic interrupt before the off
+	// (Policy.DiagnoseBeforeOff: an NMI panics a live kernel set up for
+	// kdump) goes out only where the ForceOff it precedes would: the same
+	// licence (hung-node evidence or FenceAfter), planned-reboot hold,
+	// storm guard and control-plane rules, and the runner's fencing token
+	// and server recheck.
+	CheckDiagnoseGate Check = "diagnose-gate"
 )
 
 // Checks lists every check a mutant may disable.
@@ -152,5 +159,6 @@ func Checks() []Check {
 		CheckSplitBrainCount, CheckOutletDrawless, CheckOutletsAllOff, CheckOutletProof,
 		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
 		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum,
-		CheckEventSystem, CheckEventFresh, CheckEventSilence}
+		CheckEventSystem, CheckEventFresh, CheckEventSilence,
+		CheckDiagnoseGate}
 }

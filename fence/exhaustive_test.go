@@ -29,7 +29,7 @@ func TestExhaustiveInvariants(t *testing.T) {
 		name  string
 		p     Policy
 		nodes []NodeView
-	}{{"defaults", DefaultPolicy(), nodes}, {"NotReady opt-in", optIn, notReady}} {
+	}{{"defaults", DefaultPolicy(), nodes}, {"NotReady opt-in", optIn, notReady}, {"diagnose before off", diagnosePolicy(), nodes}} {
 		t.Run(pass.name, func(t *testing.T) { exhaustive(t, pass.p, now, pass.nodes) })
 	}
 }
