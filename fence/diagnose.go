@@ -113,3 +113,17 @@ func (st *stepper) diagnoseUngated(rd Reading) bool {
 	st.scheduleRead(st.p.ReadInterval)
 	return true
 }
+
+// FleetPhase is the phase other nodes' fleet views count this state in
+// (FleetView.InFlight, the control-plane counts). A fence that sent its
+// diagnostic interrupt and waits on the dump counts as PoweringOff: in
+// flight, as the ForceOff it stands for will be, since the interrupt may
+// have stopped a kernel that ran; so maxConcurrentFences and the
+// control-plane rules hold for the interrupts too, not only for the
+// ForceOffs after them.
+func (s State) FleetPhase() Phase {
+	if s.Phase == Suspect && !s.DiagnoseAt.IsZero() && !s.DiagnoseSkipped && s.PowerOffs == 0 {
+		return PoweringOff
+	}
+	return s.Phase
+}

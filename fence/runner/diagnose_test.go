@@ -114,3 +114,30 @@ func TestDiagnoseBeforeOffWithoutNMIIsSkippedAndFenced(t *testing.T) {
 		t.Fatal(w.Violations)
 	}
 }
+
+// Two nodes hang at once, maxConcurrentFences 1: the second node's NMI
+// waits until the first node's fence has left flight (tainted), as its
+// ForceOff would: a fence waiting on its dump is in flight for the others.
+func TestDiagnoseBeforeOffCountsAsAFenceInFlight(t *testing.T) {
+	w, c := diagnoseWorld(t, func(*fencesim.Machine) {})
+	if err := w.Node("n2").BMC.Event(machine.EventOSHang); err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, w, c)
+	syncFor(w, r, w.Policy.FenceAfter+5*time.Minute)
+	first, second := "n1", "n2"
+	if a, b := firstEvent(w, "n1", "FenceDiagnose"), firstEvent(w, "n2", "FenceDiagnose"); b.Before(a) {
+		first, second = "n2", "n1"
+	}
+	tainted := firstEvent(w, first, "FenceTainted")
+	nmi := firstEvent(w, second, "FenceDiagnose")
+	if tainted.IsZero() || nmi.IsZero() {
+		t.Fatalf("%s tainted at %v, %s's NMI at %v; events %v / %v", first, tainted, second, nmi, events(w, first), events(w, second))
+	}
+	if nmi.Before(tainted) {
+		t.Errorf("%s's NMI at +%s, while %s's fence was in flight (tainted at +%s)", second, nmi.Sub(t0), first, tainted.Sub(t0))
+	}
+	if len(w.Violations) > 0 {
+		t.Fatal(w.Violations)
+	}
+}
