@@ -148,6 +148,11 @@ const (
 	// storm guard and control-plane rules, and the runner's fencing token
 	// and server recheck.
 	CheckDiagnoseGate Check = "diagnose-gate"
+	// CheckEvidenceAfterDiagnose: after the fence's diagnostic interrupt
+	// (a kdump kernel reboots the machine), hung-node evidence counts only
+	// if read with the very reading it comes with, after the interrupt: a
+	// cached read may predate the reboot.
+	CheckEvidenceAfterDiagnose Check = "evidence-after-diagnose"
 )
 
 // Checks lists every check a mutant may disable.
@@ -160,5 +165,5 @@ func Checks() []Check {
 		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
 		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum,
 		CheckEventSystem, CheckEventFresh, CheckEventSilence,
-		CheckDiagnoseGate}
+		CheckDiagnoseGate, CheckEvidenceAfterDiagnose}
 }

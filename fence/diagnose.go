@@ -127,3 +127,17 @@ func (s State) FleetPhase() Phase {
 	}
 	return s.Phase
 }
+
+// evidenceAfterDiagnose: after this fence's diagnostic interrupt (a kdump
+// kernel writes its dump and reboots the machine), hung-node evidence
+// counts only if it was read with this very reading, after the interrupt:
+// a read the runner cached may predate that reboot, and the entry it
+// counts as this boot's be the old boot's, while the machine boots into a
+// healthy kernel. Without an interrupt, evidence counts as it always did.
+func (st *stepper) evidenceAfterDiagnose(rd Reading) bool {
+	if st.s.DiagnoseAt.IsZero() || !Enabled(CheckEvidenceAfterDiagnose) {
+		return true
+	}
+	h := st.in.Host
+	return !h.At.Before(rd.At) && h.At.After(st.s.DiagnoseAt)
+}

@@ -235,3 +235,44 @@ func TestDiagnoseTimeoutIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// After our NMI a kdump kernel reboots the machine: hung-node evidence read
+// before the reading it comes with (the runner's cached read) may predate
+// that reboot, its entry the old boot's. It licenses no ForceOff before
+// fenceAfter; evidence read with the reading itself, after the NMI, does.
+// (fencesim seed 2553: kdump rebooted n2 between the evidence read and the
+// ForceOff, which rested on the old boot's watchdog expiry.)
+func TestDiagnoseThenOnlyEvidenceReadWithTheReadingCounts(t *testing.T) {
+	d := diagnoseDriver(t)
+	d.p.DiagnoseTimeout = 20 * time.Second
+	n := view(heartbeat(0), notReady(sec(5)))
+	d.raw(tick(n, at(sec(30))), at(sec(30)))
+	in := readingFrom(n, at(sec(31)), PowerOn, "bmc-a")
+	in.Host = evidenceOf(goodSign())
+	if out := d.raw(in, at(sec(31))); !has(out, ActDiagnose) {
+		t.Fatalf("actions %v, want the NMI", kinds(out))
+	}
+	d.raw(result(n, at(sec(31.2)), ActDiagnose, ""), at(sec(31.2)))
+	now := at(sec(52))
+	cached := readingFrom(n, now, PowerOn, "bmc-a")
+	cached.Host = evidenceOf(goodSign())
+	cached.Host.At = at(sec(45)) // read before this reading
+	if out := d.raw(cached, now); has(out, ActPowerOff) {
+		t.Fatalf("ForceOff on evidence read at +45s, before the reading at +52s after our NMI: %v", kinds(out))
+	}
+	now = at(sec(57))
+	fresh := readingFrom(n, now, PowerOn, "bmc-a")
+	fresh.Host = evidenceOf(goodSign())
+	fresh.Host.At = now
+	if out := d.raw(fresh, now); !has(out, ActPowerOff) {
+		t.Fatalf("no ForceOff on evidence read with the reading: %v", kinds(out))
+	}
+}
+
+// raw steps without the table tests' checker, whose ForceOff rule knows no
+// hung-node evidence (as hostevidence_test.go steps).
+func (d *driver) raw(in Input, now time.Time) Output {
+	out := Step(d.p, d.s, in, now)
+	d.s = out.State
+	return out
+}

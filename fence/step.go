@@ -770,7 +770,7 @@ func (st *stepper) suspect() {
 			return
 		}
 		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s and its BMC reads %s%s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power, why))
-	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.evidenceLicence(rd) != "":
+	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.evidenceLicence(rd) != "" && st.evidenceAfterDiagnose(rd):
 		// Hung-node evidence: the BMC logged that the OS stopped, in
 		// this boot, after the node's last renewal. The ForceOff is due
 		// before FenceAfter; the admission (the Lease silent for
