@@ -81,6 +81,13 @@ func (w *World) kdumpReboot(m *Machine, now time.Time) {
 	if m.kdumpAt.IsZero() || now.Sub(m.kdumpAt) < m.kdump {
 		return
 	}
+	if k := len(m.dropped); k > 0 && now.Sub(m.dropped[k-1]) <= w.Policy.OwnOffWithin {
+		// A reboot this soon after a ForceOff the BMC accepted and
+		// dropped reads exactly like the Off we caused (the package
+		// doc's premise, as for droppedThenWatchdog's power cycle): the
+		// world holds it until ownOffWithin has passed.
+		return
+	}
 	m.kdumpAt = time.Time{}
 	truth := m.BMC.Truth()
 	if truth.Power != machine.PowerOn || !truth.OSHung {
