@@ -96,6 +96,11 @@ type Cluster struct {
 	nodeGone  []func(node string)
 	freshAt   time.Time
 	watchErrs map[string]error
+	// planned: per node, the open planned-reboot signals of other tools
+	// (SetPlanned), each with when we first saw it (our clock).
+	planned map[string]map[plannedKey]plannedSignal
+	// plannedStates: each planned-reboot source's state (PlannedSources).
+	plannedStates map[string]PlannedSourceState
 }
 
 // entry is one node: our observations, the node as last delivered to our
@@ -286,6 +291,11 @@ func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 	// The runner re-reads every node at least every 30 s (fence's resync).
 	info.View.Maintenance, info.View.MaintenanceExpired = e.obs.maintenance.at(c.clock.Now())
 	info.View.Remediation = c.remediated[info.Name] != ""
+	// The earliest open planned-reboot signal wins, the kubelet's graceful
+	// shutdown (buildInfo) included: the window counts from first sight.
+	if at, by, ok := c.plannedLocked(info.Name); ok && (!info.View.PlannedReboot || at.Before(info.View.PlannedRebootAt)) {
+		info.View.PlannedReboot, info.View.PlannedRebootAt, info.View.PlannedRebootBy = true, at, by
+	}
 	// A request another engine took in (the node names it) is not offered
 	// again; observeNode withdraws it. Nor is one its guard cannot vouch
 	// for now.

@@ -893,6 +893,10 @@ func (st *stepper) poweringOff() {
 				return
 			case r.Err == "":
 				st.s.PowerOffAccepted = true
+				if st.readBackAtOnce() {
+					st.readNow()
+					return
+				}
 			case r.AlreadyInState:
 				st.s.PowerOffAccepted = false
 				st.event(true, "FencePowerOffNotAccepted", "the BMC answered that the machine is already off and did nothing (%s): an Off we did not cause counts only after %s of Off reads, longer than a restart's off-dwell",
@@ -998,7 +1002,7 @@ func (st *stepper) confirmingOff() {
 		return
 	}
 	if !st.admitTaint(run) {
-		st.scheduleRead(st.p.SettleInterval())
+		st.scheduleRead(st.taintReadAfter())
 		return
 	}
 	st.enter(Tainting, "off settled")
@@ -1099,7 +1103,7 @@ func (st *stepper) tainting() {
 			st.scheduleRead(st.p.SettleInterval())
 		case !st.admitTaint(run):
 			st.s.OffRun = run
-			st.scheduleRead(st.p.SettleInterval())
+			st.scheduleRead(st.taintReadAfter())
 		default:
 			st.s.OffRun = run
 			st.applyTaint()

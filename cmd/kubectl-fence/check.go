@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/preflight"
 )
@@ -43,6 +44,7 @@ it). The BMCs are reached from where you run this.`,
 				ByName: true, SecretNames: secrets, ConfigMapNames: configMaps,
 				Client: sess.client, Inventory: sess.inv, Namespace: sess.cfg.Namespace, Timeout: sess.cfg.BMC.Timeout,
 				LeaseName: sess.cfg.LeaderElection.Name, Metal3Namespaces: metal3Namespaces(sess.cfg.Inventory),
+				Kured: kuredLock(sess.cfg.PlannedReboots.Kured),
 			})
 			if err != nil {
 				return err
@@ -75,4 +77,9 @@ func metal3Namespaces(inv config.Inventory) []string {
 		return nil
 	}
 	return inv.Metal3.Namespaces
+}
+
+// kuredLock is the agent config's kured lock, for the preflight.
+func kuredLock(k config.Kured) *cluster.KuredLock {
+	return &cluster.KuredLock{Namespace: k.Namespace, DaemonSet: k.DaemonSet, Annotation: k.LockAnnotation}
 }

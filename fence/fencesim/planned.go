@@ -19,8 +19,13 @@ const (
 func init() { Required = append(Required, faultPlannedReboot, faultPlannedShutdown) }
 
 // plannedSignals are the signals the cluster adapter recognises, as named
-// in its Events.
-var plannedSignals = []string{"the kubelet's graceful node shutdown", "kured lock", "NodeMaintenance", "Cluster API Machine deleted"}
+// in its Events (cluster.SignalGracefulShutdown, cluster.SignalKuredLock,
+// and the texts of cluster's nodeMaintenanceSignal and machineSignal). The
+// engine treats them alike: only the name differs (a Machine deleted reads
+// "Cluster API Machine NS/NAME deleted"). Four, as before, so that the
+// scenarios of a seed stay what they were.
+var plannedSignals = []string{"the kubelet's graceful node shutdown", "kured lock", "NodeMaintenance nm-1",
+	"Cluster API Machine default/machine-1 remediated by MachineSet default/workers"}
 
 // plannedRebootOpen: a planned-reboot signal names the node and is younger
 // than rebootWindow on the world's clock. Every agent saw it no earlier, so

@@ -174,6 +174,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.inv.Refresh(ctx)
 	go a.inv.Run(ctx, inventoryRefresh)
+	// Every replica watches the planned-reboot signals, as it watches the
+	// nodes: a new leader knows them from its own first sight.
+	go a.watchPlanned(ctx)
 	if a.cfg.Inventory.UsesMetal3() {
 		go a.watchMetal3(ctx)
 	}
@@ -678,4 +681,21 @@ func (a *Agent) announceStream(nodes []string, st redfish.StreamState) {
 	for _, n := range nodes {
 		a.cluster.Event(n, fence.Event{Reason: ReasonEventStream, Message: msg})
 	}
+}
+
+// watchPlanned watches the planned-reboot signals of kured, NodeMaintenance
+// and Cluster API (docs/safety.md, "Planned reboots") until ctx ends.
+func (a *Agent) watchPlanned(ctx context.Context) {
+	k := a.cfg.PlannedReboots.Kured
+	opts := cluster.PlannedOptions{Client: a.client,
+		Kured: cluster.KuredLock{Namespace: k.Namespace, DaemonSet: k.DaemonSet, Annotation: k.LockAnnotation}}
+	if a.dynamic != nil {
+		opts.Dynamic = a.dynamic
+	}
+	if a.fencing != nil {
+		// Its client speaks JSON, as discovery documents always do (the
+		// agent's own clientset asks for protobuf).
+		opts.Discovery = a.fencing.Discovery()
+	}
+	a.cluster.WatchPlanned(ctx, opts)
 }

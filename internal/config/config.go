@@ -44,6 +44,25 @@ type Agent struct {
 	Requests       Requests       `mapstructure:"requests"`
 	Server         Server         `mapstructure:"server"`
 	Log            Log            `mapstructure:"log"`
+	PlannedReboots PlannedReboots `mapstructure:"plannedReboots"`
+}
+
+// PlannedReboots says where the agent reads the planned-reboot signals of
+// other tools (docs/safety.md, "Planned reboots"). NodeMaintenance and
+// Cluster API Machines need no setting: they are watched where their CRDs
+// are served.
+type PlannedReboots struct {
+	Kured Kured `mapstructure:"kured"`
+}
+
+// Kured is where kured keeps its reboot lock, as kured's own flags
+// --ds-namespace, --ds-name and --lock-annotation say. An empty daemonSet
+// turns the signal off. The manifests grant reading kube-system/kured
+// only: another DaemonSet needs its own grant.
+type Kured struct {
+	Namespace      string `mapstructure:"namespace"`
+	DaemonSet      string `mapstructure:"daemonSet"`
+	LockAnnotation string `mapstructure:"lockAnnotation"`
 }
 
 // BMC tunes how the agent talks to BMCs.
@@ -263,6 +282,8 @@ func Defaults() Agent {
 		LeaderElection: LeaderElection{Enabled: true, Name: "bmcfence-agent", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 		Server:         Server{MetricsAddress: ":9500", HealthAddress: ":9501"},
 		Log:            Log{Format: "auto", Level: "info"},
+		// kured's own defaults.
+		PlannedReboots: PlannedReboots{Kured: Kured{Namespace: "kube-system", DaemonSet: "kured", LockAnnotation: "weave.works/kured-node-lock"}},
 	}
 }
 
@@ -473,6 +494,9 @@ func (a Agent) Validate() error {
 	}
 	if a.History.MaxAge < time.Hour {
 		bad("history.maxAge", "%s: must be at least 1h", a.History.MaxAge)
+	}
+	if k := a.PlannedReboots.Kured; k.DaemonSet != "" && (k.Namespace == "" || k.LockAnnotation == "") {
+		bad("plannedReboots.kured", "namespace and lockAnnotation must be set with daemonSet %q (or set daemonSet to \"\" to turn the kured signal off)", k.DaemonSet)
 	}
 	if a.Requests.TTL < 10*time.Minute || a.Requests.TTL > 90*24*time.Hour {
 		bad("requests.ttl", "%s: must be between 10m and 2160h (the CLI reads a request's outcome within minutes)", a.Requests.TTL)

@@ -387,3 +387,14 @@ func TestDiagnoseSettingsMergeEntryThenDefaultsThenPolicy(t *testing.T) {
 		}
 	}
 }
+
+func TestKuredSignalNeedsANamespaceAndAnAnnotation(t *testing.T) {
+	_, err := loadFile(t, "plannedReboots:\n  kured:\n    namespace: \"\"\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "plannedReboots.kured") {
+		t.Fatalf("Load: %v, want an error naming plannedReboots.kured", err)
+	}
+	a, err := loadFile(t, "plannedReboots:\n  kured:\n    daemonSet: \"\"\n    namespace: \"\"\n", nil)
+	if err != nil || a.PlannedReboots.Kured.DaemonSet != "" {
+		t.Fatalf("an empty daemonSet (kured off): %v, %+v", err, a.PlannedReboots.Kured)
+	}
+}

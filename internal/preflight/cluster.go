@@ -57,6 +57,7 @@ func checkCluster(ctx context.Context, o Options) []Result {
 		checkRBAC(ctx, o),
 		checkTolerations(ctx, o),
 		checkForceDetach(ctx, o),
+		checkPlannedReboots(ctx, o),
 	}
 }
 

@@ -371,6 +371,7 @@ func TestRunOrdersClusterFirstThenNodesByName(t *testing.T) {
 	want := []row{
 		{ScopeCluster, CheckVersion, StatusOK}, {ScopeCluster, CheckNamespace, StatusOK}, {ScopeCluster, CheckServiceAccount, StatusOK},
 		{ScopeCluster, CheckRBAC, StatusOK}, {ScopeCluster, CheckTolerations, StatusOK}, {ScopeCluster, CheckForceDetach, StatusOK},
+		{ScopeCluster, CheckPlannedReboots, StatusOK},
 	}
 	want = append(want, healthy("a3")...)
 	want = append(want, row{NodeScope("w1"), CheckExcluded, StatusOK})
@@ -444,7 +445,7 @@ func TestManifestGrantsEveryCheckedPermission(t *testing.T) {
 	if len(cluster) == 0 || len(roles[ns]) == 0 {
 		t.Fatalf("rbac.yaml: %d ClusterRole rules, %d Role rules in %s; the test no longer understands the manifest", len(cluster), len(roles[ns]), ns)
 	}
-	for _, p := range agentPermissions(ns, "bmcfence-agent") {
+	for _, p := range append(agentPermissions(ns, "bmcfence-agent"), plannedPermissions()...) {
 		for _, v := range p.Verbs {
 			if !allows(cluster, p, v) && !(p.Namespace != "" && allows(roles[p.Namespace], p, v)) {
 				t.Errorf("the check requires %q, which deploy/base/rbac.yaml does not grant", p.describe([]string{v}))

@@ -72,6 +72,7 @@ func TestOnARealControlPlane(t *testing.T) {
 		{ScopeCluster, CheckVersion, StatusOK}, {ScopeCluster, CheckNamespace, StatusOK},
 		{ScopeCluster, CheckServiceAccount, StatusFail}, {ScopeCluster, CheckRBAC, StatusFail},
 		{ScopeCluster, CheckTolerations, StatusOK}, {ScopeCluster, CheckForceDetach, StatusWarn},
+		{ScopeCluster, CheckPlannedReboots, StatusOK},
 	}
 	want = append(want, healthy("n1")...)
 	want = append(want, healthy("n2")...)
@@ -125,6 +126,7 @@ func TestOnARealControlPlane(t *testing.T) {
 		{ScopeCluster, CheckVersion, StatusOK}, {ScopeCluster, CheckNamespace, StatusOK},
 		{ScopeCluster, CheckServiceAccount, StatusOK}, {ScopeCluster, CheckRBAC, StatusOK},
 		{ScopeCluster, CheckTolerations, StatusOK}, {ScopeCluster, CheckForceDetach, StatusOK},
+		{ScopeCluster, CheckPlannedReboots, StatusOK},
 	}
 	want = append(want, healthy("n1")...)
 	want = append(want, row{NodeScope("n2"), CheckInventory, StatusOK}, row{NodeScope("n2"), CheckBMC, StatusOK}, row{NodeScope("n2"), CheckIdentity, StatusFail})

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
 )
@@ -115,6 +116,10 @@ type Options struct {
 	Metal3Namespaces []string
 	// Timeout bounds each BMC request (default bmc.DefaultTimeout, 10 s).
 	Timeout time.Duration
+	// Kured is where kured keeps its reboot lock (the agent config's
+	// plannedReboots.kured; an empty DaemonSet: off). Nil: kured's
+	// defaults.
+	Kured *cluster.KuredLock
 	// Concurrency bounds the nodes checked at once (default 8, as the
 	// agent's bmc.concurrency: BMCs on one management network are checked
 	// no harder than the agent itself would load them).
@@ -133,6 +138,10 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LeaseName == "" {
 		o.LeaseName = config.Defaults().LeaderElection.Name
+	}
+	if o.Kured == nil {
+		k := cluster.DefaultKuredLock()
+		o.Kured = &k
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = bmc.DefaultTimeout

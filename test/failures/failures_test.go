@@ -51,7 +51,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -59,6 +61,7 @@ import (
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
@@ -70,6 +73,7 @@ var (
 	flagWatch    = flag.Duration("watch", 6*time.Minute, "how long a class expected not to be fenced is watched (past fenceAfter)")
 	flagGrace    = flag.Duration("grace", controlplane.DefaultNodeMonitorGracePeriod, "kube-controller-manager --node-monitor-grace-period (Kubernetes' own default: 50s)")
 	flagAgent    = flag.String("agent", "", "a fence-agent binary to run instead of building cmd/fence-agent")
+	flagTrace    = flag.Bool("trace", false, "print each fast run's timeline (failures: trace lines): the renewal before the failure, the agent's steps from its log, the pod's deletion, the replacement scheduled and Running")
 )
 
 // The classes, in the order their lines are printed.
@@ -278,6 +282,9 @@ func (h *harness) runFast(ctx context.Context, c class) {
 		recovering.Wait() // the node of the run before may be this one
 		o := h.scenario(ctx, c, []string{node}, phase)
 		h.report(c, "run", o)
+		if *flagTrace {
+			h.trace(c, i+1, node, o)
+		}
 		rs = append(rs, o)
 		recovering.Add(1)
 		go func() {
@@ -331,6 +338,16 @@ type outcome struct {
 	reach            testbed.Reach // the node's kubelet port, probed 3 s after the failure
 	watched          time.Duration
 	err              error
+	// For -trace: the last renewal of the node's Lease before the failure
+	// (its renewTime), when the old pod was seen deleting or gone, and when
+	// its replacement was seen bound to a node.
+	renewedAt    time.Time
+	oldDeleted   time.Duration
+	newScheduled time.Duration
+	t0           time.Time
+	// renewals: every node's Lease renewals seen during the run (their
+	// renewTime): what proves the agent's view of the API fresh.
+	renewals map[time.Time]string
 }
 
 func (h *harness) scenario(ctx context.Context, c class, nodes []string, phase time.Duration) outcome {
@@ -367,10 +384,11 @@ func (h *harness) scenarioWith(ctx context.Context, c class, nodes []string, pha
 			return o
 		}
 	}
-	h.afterRenewal(ctx, node, phase)
+	o.renewedAt = h.afterRenewal(ctx, node, phase)
 	offs0 := h.tb.ForceOffs(node)
 	log0, _ := h.tb.MachineLog(node)
 	t0 := time.Now()
+	o.t0 = t0
 	if err := h.inject(ctx, c, nodes); err != nil {
 		o.err = err
 		return o
@@ -409,6 +427,27 @@ func (h *harness) scenarioWith(ctx context.Context, c class, nodes []string, pha
 		n, err := h.c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err == nil && o.tainted == 0 && cluster.HasOutOfServiceTaint(n) {
 			o.tainted = el
+		}
+		if *flagTrace && o.tainted == 0 {
+			if ls, err := h.c.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{}); err == nil {
+				if o.renewals == nil {
+					o.renewals = map[time.Time]string{}
+				}
+				for _, l := range ls.Items {
+					if l.Spec.RenewTime != nil && l.Spec.RenewTime.After(t0) {
+						o.renewals[l.Spec.RenewTime.Time] = l.Name
+					}
+				}
+			}
+		}
+		if *flagTrace && (o.oldDeleted == 0 || o.newScheduled == 0) {
+			p, err := h.c.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+			if o.oldDeleted == 0 && (err != nil || string(p.UID) != oldUID || p.DeletionTimestamp != nil) {
+				o.oldDeleted = el
+			}
+			if o.newScheduled == 0 && err == nil && string(p.UID) != oldUID && p.Spec.NodeName != "" {
+				o.newScheduled = el
+			}
 		}
 		if o.running == 0 && h.replacementRunning(ctx, ns, node, oldUID) {
 			o.running = el
@@ -539,22 +578,26 @@ func (h *harness) setUnschedulable(ctx context.Context, nodes []string, v bool) 
 	return nil
 }
 
-// afterRenewal returns phase after an observed renewal of the node's Lease.
-func (h *harness) afterRenewal(ctx context.Context, node string, phase time.Duration) {
+// afterRenewal returns phase after an observed renewal of the node's Lease,
+// and that renewal's renewTime (zero when none was seen).
+func (h *harness) afterRenewal(ctx context.Context, node string, phase time.Duration) time.Time {
 	l, err := h.tb.CP.Lease(ctx, node)
 	if err != nil || l.Spec.RenewTime == nil {
-		return
+		return time.Time{}
 	}
 	last := l.Spec.RenewTime.Time
+	var renewed time.Time
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		l, err := h.tb.CP.Lease(ctx, node)
 		if err == nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Time.Equal(last) {
+			renewed = l.Spec.RenewTime.Time
 			break
 		}
 	}
 	time.Sleep(phase)
+	return renewed
 }
 
 // replacementRunning: db-0, a new pod, Running on another node with the
@@ -835,8 +878,29 @@ func (h *harness) checkSignals(ctx context.Context) {
 		n.Labels["remediation.medik8s.io/exclude-from-remediation"] != "true" {
 		h.t.Fatalf("signals on %s: unschedulable %v, annotations %v, labels %v (%v)", node, n.Spec.Unschedulable, n.Annotations, n.Labels, err)
 	}
-	// Undo what a finished maintenance leaves behind: uncordon, the taints,
-	// the exclusion label. (The CRs may stay: nothing reads them today.)
+	// Undo it all, as the tools do when they are done: the agent reads
+	// these signals (docs/safety.md, "Planned reboots"), and cp2 and cp3
+	// must not stay planned reboots through the classes that follow. The
+	// NodeMaintenance deleted; the Machines gone (their finalizer removed,
+	// as the Machine controller does once the infrastructure is deleted).
+	dyn, err := tb.Dynamic()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := dyn.Resource(testbed.NodeMaintenances).Delete(ctx, "nm-"+node, metav1.DeleteOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	machines := dyn.Resource(metal3.Machines).Namespace(testbed.CAPINamespace)
+	for _, m := range []string{"machine-" + node, "machine-cp2"} {
+		if err := machines.Delete(ctx, m, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			h.t.Fatal(err)
+		}
+		if _, err := machines.Patch(ctx, m, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			h.t.Fatal(err)
+		}
+	}
+	// And what a finished maintenance leaves behind on the node: uncordon,
+	// the taints, the exclusion label.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := h.c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {

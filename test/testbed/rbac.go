@@ -52,11 +52,12 @@ func (b *Testbed) ApplyAgentRBAC(ctx context.Context) error {
 		}
 	}
 	// The ServiceAccount; the ClusterRole and its binding; the Roles and
-	// bindings in the agent's namespace and in kube-node-lease; the
+	// bindings in the agent's namespace, in kube-node-lease and in
+	// kube-system (kured's DaemonSet, a planned-reboot signal); the
 	// metrics reader ClusterRole; the viewer, operator and attester
 	// ClusterRoles and the one NodeHealthCheck aggregates.
-	if applied != 12 {
-		return fmt.Errorf("deploy/base rendered %d ServiceAccount and RBAC objects, want 12", applied)
+	if applied != 14 {
+		return fmt.Errorf("deploy/base rendered %d ServiceAccount and RBAC objects, want 14", applied)
 	}
 	return nil
 }

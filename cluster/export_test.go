@@ -1,0 +1,11 @@
+package cluster
+
+import (
+	"testing"
+
+	"github.com/bmcfence/bmcfence/test/controlplane"
+)
+
+// SharedControlPlane is the package's control plane, for its external
+// tests (package cluster_test, which may import test/testbed).
+func SharedControlPlane(t *testing.T) *controlplane.ControlPlane { return controlPlane(t) }
