@@ -287,6 +287,11 @@ func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 		e.stale = false
 	}
 	info := e.info
+	// The signs of life are read from the observation at every read, not
+	// rebuilt with the rest: a Lease renewal (every node, every 10 s)
+	// changes nothing else, and must not cost a rebuild (the node's pods
+	// and VolumeAttachments, its blockers sorted).
+	info.View.HeartbeatAt, info.View.RenewedAt = e.obs.heartbeatAt, e.obs.renewedAt
 	// Judged at every read: a mark expires with time, not with an event.
 	// The runner re-reads every node at least every 30 s (fence's resync).
 	info.View.Maintenance, info.View.MaintenanceExpired = e.obs.maintenance.at(c.clock.Now())
@@ -539,10 +544,9 @@ func (c *Cluster) observeLease(obj any, fromServer bool) {
 		c.freshAt = now
 	}
 	e := c.entryLocked(l.Name, now)
+	// A renewal changes only the signs of life, which infoLocked reads
+	// from the observation: the built view stays.
 	beat := e.obs.observeLease(l, now)
-	if beat {
-		e.stale = true
-	}
 	c.mu.Unlock()
 	if beat {
 		c.notify(l.Name)

@@ -3,7 +3,9 @@ package cluster
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -337,8 +339,26 @@ func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, vas []*storag
 		Zone:  n.Labels[LabelZone],
 		View:  v,
 		State: n.Annotations[AnnotationState],
+
+		KubeletAddr: kubeletAddr(n),
 	}
 	return info
+}
+
+// kubeletAddr is where the node's kubelet port is reached: its InternalIP
+// and status.daemonEndpoints.kubeletEndpoint.Port; "" when it shows
+// neither (the port is then not probed).
+func kubeletAddr(n *corev1.Node) string {
+	port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
+	if port <= 0 {
+		return ""
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && a.Address != "" {
+			return net.JoinHostPort(a.Address, strconv.Itoa(int(port)))
+		}
+	}
+	return ""
 }
 
 // blockers names up to maxBlockers of what still ties work to the node, the

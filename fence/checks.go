@@ -141,6 +141,10 @@ const (
 	// CheckEvidenceAfterRenewal: we first saw the entry after the node's
 	// last observed renewal.
 	CheckEvidenceAfterRenewal Check = "evidence-after-renewal"
+	// CheckOwnNode: no ForceOff (through the BMC or a fencing level's
+	// outlets) goes to the node the deciding agent's own replica runs on
+	// (NodeView.RunsThisAgent): another replica fences it once it leads.
+	CheckOwnNode Check = "own-node"
 	// CheckDiagnoseGate: the diagnostic interrupt before the off
 	// (Policy.DiagnoseBeforeOff: an NMI panics a live kernel set up for
 	// kdump) goes out only where the ForceOff it precedes would: the same
@@ -165,5 +169,6 @@ func Checks() []Check {
 		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
 		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum,
 		CheckEventSystem, CheckEventFresh, CheckEventSilence,
+		CheckOwnNode,
 		CheckDiagnoseGate, CheckEvidenceAfterDiagnose}
 }

@@ -339,6 +339,8 @@ func powerOffAllowed(p Policy, before State, in Input, now time.Time, s State) e
 	switch {
 	case n.Maintenance || n.Excluded || !n.HasBMC:
 		return fmt.Errorf("PowerOff on a node in maintenance, excluded or without BMC")
+	case n.RunsThisAgent:
+		return fmt.Errorf("PowerOff to the node the leader runs on")
 	case s.Phase == Detaching:
 		// Keep-off (invariant 7): the machine read On while detaching.
 		if in.Kind != InputReading || !(in.Reading.Power == PowerOn || in.Reading.Power == PowerPoweringOn || in.Reading.OSRunning) {

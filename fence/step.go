@@ -402,6 +402,9 @@ func (st *stepper) admitPowerOff(rd Reading) bool {
 		st.refuseControlPlane(why)
 		return false
 	}
+	if st.ownNodeRefused() {
+		return false
+	}
 	inFlight := !st.s.AdmittedAt.IsZero() && st.s.Phase.InFlight()
 	if st.s.Manual {
 		return st.guard(StillSafe(st.p, st.in.Fleet, st.now))
@@ -683,8 +686,8 @@ func (st *stepper) enterSuspect(note string) {
 	st.s.NextReadAt = time.Time{}
 	st.s.DiagnoseAt, st.s.DiagnoseSkipped = time.Time{}, false
 	st.enter(Suspect, note)
-	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC",
-		SilentFor(n, st.now).Round(time.Second), n.Ready)
+	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC%s",
+		SilentFor(n, st.now).Round(time.Second), n.Ready, st.kubeletPortSays())
 	st.readNow()
 }
 
@@ -807,8 +810,8 @@ func (st *stepper) noteNotOff(rd Reading) {
 	case rd.Power == PowerOff:
 		st.event(false, "FenceWaiting", "BMC reads Off, but not after the failure began; reading again")
 	case rd.Power == PowerOn || rd.Power == PowerPoweringOn:
-		st.event(false, "FenceWaiting", "BMC reads %s%s; the node will be powered off if its Lease stays silent for %s (now %s)",
-			rd.Power, trusted(rd), st.p.FenceAfter, SilentFor(st.node(), st.now).Round(time.Second))
+		st.event(false, "FenceWaiting", "BMC reads %s%s; the node will be powered off if its Lease stays silent for %s (now %s)%s",
+			rd.Power, trusted(rd), st.p.FenceAfter, SilentFor(st.node(), st.now).Round(time.Second), st.kubeletPortSays())
 	default:
 		st.event(false, "FenceWaiting", "BMC reads %s; not proof of off, reading again", rd.Power)
 	}
@@ -837,7 +840,7 @@ func (st *stepper) sendPowerOff(why string) {
 	if st.s.Phase != PoweringOff {
 		st.enter(PoweringOff, "powering off")
 	}
-	st.event(true, "FencePowerOff", "sending ForceOff (attempt %d of %d): %s", st.s.PowerOffs, st.p.PowerOffAttempts, why)
+	st.event(true, "FencePowerOff", "sending ForceOff (attempt %d of %d): %s%s", st.s.PowerOffs, st.p.PowerOffAttempts, why, st.kubeletPortSays())
 	st.emit(ActPowerOff)
 	st.scheduleRead(st.p.PowerPollInterval)
 }
@@ -1251,6 +1254,10 @@ func (st *stepper) keepOff(rd Reading) bool {
 	case rd.Failure != "":
 		st.s.ReadFailures++
 		st.scheduleRead(st.backoff(st.p.SettleInterval()))
+		return false
+	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn || rd.OSRunning) && st.ownNodeRefused():
+		st.s.ReadFailures = 0
+		st.scheduleRead(st.p.SettleInterval())
 		return false
 	case rd.Power == PowerOn || rd.Power == PowerPoweringOn || rd.OSRunning:
 		st.s.ReadFailures = 0
@@ -1712,4 +1719,44 @@ func (st *stepper) refuseControlPlane(why string) {
 	st.s.Warned = true
 	st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: "control-plane node"})
 	st.event(true, "FenceControlPlane", "not powering off control-plane node: %s", why)
+}
+
+// ---- the leader's own node -------------------------------------------------------
+
+// ownNodeNote is the evidence record of an own-node refusal: it is said
+// once per episode (since FailureStart), not at every retry.
+const ownNodeNote = "own node: the leader runs on it"
+
+// ownNodeRefused: the agent's own replica, the leader deciding now, runs on
+// this node (NodeView.RunsThisAgent), so no power action that can cut the
+// machine goes to it: a ForceOff through its BMC or its outlets would stop
+// the leader in the middle of the fence, and a leader that runs proves the
+// machine runs (if the node is truly dead, so is the leader, and another
+// replica fences it once it leads). It reports whether it refused, and says
+// why once per episode.
+func (st *stepper) ownNodeRefused() bool {
+	if !st.node().RunsThisAgent || !Enabled(CheckOwnNode) {
+		return false
+	}
+	for _, r := range st.s.Evidence.Records() {
+		if r.Kind == RecRefusal && r.Note == ownNodeNote && !r.At.Before(st.s.FailureStart) {
+			return true
+		}
+	}
+	st.s.Evidence.add(Record{At: st.now, Kind: RecRefusal, Phase: st.s.Phase, Note: ownNodeNote})
+	st.event(true, ReasonRefusedOwnNode, "not powering off this node: the leader runs on this node; another replica fences it once it leads")
+	return true
+}
+
+// ReasonRefusedOwnNode is the Event reason of an own-node refusal
+// (ownNodeRefused); the runner counts it in its metrics.
+const ReasonRefusedOwnNode = "FenceRefusedOwnNode"
+
+// kubeletPortSays appends what the kubelet port answered, if it was probed,
+// to an Event's message. It names the class only: it decides nothing.
+func (st *stepper) kubeletPortSays() string {
+	if c := st.node().KubeletPort.Class(); c != "" {
+		return "; " + c
+	}
+	return ""
 }

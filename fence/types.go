@@ -119,6 +119,18 @@ type NodeView struct {
 	// verifies before every ForceOff, as event streams name it.
 	OffEvent  PowerEvent
 	BMCSystem string
+	// RunsThisAgent: the agent's own replica (the leader deciding) runs on
+	// this node (the runner's Options.NodeName, from the downward API's
+	// spec.nodeName). No power action that can cut the machine goes to it:
+	// the leader would cut itself, and a leader that runs proves the
+	// machine runs. Another replica fences it once it leads
+	// (docs/safety.md, "The leader's own node").
+	RunsThisAgent bool
+	// KubeletPort is what a TCP connect to the node's kubelet port
+	// answered, probed by the runner for suspect nodes only. It names the
+	// failure's class in Events and never changes a decision
+	// (docs/safety.md, "The kubelet port").
+	KubeletPort KubeletPort
 }
 
 // NoteMaintenanceExpired is the note of the transition out of Maintenance
@@ -350,4 +362,50 @@ type PowerEvent struct {
 	// (a gap, missed heartbeats) between ConnectedAt and this event.
 	Replay   bool
 	AfterGap bool
+}
+
+// KubeletPort is what a bounded TCP connect to a suspect node's kubelet
+// port (its InternalIP, status.daemonEndpoints.kubeletEndpoint.Port)
+// answered. It is reachability, which a partition fakes: it names the
+// failure's class in Events and never licenses or holds back anything.
+// The zero value is "not probed" (KubeletPortUnknown).
+type KubeletPort uint8
+
+const (
+	KubeletPortUnknown KubeletPort = iota
+	// KubeletPortAnswers: the connection was accepted: the OS and its
+	// network run, the kubelet (or its port) answers, yet the Lease is
+	// not renewed.
+	KubeletPortAnswers
+	// KubeletPortReset: the connection was refused (a TCP reset): the OS
+	// runs and answers, only the kubelet is dead.
+	KubeletPortReset
+	// KubeletPortTimeout: no answer within the probe's timeout: the node
+	// is off, hung, or cut off from us.
+	KubeletPortTimeout
+	numKubeletPorts
+)
+
+var kubeletPortNames = [numKubeletPorts]string{"unknown", "answers", "reset", "timeout"}
+
+func (k KubeletPort) String() string {
+	if k < numKubeletPorts {
+		return kubeletPortNames[k]
+	}
+	return "unknown"
+}
+
+// Class says what the answer suggests, for Events; "" when not probed.
+func (k KubeletPort) Class() string {
+	switch k {
+	case KubeletPortAnswers:
+		return "the kubelet port answers: the OS and network run, the kubelet does not renew"
+	case KubeletPortReset:
+		return "the kubelet port answers with a reset: the OS runs and only the kubelet is dead"
+	case KubeletPortTimeout:
+		return "the kubelet port times out: the node is off, hung or cut off"
+	case KubeletPortUnknown, numKubeletPorts:
+		return ""
+	}
+	return ""
 }

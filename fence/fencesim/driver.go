@@ -35,6 +35,12 @@ type Agent struct {
 	// (the state persist) took in a Ready heartbeat its informers had not
 	// delivered (Cluster.absorb; under the world's lock).
 	absorbed map[*Node]time.Time
+	// NodeName is the node this replica runs on as its downward API says
+	// (runner.Options.NodeName), "" for a replica on a machine outside the
+	// simulated fleet; Host is that node's machine, the world's truth of
+	// where the replica runs (ownnode.go). The replica dies with it.
+	NodeName string
+	Host     *Machine
 }
 
 // skewedClock is the world's clock as a replica whose clock is off by
@@ -166,7 +172,13 @@ func (s *Sim) Faults() map[string]int {
 func (s *Sim) fault(class string) { s.faults[class]++ }
 
 func (s *Sim) newAgent(since time.Time, skew time.Duration) *Agent {
-	a := &Agent{ID: fmt.Sprintf("agent-%d", len(s.agents)+1), Skew: skew, Since: since}
+	return s.newAgentOn(since, skew, "", nil)
+}
+
+// newAgentOn is newAgent for a replica that runs on node (its machine
+// host); "" and nil: on a machine outside the simulated fleet.
+func (s *Sim) newAgentOn(since time.Time, skew time.Duration, node string, host *Machine) *Agent {
+	a := &Agent{ID: fmt.Sprintf("agent-%d", len(s.agents)+1), Skew: skew, Since: since, NodeName: node, Host: host}
 	var clk clock.WithTicker = s.W.Clock
 	if skew != 0 {
 		clk = skewedClock{FakeClock: s.W.Clock, by: skew}
@@ -181,6 +193,7 @@ func (s *Sim) newAgent(since time.Time, skew time.Duration) *Agent {
 		ID:        a.ID,
 		BeforeAct: func(node string, k fence.ActionKind, decided fence.State) { s.beforeAct(a, node, k, decided) },
 		Events:    Cluster{W: s.W, Since: since, Skew: skew, Agent: a},
+		NodeName:  node,
 	})
 	if err != nil {
 		panic(err) // the policy was validated by the caller
@@ -337,6 +350,7 @@ func (s *Sim) tick() {
 		ev.do()
 	}
 	s.W.Advance()
+	s.hostsDied()
 	changed := s.drainChanged()
 	active := slices.Clone(s.active)
 	for _, name := range s.order(active) {
@@ -376,6 +390,7 @@ func (s *Sim) order(active []*Agent) []string {
 }
 
 func (s *Sim) sync(a *Agent, name string) {
+	defer s.W.setActor(s.W.setActor(a))
 	after, gone := a.R.Sync(context.Background(), name)
 	if gone {
 		delete(s.due[a], name)

@@ -175,6 +175,7 @@ func (w *World) judgePowerOff(n *Node, m *Machine) verdict {
 			bad("%s", msg)
 		}
 	}
+	w.judgeOwnHost(m, bad)
 	if !running(n.Host) {
 		return v
 	}

@@ -140,6 +140,7 @@ func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 		g.hungEvidence,
 	}
 	episodes = append(episodes, g.plannedReboot, g.controlPlaneFailures)
+	episodes = append(episodes, g.ownNode)
 	for i := 1 + rng.IntN(3); i > 0; i-- {
 		episodes[rng.IntN(len(episodes))]()
 	}

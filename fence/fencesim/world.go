@@ -476,6 +476,11 @@ type World struct {
 
 	// outlets are the world's PDU outlets (pdu.go).
 	outlets []*Outlet
+
+	// actor is the agent whose runner is syncing now (the driver sets it
+	// around every Sync): the oracle judges a power-off against the
+	// machine its replica runs on (ownnode.go).
+	actor *Agent
 }
 
 type deletedNode struct {

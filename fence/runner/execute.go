@@ -43,6 +43,9 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 				return nil, retryAfterError
 			}
 		case fence.ActEvent:
+			if a.Event.Reason == fence.ReasonRefusedOwnNode {
+				r.opts.Recorder.Refused("OwnNode")
+			}
 			if a.Event.Reason == "FenceRefused" && (out.State.Refusal == fence.RefuseClusterUnhealthy || out.State.Refusal == fence.RefuseZoneUnhealthy) {
 				r.stormEvent(name, a.Event)
 			} else {
@@ -158,9 +161,11 @@ func (r *Runner) persist(ctx context.Context, name string, rec *record, s fence.
 		}
 		return nil
 	}
+	start := r.opts.Clock.Now()
 	if err := r.opts.Cluster.SaveState(ctx, name, rec.raw, raw, ackID); err != nil {
 		return err
 	}
+	r.log.Info("fence state saved", zap.String("node", name), zap.Stringer("phase", s.Phase), zap.Duration("took", r.opts.Clock.Since(start)))
 	rec.wrote(raw)
 	if ackID != "" {
 		rec.acked = ackID
@@ -251,10 +256,12 @@ func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fen
 	res := fence.Result{NotSent: true}
 	token := r.token(rec)
 	if k == fence.ActPowerOff || k == fence.ActApplyTaint {
+		start := r.opts.Clock.Now()
 		c, err := r.opts.Cluster.Recheck(ctx, name)
 		if err != nil {
 			return res, fmt.Errorf("not acting: cannot read the node from the API server: %w", err)
 		}
+		r.log.Info("fence recheck done", zap.String("node", name), zap.Stringer("action", k), zap.Duration("took", r.opts.Clock.Since(start)))
 		keepOff := s.Phase == fence.Detaching
 		if err := c.blocks(token, !keepOff, decided); err != nil {
 			return res, err
@@ -311,14 +318,18 @@ func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fen
 			if ctrl.Key() != s.Target && s.Target != "" {
 				return res, fmt.Errorf("not acting: the node's BMC entry changed (%s, the run was read from %s)", ctrl.Key(), s.Target)
 			}
+			start := r.opts.Clock.Now()
 			if err := r.acquire(ctx); err != nil {
 				return res, err
 			}
+			slot := r.opts.Clock.Now()
 			err := r.verify(ctx, rec, ctrl)
 			r.release()
 			if err != nil {
 				return res, fmt.Errorf("not acting: identity check failed: %w", err)
 			}
+			r.log.Info("fence identity checked", zap.String("node", name), zap.Stringer("action", k),
+				zap.Duration("slotWait", slot.Sub(start)), zap.Duration("took", r.opts.Clock.Since(slot)))
 		}
 		return res, r.opts.Cluster.ApplyTaint(ctx, name, token)
 	case fence.ActRemoveTaint:
@@ -386,6 +397,9 @@ func (r *Runner) stormEvent(name string, ev fence.Event) {
 func (r *Runner) would(name string, rec *record, k fence.ActionKind, s fence.State) {
 	if rec.would[k].Equal(s.Since) {
 		return
+	}
+	if rec.would == nil {
+		rec.would = map[fence.ActionKind]time.Time{} // only dry-run's nodes in a fence need one
 	}
 	rec.would[k] = s.Since
 	ev := fence.Event{Warning: true, Reason: "Would" + k.String(),

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -70,6 +71,10 @@ type NodeInfo struct {
 	// acknowledge it by.
 	Command   *fence.Command
 	CommandID string
+	// KubeletAddr is where the node's kubelet port is reached,
+	// "InternalIP:port" (status.daemonEndpoints.kubeletEndpoint.Port); ""
+	// when the node shows none. Probed for suspect nodes only.
+	KubeletAddr string
 }
 
 // Recheck is the server's current word on what may stop a fence.
@@ -232,6 +237,15 @@ type Options struct {
 	// nodes' BMCs push (docs/safety.md, "Power events"): every Step's view
 	// carries the node's latest one. Nil: no events, polling only.
 	Events PowerEvents
+	// NodeName is the node this agent's replica runs on (the downward
+	// API's spec.nodeName, env NODE_NAME): its view says RunsThisAgent, and
+	// the engine sends no power-off to it (check own-node). Empty: unknown,
+	// and the rule cannot apply (the agent logs it once at start).
+	NodeName string
+	// KubeletProbe, if set, probes the kubelet port of suspect nodes
+	// (kubeletport.go); their views carry the answer, which only names the
+	// failure's class in Events. Nil: not probed.
+	KubeletProbe KubeletProber
 }
 
 // PowerEvents is the leader's view of the BMCs' event streams.
@@ -286,6 +300,9 @@ type Runner struct {
 	// counts those fences too.
 	persistedMu sync.Mutex
 	persisted   map[string]persistedFence
+
+	// kubeletSem bounds the kubelet-port probes in progress.
+	kubeletSem chan struct{}
 }
 
 // persistedFence is what a node's state annotation, written by another
@@ -310,8 +327,10 @@ const stormEventEvery = 10 * time.Minute
 // record is the runner's memory of one node.
 type record struct {
 	name string
-	self string     // the runner's ID (State.Writer of its own states)
-	mu   sync.Mutex // held by the node's sync; fleet reads take it briefly
+	// kubelet is the node's latest kubelet-port probe (kubeletport.go).
+	kubelet kubeletAnswer
+	self    string     // the runner's ID (State.Writer of its own states)
+	mu      sync.Mutex // held by the node's sync; fleet reads take it briefly
 	// state is the engine state; raw is its last persisted encoding (what
 	// the annotation holds as far as we know), and ours says whether this
 	// runner wrote it.
@@ -351,6 +370,17 @@ type record struct {
 	pubPhase     fence.Phase
 	pubAdmitted  time.Time
 	pubPowerLoss bool
+
+	// quiet: the last sync was one tick of a Healthy node that decided
+	// nothing (no action); quietInfo is the node as that tick saw it (its
+	// View as decided on), quietPolicy the node's policy then, and
+	// quietUntil when that tick asked to be stepped again. Until then, a
+	// sync whose node differs only by later signs of life (a Lease
+	// renewal) steps nothing (renewalOnly).
+	quiet       bool
+	quietInfo   NodeInfo
+	quietPolicy fence.Policy
+	quietUntil  time.Time
 }
 
 func (rec *record) publish() { rec.reserve(rec.state) }
@@ -412,6 +442,8 @@ func New(opts Options) (*Runner, error) {
 		nodes:     map[string]*record{},
 		persisted: map[string]persistedFence{},
 		notify:    make(chan string, 256),
+
+		kubeletSem: make(chan struct{}, kubeletProbeConcurrency),
 	}, nil
 }
 
@@ -589,7 +621,7 @@ func (r *Runner) recordFor(name string) *record {
 	defer r.mu.Unlock()
 	rec, ok := r.nodes[name]
 	if !ok {
-		rec = &record{name: name, self: r.opts.ID, would: map[fence.ActionKind]time.Time{}}
+		rec = &record{name: name, self: r.opts.ID}
 		if info, ok := r.opts.Cluster.Node(name); ok {
 			rec.load(info.State)
 		}
@@ -665,6 +697,7 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		return 0, true
 	}
 	rec := r.recordFor(name)
+	r.probeKubelet(ctx, rec, info)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 
@@ -682,6 +715,11 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		r.log.Warn("fence state unreadable; node held", zap.String("node", name), zap.Error(rec.hold))
 		return 5 * time.Minute, false
 	}
+
+	if wait, ok := r.renewalOnly(rec, info); ok {
+		return wait, false
+	}
+	rec.quiet = false
 
 	in := fence.Input{Kind: fence.InputTick}
 	ackID := ""
@@ -701,6 +739,9 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		}
 		ackID = ""
 		if next == nil || ctx.Err() != nil {
+			if i == 0 && in.Kind == fence.InputTick && len(out.Actions) == 0 && ctx.Err() == nil {
+				r.noteQuiet(name, rec, info, decided, out.RecheckAfter)
+			}
 			return out.RecheckAfter, false
 		}
 		in = *next
@@ -710,6 +751,52 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 	}
 	r.log.Error("fence engine did not settle; retrying later", zap.String("node", name), zap.Int("steps", maxStepsPerSync))
 	return retryAfterError, false
+}
+
+// noteQuiet remembers a Healthy node's tick that decided nothing, and the
+// view it decided on, for renewalOnly.
+func (r *Runner) noteQuiet(name string, rec *record, info NodeInfo, decided fence.NodeView, after time.Duration) {
+	if rec.state.Phase != fence.Healthy || rec.state.Warned {
+		return
+	}
+	info.View = decided
+	rec.quiet, rec.quietInfo, rec.quietPolicy = true, info, r.policy(name)
+	rec.quietUntil = r.opts.Clock.Now().Add(after)
+}
+
+// renewalOnly reports whether a sync of a quiet node (noteQuiet) may step
+// nothing, and how long until its next step is due: the node is what its
+// last tick saw but for later signs of life (a Lease renewal, a Ready
+// heartbeat: a hundred a second at 1000 nodes), its policy and state are
+// unchanged, no command waits, and that tick's wake is still ahead. Such a
+// tick would decide nothing either: a Healthy node's step is monotone in
+// its signs of life (a later one only puts its silence, and every timer
+// that silence starts, later), so the wake the last tick asked for comes
+// no later than any a step now would ask for, and the step at that wake
+// sees the renewal. Only a Healthy node is skipped: in a fence every
+// renewal reaches the decision (a renewal after our ForceOff stops it).
+func (r *Runner) renewalOnly(rec *record, info NodeInfo) (time.Duration, bool) {
+	if !rec.quiet || rec.state.Phase != fence.Healthy || info.Command != nil {
+		return 0, false
+	}
+	wait := rec.quietUntil.Sub(r.opts.Clock.Now())
+	if wait <= 0 {
+		return 0, false
+	}
+	q := rec.quietInfo
+	v := r.view(info)
+	if info.Name != q.Name || info.Zone != q.Zone || info.State != q.State || info.CommandID != q.CommandID ||
+		v.HeartbeatAt.Before(q.View.HeartbeatAt) || v.RenewedAt.Before(q.View.RenewedAt) {
+		return 0, false
+	}
+	if !slices.Equal(v.Blockers, q.View.Blockers) || r.policy(info.Name) != rec.quietPolicy {
+		return 0, false
+	}
+	v.HeartbeatAt, v.RenewedAt = q.View.HeartbeatAt, q.View.RenewedAt
+	if !reflect.DeepEqual(v, q.View) {
+		return 0, false
+	}
+	return wait, true
 }
 
 // decide steps the engine on the node's current view, and returns the view
@@ -724,6 +811,7 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	}
 	now := r.opts.Clock.Now()
 	in.Node = r.view(info)
+	in.Node.KubeletPort = rec.kubelet.port
 	// A state another process wrote is taken over by writing it back as
 	// ours (invariant 4): that process may have stalled between a decision
 	// and its write, and the annotation it wrote is its fencing token.
@@ -769,6 +857,7 @@ func (r *Runner) policy(name string) fence.Policy {
 func (r *Runner) view(info NodeInfo) fence.NodeView {
 	v := info.View
 	_, v.HasBMC = r.opts.Inventory.Controller(info.Name)
+	v.RunsThisAgent = r.opts.NodeName != "" && info.Name == r.opts.NodeName
 	if r.opts.Events != nil {
 		if ev, system, ok := r.opts.Events.OffEvent(info.Name); ok {
 			v.OffEvent, v.BMCSystem = ev, system
@@ -799,7 +888,8 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 	var lastPersisted time.Time
 	zones := map[string]*fence.ZoneHealth{}
 	var order []string
-	for _, n := range r.opts.Cluster.Nodes() {
+	nodes := r.opts.Cluster.Nodes()
+	for _, n := range nodes {
 		if n.View.Maintenance {
 			continue
 		}
@@ -847,7 +937,7 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 	if lastPersisted.After(f.LastFenceAt) {
 		f.LastFenceAt = lastPersisted
 	}
-	r.controlPlane(self, now, &f)
+	r.controlPlane(nodes, self, now, &f)
 	return f
 }
 
@@ -859,8 +949,10 @@ func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
 // flight, or held for a human in Stuck). A phase comes from our
 // memory, or, where another process wrote the node's state, from that
 // state (as for InFlight); a state we cannot read counts in flight.
-func (r *Runner) controlPlane(self string, now time.Time, f *fence.FleetView) {
-	for _, n := range r.opts.Cluster.Nodes() {
+//
+// nodes is the fleet view's one read of the cluster (one pass, not two).
+func (r *Runner) controlPlane(nodes []NodeInfo, self string, now time.Time, f *fence.FleetView) {
+	for _, n := range nodes {
 		if !n.View.ControlPlane {
 			continue
 		}

@@ -403,3 +403,68 @@ func TestSyncRefusesAStateFromANewerVersion(t *testing.T) {
 		})
 	}
 }
+
+// phaseCounter counts the runner's steps per node (Recorder.Phase is
+// called once per step).
+type phaseCounter struct {
+	runner.NopRecorder
+	steps map[string]int
+}
+
+func (p *phaseCounter) Phase(node string, _ fence.Phase) { p.steps[node]++ }
+
+func TestSyncOfAHealthyNodeThatOnlyRenewedStepsNothingUntilItsWake(t *testing.T) {
+	w, c := world(t)
+	rec := &phaseCounter{steps: map[string]int{}}
+	r := newRunner(t, w, c, func(o *runner.Options) { o.Recorder = rec })
+	ctx := context.Background()
+	after, _ := r.Sync(ctx, "n2")
+	if rec.steps["n2"] != 1 || after <= 2*time.Second {
+		t.Fatalf("first sync: %d steps, after %s; want 1 step and a wake ahead", rec.steps["n2"], after)
+	}
+	wake := w.Clock.Now().Add(after)
+	renewed := w.Clock.Now()
+	for w.Clock.Now().Add(time.Second).Before(wake) {
+		w.Clock.Step(time.Second)
+		w.Advance() // the healthy nodes renew their Leases
+		got, _ := r.Sync(ctx, "n2")
+		if want := wake.Sub(w.Clock.Now()); got != want {
+			t.Fatalf("a renewal-only sync asked for %s, want the last tick's wake (%s)", got, want)
+		}
+		if v, _ := c.Node("n2"); v.View.RenewedAt.After(renewed) {
+			renewed = v.View.RenewedAt
+		}
+	}
+	if rec.steps["n2"] != 1 {
+		t.Fatalf("%d steps while n2 only renewed, want 1", rec.steps["n2"])
+	}
+	if !renewed.After(t0.Add(30 * time.Second)) {
+		t.Fatal("n2 did not renew in the test: it proves nothing")
+	}
+	w.Clock.SetTime(wake)
+	w.Advance()
+	r.Sync(ctx, "n2")
+	if rec.steps["n2"] != 2 {
+		t.Fatalf("%d steps at the wake, want 2", rec.steps["n2"])
+	}
+}
+
+func TestSyncOfANodeInAFenceStepsEveryTime(t *testing.T) {
+	w, c := world(t)
+	rec := &phaseCounter{steps: map[string]int{}}
+	r := newRunner(t, w, c, func(o *runner.Options) { o.Recorder = rec })
+	ctx := context.Background()
+	r.Sync(ctx, "n1") // silent 30 s: a fence starts
+	if p := w.Node("n1").Phase(); p == "Healthy" || p == "" {
+		t.Fatalf("n1 phase %q, want a fence", p)
+	}
+	for i := 0; i < 5; i++ {
+		before := rec.steps["n1"]
+		w.Clock.Step(100 * time.Millisecond)
+		w.Advance()
+		r.Sync(ctx, "n1")
+		if rec.steps["n1"] == before {
+			t.Fatalf("sync %d of n1 in phase %s stepped nothing", i, w.Node("n1").Phase())
+		}
+	}
+}

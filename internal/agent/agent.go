@@ -96,13 +96,30 @@ type Agent struct {
 	// guard vouches for humans' requests (started by Run when the
 	// request CRD's client is there).
 	guard *requests.Guard
+	// nodeName is the node this replica runs on ("" unknown): as leader it
+	// never powers that node off (docs/safety.md, "The leader's own node").
+	nodeName string
 }
 
 // Option configures an Agent beyond its configuration.
 type Option func(*options)
 
 type options struct {
-	dynamic dynamic.Interface
+	dynamic  dynamic.Interface
+	nodeName *string
+}
+
+// WithNodeName names the node this replica runs on, over the downward
+// API's NODE_NAME (tests; "" says it is unknown).
+func WithNodeName(name string) Option { return func(o *options) { o.nodeName = &name } }
+
+// nodeName is the node this replica runs on: the downward API's
+// spec.nodeName in env NODE_NAME (deploy/, the Helm chart), "" if unset.
+func nodeName(o options) string {
+	if o.nodeName != nil {
+		return *o.nodeName
+	}
+	return os.Getenv("NODE_NAME")
 }
 
 // WithDynamic gives the agent a dynamic client: the inventory reads
@@ -142,7 +159,7 @@ func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ..
 	})
 	leader := cluster.NewLeaderHealth(clk, cluster.LeaderHealthTimeout)
 	return &Agent{cfg: cfg, log: log, client: client, clock: clk, cluster: cl, inv: inv, metrics: m,
-		leader: leader, leaderHealth: leader}, nil
+		leader: leader, leaderHealth: leader, nodeName: nodeName(o)}, nil
 }
 
 // Run serves until ctx ends: the endpoints at once, the fencing only while
@@ -151,6 +168,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	v := version.Get()
 	a.log.Info("starting bmcfence fence-agent", zap.String("version", v.String()),
 		zap.Bool("dryRun", a.cfg.DryRun), zap.String("namespace", a.cfg.Namespace))
+	if a.nodeName == "" {
+		a.log.Warn("the node this replica runs on is unknown (no NODE_NAME from the downward API's spec.nodeName): the rule that the leader never powers off its own node cannot apply")
+	} else {
+		a.log.Info("this replica runs on node "+a.nodeName+": while it leads it never powers that node off; another replica does once it leads", zap.String("nodeName", a.nodeName))
+	}
 	a.metrics.Build(v.Version, v.Commit, v.Go)
 	// Before anything else: a setting that weakens a safety property is
 	// said at start, in the log and as a metric an alert can watch.
@@ -249,7 +271,8 @@ func (a *Agent) lead(ctx context.Context) error {
 		Policy: a.cfg.Policy, Clock: a.clock, Cluster: a.cluster, Inventory: a.inv,
 		Log: a.log.Named("runner"), Recorder: a.metrics, BMCConcurrency: a.cfg.BMC.Concurrency,
 		DryRun: a.cfg.DryRun, VerifyInterval: a.cfg.BMC.ProbeInterval,
-		Events: events,
+		Events:   events,
+		NodeName: a.nodeName, KubeletProbe: runner.TCPKubeletProber{},
 	})
 	if err != nil {
 		return err

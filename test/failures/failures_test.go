@@ -45,6 +45,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -810,11 +811,33 @@ func lineFor(c class, rs []outcome) string {
 	case c.key == "restart" && o.tainted != 0:
 		s += " (our ForceOff lands in the 40 s off-dwell; the machine stays off)"
 	case c.key == "controlplane" && o.tainted != 0:
-		s += " (its OS hung; today's agent fences it like any other node)"
+		s += fmt.Sprintf(" (its OS hung; the control-plane rules admitted it: no other control-plane node in a fence, and the other two machines, which may run, are etcd's quorum of 2 of 3; %s)", ownNodeSaid(o))
 	case (c.key == "kubelet" || c.key == "cutoff" || c.key == "hung") && o.tainted != 0:
-		s += fmt.Sprintf(" (its kubelet port: %s; today's agent does not look)", o.reach)
+		s += fmt.Sprintf(" (its kubelet port: %s; the agent's ForceOff Event: %s)", o.reach, kubeletClassSaid(o.powerOffEvent))
 	}
 	return s
+}
+
+// kubeletClassSaid is the kubelet port's class as the agent's FencePowerOff
+// Event named it (the runner probes suspect nodes' kubelet ports; the
+// answer names the class and decides nothing).
+func kubeletClassSaid(ev *corev1.Event) string {
+	if ev == nil {
+		return "none seen"
+	}
+	if i := strings.Index(ev.Message, "; the kubelet port "); i >= 0 {
+		return strconv.Quote(ev.Message[i+2:])
+	}
+	return "names no kubelet port class (not probed)"
+}
+
+// ownNodeSaid says whether the leader's own-node rule applied: the agent
+// here runs beside the cluster, on no node, so it never does.
+func ownNodeSaid(o outcome) string {
+	if o.event != nil && o.event.Reason == "FenceRefusedOwnNode" {
+		return "the leader ran on it and refused: " + eventText(o.event)
+	}
+	return "the leader runs on no node of this cluster, so the own-node rule did not apply"
 }
 
 // fencedPart is "tainted +T s, replacement Running +R s" with the median of

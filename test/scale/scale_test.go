@@ -358,6 +358,7 @@ func (h *harness) fenceableCount() (int, error) {
 
 func (h *harness) steady(ctx context.Context, dir string) {
 	n := len(h.tb.Nodes)
+	ops0 := h.bmcOps()
 	cpu0, _ := h.agent.CPUTime()
 	api0 := h.apiRequests(ctx)
 	in0, out0 := h.proxy.Bytes()
@@ -387,6 +388,7 @@ func (h *harness) steady(ctx context.Context, dir string) {
 	api1 := h.apiRequests(ctx)
 	in1, out1 := h.proxy.Bytes()
 	bmc1 := h.bmcRequests()
+	ops1 := h.bmcOps()
 	rss, _ := h.agent.RSS()
 	gor, _ := h.agent.Metric("go_goroutines")
 	fds, _ := h.agent.Metric("process_open_fds")
@@ -404,6 +406,21 @@ func (h *harness) steady(ctx context.Context, dir string) {
 	fmt.Printf("scale: steady: %d nodes, %d pods, %s: agent RSS %.1f MiB (peak %.1f, heap in use %.1f), CPU %.2f%% of a core (utime+stime; load average %.1f), API %.2f req/s, %.1f KiB/s in, %.1f KiB/s out, BMC %.2f req/node/min (mean %.1f/s, busiest second %d), goroutines %.0f, open fds %.0f\n",
 		n, h.pods, el.Round(time.Second), mib(rss), mib(peakRSS), heap/(1<<20), cpu*100, load, f.APIRequestsSec,
 		f.APIBytesInSec/1024, f.APIBytesOutSec/1024, perNodeMin, mean, peakSec, gor, fds)
+	// Where the BMC requests come from: the agent's own count of its BMC
+	// operations by kind (its metrics), per node per minute; the rest of
+	// the mock's count is requests no operation accounts for (a
+	// connection's set-up, an event stream's subscription).
+	var by []string
+	var agentOps float64
+	for i, op := range bmcOpNames {
+		d := ops1[i] - ops0[i]
+		agentOps += d
+		if d > 0 {
+			by = append(by, fmt.Sprintf("%s %.3f", op, d/float64(n)/el.Minutes()))
+		}
+	}
+	fmt.Printf("scale: steady: BMC operations per node per minute (the agent's metrics): %s; the mock's requests not counted there %.3f\n",
+		strings.Join(by, ", "), (float64(bmc1-bmc0)-agentOps)/float64(n)/el.Minutes())
 	if peakRSS > maxRSS {
 		h.fail("steady: peak RSS %.1f MiB > %d MiB", mib(peakRSS), maxRSS>>20)
 	}
@@ -434,6 +451,18 @@ func loadAverage() (float64, error) {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// bmcOpNames are the BMC operations the agent's metrics count (bmc.Op).
+var bmcOpNames = []string{"power-status", "identity", "read-evidence", "power-off", "power-on", "diagnostic-interrupt"}
+
+// bmcOps is the agent's count of its BMC operations, by bmcOpNames.
+func (h *harness) bmcOps() []float64 {
+	out := make([]float64, len(bmcOpNames))
+	for i, op := range bmcOpNames {
+		out[i], _ = h.agent.Metric("bmcfence_bmc_request_duration_seconds_count", `op="`+op+`"`)
+	}
+	return out
+}
 
 // bmcRequests is the mock's count of Redfish requests over all systems.
 func (h *harness) bmcRequests() int64 {

@@ -17,8 +17,10 @@ import (
 // A fence's timeline, read back from the agent's log (JSON, one object a
 // line): for each node of a failed group, when each of its fence's steps
 // first happened, counted from the failure. The steps are the agent's
-// Events (by reason) and its completed actions ("fence action done": a
-// power-off, a read, the taint). Where the time goes in a scenario is read
+// Events (by reason), its completed actions ("fence action done": a
+// power-off, a read, the taint), the steps of an action ("fence recheck
+// done", "fence identity checked") and its state writes by the phase
+// written ("fence state saved"). Where the time goes in a scenario is read
 // here, not guessed.
 
 type logLine struct {
@@ -27,6 +29,7 @@ type logLine struct {
 	Node   string  `json:"node"`
 	Reason string  `json:"reason"`
 	Action string  `json:"action"`
+	Phase  string  `json:"phase"`
 }
 
 // timeline returns, per node of nodes, the first time (from start) of each
@@ -60,6 +63,8 @@ func timeline(path string, nodes []string, start time.Time) (map[string]map[stri
 		}
 		var step string
 		switch {
+		case l.Msg == "fence state saved" && l.Phase != "":
+			step = "state saved " + l.Phase
 		case l.Action != "":
 			step = strings.TrimPrefix(l.Msg, "fence ") + " " + l.Action
 		case l.Reason != "":

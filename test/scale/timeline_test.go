@@ -41,3 +41,24 @@ not json
 		t.Errorf("summary %+v, want Suspected first, 2 nodes, max +7s", s)
 	}
 }
+
+func TestTimelineNamesAStateWriteByThePhaseItWrote(t *testing.T) {
+	start := time.Unix(1000, 0)
+	log := `{"level":"info","ts":1001,"msg":"fence state saved","node":"n1","phase":"Suspect","took":0.2}
+{"level":"info","ts":1009,"msg":"fence state saved","node":"n1","phase":"Tainting","took":1.5}
+{"level":"info","ts":1010,"msg":"fence recheck done","node":"n1","action":"ApplyTaint","took":0.4}
+`
+	path := filepath.Join(t.TempDir(), "agent.log")
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := timeline(path, []string{"n1"}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step, want := range map[string]time.Duration{"state saved Suspect": time.Second, "state saved Tainting": 9 * time.Second, "recheck done ApplyTaint": 10 * time.Second} {
+		if got, ok := tl["n1"][step]; !ok || got != want {
+			t.Errorf("%s at %v (%v), want +%v", step, got, ok, want)
+		}
+	}
+}

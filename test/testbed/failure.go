@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/bmcfence/bmcfence/bmc/machine"
@@ -115,6 +116,23 @@ func (r *reachListener) serve() {
 			r.mu.Unlock()
 		}
 	}
+}
+
+// publishKubeletPorts writes each node's kubelet-port stand-in into its
+// status, as a kubelet registers its own: InternalIP 127.0.0.1 and
+// daemonEndpoints.kubeletEndpoint.Port, so the agent's prober of suspect
+// nodes' kubelet ports meets the stand-in. kwok's heartbeat keeps both (its
+// stages copy status.addresses, and write daemonEndpoints only with a
+// --node-port, which it is not given).
+func (b *Testbed) publishKubeletPorts(ctx context.Context) error {
+	for name, r := range b.reach {
+		port := r.ln.Addr().(*net.TCPAddr).Port
+		patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"},{"type":"Hostname","address":%q}],"daemonEndpoints":{"kubeletEndpoint":{"Port":%d}}}}`, name, port)
+		if _, err := b.CP.Client().CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			return fmt.Errorf("kubelet-port stand-in for %s: publishing it in the node's status: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // KubeletAddress is the node's kubelet-port stand-in, "127.0.0.1:PORT".

@@ -223,6 +223,10 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 	if err := b.startReach(); err != nil {
 		return nil, err
 	}
+	if err := b.publishKubeletPorts(ctx); err != nil {
+		b.stopReach()
+		return nil, err
+	}
 	bctx, cancel := context.WithCancel(context.Background())
 	b.stopBridge, b.bridgeDone = cancel, make(chan struct{})
 	go b.bridge(bctx)
