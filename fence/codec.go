@@ -114,6 +114,9 @@ type wireState struct {
 	Refusal       string       `json:"rs,omitempty"`
 	Warned        bool         `json:"w,omitempty"`
 	Evidence      []wireRecord `json:"ev,omitempty"`
+	// DiagnoseAt, DiagnoseSkipped: State's (diagnose.go).
+	DiagnoseAt      int64 `json:"dg,omitempty"`
+	DiagnoseSkipped bool  `json:"dgs,omitempty"`
 }
 
 func nanos(t time.Time) int64 {
@@ -161,6 +164,7 @@ func Encode(s State) (string, error) {
 		Stuck:         s.Stuck.String(),
 		Warned:        s.Warned,
 	}
+	w.DiagnoseAt, w.DiagnoseSkipped = nanos(s.DiagnoseAt), s.DiagnoseSkipped
 	if s.Refusal != Admitted {
 		w.Refusal = s.Refusal.String()
 	}
@@ -246,6 +250,7 @@ func (w wireState) state() (State, error) {
 	s.PowerOffAt, s.PowerOffs, s.PowerOnAt = fromNanos(w.PowerOffAt), w.PowerOffs, fromNanos(w.PowerOnAt)
 	s.TaintedAt, s.TaintOwned, s.FencedAt = fromNanos(w.TaintedAt), w.TaintOwned, fromNanos(w.FencedAt)
 	s.NextReadAt, s.ReadFailures, s.Warned = fromNanos(w.NextReadAt), w.ReadFailures, w.Warned
+	s.DiagnoseAt, s.DiagnoseSkipped = fromNanos(w.DiagnoseAt), w.DiagnoseSkipped
 	if w.OffRun != nil {
 		if w.OffRun.Count <= 0 || w.OffRun.Last < w.OffRun.First {
 			return bad("run", *w.OffRun)
