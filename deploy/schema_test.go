@@ -125,6 +125,9 @@ func schemaOf(t reflect.Type, path string) map[string]any {
 	switch {
 	case t == durationType:
 		return map[string]any{"$ref": "#/definitions/duration"}
+	case t.Kind() == reflect.Pointer:
+		// An optional setting (nil: inherited), written as its value.
+		return schemaOf(t.Elem(), path)
 	case t.Kind() == reflect.Struct:
 		props := map[string]any{}
 		var add func(t reflect.Type)

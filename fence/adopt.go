@@ -61,6 +61,11 @@ func Adopt(p Policy, s State, writer string, n NodeView, now time.Time) State {
 		a.FencedAt = now
 	}
 	a.Attested, a.AttestedAt, a.Forced = false, time.Time{}, false
+	if !a.DiagnoseAt.IsZero() {
+		// A diagnostic interrupt went out: its wait starts over on our
+		// clock (and no second one goes out).
+		a.DiagnoseAt = now
+	}
 	switch a.Phase {
 	case ConfirmingOff, PoweringOff, Tainting:
 		// Everything these phases rest on was on the other clock.

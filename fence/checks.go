@@ -145,6 +145,18 @@ const (
 	// outlets) goes to the node the deciding agent's own replica runs on
 	// (NodeView.RunsThisAgent): another replica fences it once it leads.
 	CheckOwnNode Check = "own-node"
+	// CheckDiagnoseGate: the diagnostic interrupt before the off
+	// (Policy.DiagnoseBeforeOff: an NMI panics a live kernel set up for
+	// kdump) goes out only where the ForceOff it precedes would: the same
+	// licence (hung-node evidence or FenceAfter), planned-reboot hold,
+	// storm guard and control-plane rules, and the runner's fencing token
+	// and server recheck.
+	CheckDiagnoseGate Check = "diagnose-gate"
+	// CheckEvidenceAfterDiagnose: after the fence's diagnostic interrupt
+	// (a kdump kernel reboots the machine), hung-node evidence counts only
+	// if read with the very reading it comes with, after the interrupt: a
+	// cached read may predate the reboot.
+	CheckEvidenceAfterDiagnose Check = "evidence-after-diagnose"
 )
 
 // Checks lists every check a mutant may disable.
@@ -157,5 +169,6 @@ func Checks() []Check {
 		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
 		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum,
 		CheckEventSystem, CheckEventFresh, CheckEventSilence,
-		CheckOwnNode}
+		CheckOwnNode,
+		CheckDiagnoseGate, CheckEvidenceAfterDiagnose}
 }

@@ -116,6 +116,9 @@ type wireState struct {
 	Warned        bool         `json:"w,omitempty"`
 	Evidence      []wireRecord `json:"ev,omitempty"`
 	Unfenceable   bool         `json:"uf,omitempty"`
+	// DiagnoseAt, DiagnoseSkipped: State's (diagnose.go).
+	DiagnoseAt      int64 `json:"dg,omitempty"`
+	DiagnoseSkipped bool  `json:"dgs,omitempty"`
 }
 
 func nanos(t time.Time) int64 {
@@ -164,6 +167,7 @@ func Encode(s State) (string, error) {
 		Warned:        s.Warned,
 		Unfenceable:   s.UnfenceableSaid,
 	}
+	w.DiagnoseAt, w.DiagnoseSkipped = nanos(s.DiagnoseAt), s.DiagnoseSkipped
 	if s.Refusal != Admitted {
 		w.Refusal = s.Refusal.String()
 	}
@@ -250,6 +254,7 @@ func (w wireState) state() (State, error) {
 	s.TaintedAt, s.TaintOwned, s.FencedAt = fromNanos(w.TaintedAt), w.TaintOwned, fromNanos(w.FencedAt)
 	s.NextReadAt, s.ReadFailures, s.Warned = fromNanos(w.NextReadAt), w.ReadFailures, w.Warned
 	s.UnfenceableSaid = w.Unfenceable
+	s.DiagnoseAt, s.DiagnoseSkipped = fromNanos(w.DiagnoseAt), w.DiagnoseSkipped
 	if w.OffRun != nil {
 		if w.OffRun.Count <= 0 || w.OffRun.Last < w.OffRun.First {
 			return bad("run", *w.OffRun)

@@ -153,6 +153,10 @@ func checkInvariants(p Policy, before State, in Input, now time.Time, out Output
 			if n.Taint != TaintAbsent {
 				return fmt.Errorf("ForgetTaint while the node shows a taint (%v)", n.Taint)
 			}
+		case ActDiagnose:
+			if err := diagnoseAllowed(p, before, in, now, s); err != nil {
+				return err
+			}
 		case ActReadPower, ActPowerOn, ActDeletePods, ActEvent:
 		}
 	}
@@ -162,7 +166,7 @@ func checkInvariants(p Policy, before State, in Input, now time.Time, out Output
 	if out.RecheckAfter <= 0 {
 		return fmt.Errorf("RecheckAfter %s not positive", out.RecheckAfter)
 	}
-	if (s.Phase != before.Phase || has(out, ActPowerOff) || has(out, ActApplyTaint) || has(out, ActRemoveTaint) || has(out, ActPowerOn)) && !has(out, ActPersist) {
+	if (s.Phase != before.Phase || has(out, ActPowerOff) || has(out, ActDiagnose) || has(out, ActApplyTaint) || has(out, ActRemoveTaint) || has(out, ActPowerOn)) && !has(out, ActPersist) {
 		return fmt.Errorf("state change %v→%v with side effects %v but no Persist", before.Phase, s.Phase, kinds(out))
 	}
 	return nil
@@ -403,4 +407,49 @@ func docEventEarly(p Policy, before State, in Input, now time.Time) bool {
 		!n.HeartbeatAt.IsZero() && ev.Received.After(n.HeartbeatAt) &&
 		!ev.ConnectedAt.IsZero() && !ev.ConnectedAt.After(n.HeartbeatAt) &&
 		!in.Fleet.APIFreshAt.IsZero() && docSilence(n, now) >= p.EventSilence+max(now.Sub(in.Fleet.APIFreshAt), 0)
+}
+
+// diagnosePolicy is the defaults with the crash dump before the off.
+func diagnosePolicy() Policy {
+	p := DefaultPolicy()
+	p.DiagnoseBeforeOff = true
+	return p
+}
+
+// diagnoseAllowed: docs/safety.md, "Crash dump before the off". The
+// diagnostic interrupt goes only where the agent's own first ForceOff to a
+// machine reading exactly On would: under the policy, from Suspect, to a
+// node that may be fenced, with no human's request or attestation and no
+// NotReady opt-in behind it, after FenceAfter of silence (or with hung-node
+// evidence handed in), no renewal since the failure began, no planned
+// reboot open, a fresh view, the whole storm guard, and no other
+// control-plane node in a fence.
+func diagnoseAllowed(p Policy, before State, in Input, now time.Time, s State) error {
+	n := in.Node
+	rd := in.Reading
+	switch {
+	case !p.DiagnoseBeforeOff:
+		return fmt.Errorf("Diagnose without policy diagnoseBeforeOff")
+	case n.Maintenance || n.Excluded || !n.HasBMC:
+		return fmt.Errorf("Diagnose on a node in maintenance, excluded or without BMC")
+	case s.Phase != Suspect || !before.Phase.PreTaint():
+		return fmt.Errorf("Diagnose from phase %v→%v", before.Phase, s.Phase)
+	case in.Kind != InputReading || rd.Failure != "" || rd.Power != PowerOn:
+		return fmt.Errorf("Diagnose without a reading of exactly On (%v %+v)", in.Kind, rd)
+	case before.Manual || s.Attested || s.NotReadyFence:
+		return fmt.Errorf("Diagnose in a human's fence or a NotReady fence")
+	case before.PowerOffs > 0 || !before.DiagnoseAt.IsZero():
+		return fmt.Errorf("Diagnose after a ForceOff or a diagnose of this fence")
+	case !docFresh(p, in.Fleet, now) || docStorm(p, in.Fleet) || !docWholeGuard(p, in.Fleet, now):
+		return fmt.Errorf("Diagnose refused by the storm guard (fleet %+v) but emitted", in.Fleet)
+	case docSilence(n, now) < p.SuspectAfter || n.RenewedAt.After(s.FailureStart):
+		return fmt.Errorf("Diagnose of a node that renews (silent %s, renewed %v since %v)", docSilence(n, now), n.RenewedAt, s.FailureStart)
+	case docSilence(n, now) < p.FenceAfter && in.Host.At.IsZero():
+		return fmt.Errorf("Diagnose after only %s of silence (fenceAfter %s) and no hung-node evidence", docSilence(n, now), p.FenceAfter)
+	case n.PlannedReboot && (n.PlannedRebootAt.IsZero() || now.Sub(n.PlannedRebootAt) < p.RebootWindow):
+		return fmt.Errorf("Diagnose during a planned reboot (%s)", n.PlannedRebootBy)
+	case n.ControlPlane && in.Fleet.ControlPlaneInFlight > 0:
+		return fmt.Errorf("Diagnose of a control-plane node while another is in a fence")
+	}
+	return nil
 }

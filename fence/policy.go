@@ -124,6 +124,14 @@ type Policy struct {
 	// the early start off; events then change nothing, as they do when it
 	// is not shorter than SuspectAfter.
 	EventSilence time.Duration
+	// DiagnoseBeforeOff: before the first ForceOff of a fence to a machine
+	// that reads On (a hung node: hung-node evidence or FenceAfter), send
+	// it a diagnostic interrupt (an NMI) under the same gate, so that a
+	// kernel set up for kdump writes a crash dump; then wait
+	// DiagnoseTimeout and decide again from scratch (diagnose.go). Off by
+	// default; an inventory entry or inventory.defaults may set both.
+	DiagnoseBeforeOff bool
+	DiagnoseTimeout   time.Duration
 }
 
 // ErrInvalidPolicy is wrapped by the errors about the detection setting.
@@ -256,6 +264,10 @@ func DefaultPolicy() Policy {
 		// The kubelet renews every 10 s (a quarter of the 40 s lease);
 		// 2 s on top absorbs its jitter and our watch's latency.
 		EventSilence: 12 * time.Second,
+		// kdump boots its capture kernel and writes a dump of a small
+		// server's kernel memory (makedumpfile, dump level 31) within a
+		// minute to local disk; raise it for a dump over the network.
+		DiagnoseTimeout: 60 * time.Second,
 	}
 }
 
@@ -346,6 +358,11 @@ func (p Policy) Validate() error {
 	}
 	if p.EventSilence != 0 && (p.EventSilence < time.Second || p.EventSilence > time.Hour) {
 		errs = append(errs, fmt.Errorf("policy.eventSilence = %s: must be 0 (off) or between 1s and 1h0m0s", p.EventSilence))
+	}
+	if p.DiagnoseBeforeOff || p.DiagnoseTimeout != 0 {
+		if err := DiagnoseTimeoutError(p.DiagnoseTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("policy.diagnoseTimeout = %s: %w", p.DiagnoseTimeout, err))
+		}
 	}
 	if p.Detection >= numDetections {
 		errs = append(errs, fmt.Errorf("%w: policy.detection = %d: must be builtin, external or both", ErrInvalidPolicy, p.Detection))

@@ -114,6 +114,13 @@ type State struct {
 	// detach blocked) has been emitted.
 	Warned   bool
 	Evidence Evidence
+	// DiagnoseAt is when this fence sent its diagnostic interrupt (an NMI
+	// for a crash dump, Policy.DiagnoseBeforeOff), zero when it sent none;
+	// the ForceOff waits Policy.DiagnoseTimeout from then. DiagnoseSkipped:
+	// the interrupt could not be sent (a BMC without one, a refusal): the
+	// fence goes on without a dump (diagnose.go).
+	DiagnoseAt      time.Time
+	DiagnoseSkipped bool
 }
 
 // OffRun tracks "off and staying off": consecutive valid exact-Off readings.

@@ -129,7 +129,7 @@ func (st *stepper) output() Output {
 func (st *stepper) emit(k ActionKind) {
 	st.acts = append(st.acts, Action{Kind: k})
 	switch k {
-	case ActPowerOff, ActPowerOn, ActApplyTaint, ActRemoveTaint, ActForgetTaint:
+	case ActPowerOff, ActPowerOn, ActApplyTaint, ActRemoveTaint, ActForgetTaint, ActDiagnose:
 		st.sideEffct = true
 		st.s.Evidence.add(Record{At: st.now, Kind: RecAction, Phase: st.s.Phase, Action: k})
 	case ActPersist, ActReadPower, ActDeletePods, ActEvent:
@@ -693,6 +693,7 @@ func (st *stepper) enterSuspect(note string) {
 	st.s.OffRun = OffRun{}
 	st.s.PowerOffAt, st.s.PowerOffAccepted, st.s.AcceptanceUntrusted = time.Time{}, false, false
 	st.s.NextReadAt = time.Time{}
+	st.s.DiagnoseAt, st.s.DiagnoseSkipped = time.Time{}, false
 	st.enter(Suspect, note)
 	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC%s",
 		SilentFor(n, st.now).Round(time.Second), n.Ready, st.kubeletPortSays())
@@ -711,6 +712,9 @@ func (st *stepper) suspect() {
 	if st.leavePreTaint() {
 		return
 	}
+	if st.diagnoseResult() {
+		return
+	}
 	if st.in.Kind != InputReading {
 		st.readIfDue()
 		return
@@ -721,6 +725,9 @@ func (st *stepper) suspect() {
 		return
 	}
 	st.s.ReadFailures = 0
+	if st.diagnoseUngated(rd) {
+		return
+	}
 	switch {
 	case st.exactOff(rd) && !Enabled(CheckOurOwnOff):
 		// The mutant: an Off we did not cause, taken as proof.
@@ -771,8 +778,11 @@ func (st *stepper) suspect() {
 		if !st.s.Manual && !st.s.NotReadyFence && !st.in.Host.At.IsZero() {
 			why = "; no BMC evidence of a hang counted: " + st.evidenceMissing(rd)
 		}
+		if st.diagnoseFirst(rd, fmt.Sprintf("the node's Lease is silent for %s and its BMC reads %s%s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power, why)) {
+			return
+		}
 		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s and its BMC reads %s%s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power, why))
-	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.evidenceLicence(rd) != "":
+	case (rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.evidenceLicence(rd) != "" && st.evidenceAfterDiagnose(rd):
 		// Hung-node evidence: the BMC logged that the OS stopped, in
 		// this boot, after the node's last renewal. The ForceOff is due
 		// before FenceAfter; the admission (the Lease silent for
@@ -783,6 +793,9 @@ func (st *stepper) suspect() {
 		licence := st.evidenceLicence(rd)
 		if !st.admitPowerOff(rd) {
 			st.scheduleRead(st.p.ReadInterval)
+			return
+		}
+		if st.diagnoseFirst(rd, fmt.Sprintf("the node's Lease is silent for %s, its BMC reads %s, and %s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power, licence)) {
 			return
 		}
 		st.sendPowerOff(fmt.Sprintf("the node's Lease is silent for %s, its BMC reads %s, and %s", SilentFor(st.node(), st.now).Round(time.Second), rd.Power, licence))

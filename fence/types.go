@@ -228,10 +228,14 @@ const (
 	// It never removes a taint: if the taint is on the node after all (our
 	// view lagged), it does nothing.
 	ActForgetTaint
+	// ActDiagnose sends the machine a diagnostic interrupt (an NMI: a
+	// kernel set up for kdump writes a crash dump), before the first
+	// ForceOff of a fence, under Policy.DiagnoseBeforeOff (diagnose.go).
+	ActDiagnose
 	numActionKinds
 )
 
-var actionNames = [numActionKinds]string{"Persist", "ReadPower", "PowerOff", "PowerOn", "ApplyTaint", "DeletePods", "RemoveTaint", "Event", "ForgetTaint"}
+var actionNames = [numActionKinds]string{"Persist", "ReadPower", "PowerOff", "PowerOn", "ApplyTaint", "DeletePods", "RemoveTaint", "Event", "ForgetTaint", "Diagnose"}
 
 func (k ActionKind) String() string {
 	if k < numActionKinds {

@@ -352,3 +352,18 @@ func (f *Fake) Count(op bmc.Op) int {
 	}
 	return n
 }
+
+// Diagnostic sends the machine a diagnostic interrupt (ResetType Nmi:
+// bmc.Diagnoser): the power does not change; a kernel set up for kdump
+// panics (SetPanicOnNMI).
+func (f *Fake) Diagnostic(ctx context.Context) (bmc.Result, error) {
+	return f.reset(ctx, bmc.OpDiagnostic, machine.ResetNmi)
+}
+
+// SetPanicOnNMI says whether the host's kernel panics on an NMI, as one set
+// up for kdump does.
+func (f *Fake) SetPanicOnNMI(panics bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hw.SetPanicOnNMI(f.clock.Now(), panics)
+}

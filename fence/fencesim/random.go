@@ -109,6 +109,7 @@ func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 	case 1:
 		p.SuspectAfter = 15 * time.Second
 	}
+	diagnose := diagnosePolicy(seed, &p)
 	w := NewWorld(start, p, seed)
 	if w.EnableEvents(seed) {
 		defer func() { plan = append(plan, "power events on") }()
@@ -123,6 +124,9 @@ func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 		g.addNode(fmt.Sprintf("n%d", i+1), fmt.Sprintf("z%d", i%zones))
 	}
 	g.sim = NewSimSeeded(w, seed, skew)
+	if diagnose != nil {
+		g.plan = append(g.plan, diagnose(w))
+	}
 	if rng.IntN(2) == 0 {
 		g.sim.Interleave = float64(1+rng.IntN(5)) / 10
 		g.plan = append(g.plan, fmt.Sprintf("interleave %.1f", g.sim.Interleave))

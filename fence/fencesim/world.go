@@ -216,6 +216,16 @@ type Machine struct {
 	psuDead   bool
 	unpowered bool
 	netDown   bool
+
+	// The diagnostic interrupt (diagnose.go): kdump, when positive, is
+	// how long the host's kernel, set up for kdump, takes to write its
+	// dump after an NMI panics it, before it reboots (0: a kernel not set
+	// up for it, which an NMI leaves running); kdumpAt is when an NMI
+	// panicked it (zero: none pending). noNMI: the BMC has no diagnostic
+	// interrupt (a Redfish system that does not list Nmi).
+	kdump   time.Duration
+	kdumpAt time.Time
+	noNMI   bool
 }
 
 // SetBehavior changes how the BMC treats commands (machine.Behavior).
@@ -703,6 +713,7 @@ func (w *World) Advance() {
 	now := w.now()
 	w.reregister(now)
 	for _, n := range w.Nodes {
+		w.kdumpReboot(n.Host, now)
 		if running(n.Host) {
 			n.ranAt = now
 		}

@@ -82,6 +82,24 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 			res.AlreadyInState = errors.Is(err, bmc.ErrAlreadyInState)
 			res.NotSent = res.NotSent && err != nil && a.Kind == fence.ActPowerOff
 			return &fence.Input{Kind: fence.InputResult, Result: res}, 0
+		case fence.ActDiagnose:
+			r.commit(rec, out.State)
+			if r.opts.DryRun {
+				r.would(name, rec, a.Kind, out.State)
+				return &fence.Input{Kind: fence.InputResult, Result: fence.Result{Action: a.Kind}}, 0
+			}
+			res, err := r.diagnose(ctx, name, rec, decided)
+			if errors.Is(err, ErrConflict) {
+				r.log.Info("fencing token lost; reloading", zap.String("node", name), zap.Stringer("action", a.Kind), zap.Error(err))
+				if cur, err := r.opts.Cluster.CurrentState(ctx, name); err == nil {
+					rec.load(cur)
+				}
+				return nil, minRetry
+			}
+			r.noteOutcome(name, prev, out.State, a.Kind, err)
+			res.Err = errString(err)
+			res.NotSent = res.NotSent && err != nil
+			return &fence.Input{Kind: fence.InputResult, Result: res}, 0
 		case fence.ActDeletePods:
 			if r.opts.DryRun {
 				r.would(name, rec, a.Kind, out.State)

@@ -397,7 +397,7 @@ func (rec *record) publish() { rec.reserve(rec.state) }
 // back the committed state if the decision does not stick.
 func (rec *record) reserve(s fence.State) {
 	rec.pubMu.Lock()
-	rec.pubPhase, rec.pubPowerLoss = s.Phase, s.PowerLoss
+	rec.pubPhase, rec.pubPowerLoss = s.FleetPhase(), s.PowerLoss
 	if s.Writer == rec.self && s.AdmittedAt.After(rec.pubAdmitted) {
 		rec.pubAdmitted = s.AdmittedAt
 	}
@@ -1044,7 +1044,7 @@ func (r *Runner) persistedFence(node, raw string, now time.Time) persistedFence 
 	case s.Writer == r.opts.ID:
 		pf.ours = true
 	default:
-		pf.phase, pf.powerLoss = s.Phase, s.PowerLoss
+		pf.phase, pf.powerLoss = s.FleetPhase(), s.PowerLoss
 		if !s.AdmittedAt.IsZero() && !s.AdmittedAt.Equal(pf.admitted) {
 			pf.admitted, pf.seenAt = s.AdmittedAt, now
 		}

@@ -167,6 +167,13 @@ type BMCSettings struct {
 	// Levels are the fencing levels below the BMC (levels.go): a node's
 	// own list replaces the defaults' whole.
 	Levels []Level `mapstructure:"levels"`
+	// DiagnoseBeforeOff and DiagnoseTimeout override the policy's for
+	// these BMCs (nil and 0: the policy's; an entry's own, else
+	// inventory.defaults'): a crash dump (an NMI) before the ForceOff of a
+	// hung node, and how long kdump gets to write it (docs/safety.md,
+	// "Crash dump before the off").
+	DiagnoseBeforeOff *bool         `mapstructure:"diagnoseBeforeOff"`
+	DiagnoseTimeout   time.Duration `mapstructure:"diagnoseTimeout"`
 }
 
 // NodeBMC is one node's inventory entry.
@@ -603,6 +610,11 @@ func (s BMCSettings) validate(field string) error {
 	if _, err := bmc.ParseChassisPower(s.ChassisPower); err != nil {
 		return fmt.Errorf("%s.chassisPower: %q: want auto, check or ignore", field, s.ChassisPower)
 	}
+	if s.DiagnoseTimeout != 0 {
+		if err := fence.DiagnoseTimeoutError(s.DiagnoseTimeout); err != nil {
+			return fmt.Errorf("%s.diagnoseTimeout = %s: %w (0: the policy's)", field, s.DiagnoseTimeout, err)
+		}
+	}
 	return nil
 }
 
@@ -638,6 +650,12 @@ func (n NodeBMC) Resolved(d BMCSettings) BMCSettings {
 	if s.UnassistedSettleWindow == 0 {
 		s.UnassistedSettleWindow = d.UnassistedSettleWindow
 	}
+	if s.DiagnoseBeforeOff == nil {
+		s.DiagnoseBeforeOff = d.DiagnoseBeforeOff
+	}
+	if s.DiagnoseTimeout == 0 {
+		s.DiagnoseTimeout = d.DiagnoseTimeout
+	}
 	return s
 }
 
@@ -649,6 +667,12 @@ func (s BMCSettings) Policy(p fence.Policy) fence.Policy {
 	}
 	if s.UnassistedSettleWindow > 0 {
 		p.UnassistedSettleWindow = s.UnassistedSettleWindow
+	}
+	if s.DiagnoseBeforeOff != nil {
+		p.DiagnoseBeforeOff = *s.DiagnoseBeforeOff
+	}
+	if s.DiagnoseTimeout > 0 {
+		p.DiagnoseTimeout = s.DiagnoseTimeout
 	}
 	return p
 }

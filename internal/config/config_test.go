@@ -131,6 +131,11 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"duplicate metal3 namespace", "inventory:\n  source: metal3\n  metal3: {namespaces: [m3, m3]}\n", nil, []string{`inventory.metal3.namespaces[1]: "m3" is also inventory.metal3.namespaces[0]`}},
 		{"leader timings", "leaderElection:\n  renewDeadline: 20s\n", nil, []string{"renewDeadline (20s) < leaseDuration (15s)"}},
 		{"unknown detection", "detection: nhc\n", nil, []string{`detection: invalid policy: detection "nhc" (want builtin, external or both)`}},
+		{"diagnose timeout too long", "policy:\n  diagnoseTimeout: 11m\n", nil, []string{"policy.diagnoseTimeout = 11m0s: must be more than 0 and at most 10m0s"}},
+		{"diagnose without a timeout", "policy:\n  diagnoseBeforeOff: true\n  diagnoseTimeout: 0s\n", nil, []string{"policy.diagnoseTimeout = 0s: must be more than 0 and at most 10m0s"}},
+		{"diagnose timeout of the defaults", "inventory:\n  defaults: {diagnoseTimeout: 20m}\n", nil, []string{"inventory.defaults.diagnoseTimeout = 20m0s: must be more than 0 and at most 10m0s (0: the policy's)"}},
+		{"diagnose timeout of an entry", "inventory:\n  nodes:\n    - {name: w1, address: https://a, diagnoseTimeout: -1s}\n", nil, []string{"inventory.nodes[0].diagnoseTimeout = -1s: must be more than 0 and at most 10m0s"}},
+		{"diagnose not a boolean", "inventory:\n  nodes:\n    - {name: w1, address: https://a, diagnoseBeforeOff: maybe}\n", nil, []string{"inventory.nodes[0].diagnoseBeforeOff"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,6 +361,29 @@ func TestPprofNeedsAuthOrLoopback(t *testing.T) {
 	} {
 		if _, err := loadFile(t, yaml, nil); err != nil {
 			t.Errorf("%q: %v", yaml, err)
+		}
+	}
+}
+
+// The crash dump before the off: an entry's own setting, else
+// inventory.defaults', else the policy's; an entry may turn off what the
+// defaults turn on.
+func TestDiagnoseSettingsMergeEntryThenDefaultsThenPolicy(t *testing.T) {
+	a, err := loadFile(t, "policy:\n  diagnoseTimeout: 30s\ninventory:\n  defaults: {diagnoseBeforeOff: true, diagnoseTimeout: 2m}\n  nodes:\n"+
+		"    - {name: w1, address: https://a}\n    - {name: w2, address: https://b, diagnoseBeforeOff: false, diagnoseTimeout: 3m}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Policy.DiagnoseBeforeOff || a.Policy.DiagnoseTimeout != 30*time.Second {
+		t.Fatalf("policy: %v %s", a.Policy.DiagnoseBeforeOff, a.Policy.DiagnoseTimeout)
+	}
+	for i, want := range []struct {
+		on bool
+		d  time.Duration
+	}{{true, 2 * time.Minute}, {false, 3 * time.Minute}} {
+		p := a.Inventory.Nodes[i].Resolved(a.Inventory.Defaults).Policy(a.Policy)
+		if p.DiagnoseBeforeOff != want.on || p.DiagnoseTimeout != want.d {
+			t.Errorf("%s: diagnoseBeforeOff %v, diagnoseTimeout %s; want %v, %s", a.Inventory.Nodes[i].Name, p.DiagnoseBeforeOff, p.DiagnoseTimeout, want.on, want.d)
 		}
 	}
 }

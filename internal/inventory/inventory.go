@@ -773,3 +773,22 @@ func (c *Controller) ReadEvidence(ctx context.Context) (bmc.EvidenceReport, erro
 	}
 	return rep, c.observe(bmc.OpReadEvidence, start, err)
 }
+
+var _ runner.Diagnoser = (*Controller)(nil)
+
+// Diagnostic sends the host a diagnostic interrupt (an NMI for a crash
+// dump: runner.Diagnoser), where the entry's protocol can; otherwise an
+// error wrapping bmc.ErrUnsupported, and nothing is sent. The runner checks
+// the identity right before, as for a ForceOff. No hold of the host's
+// manager is taken: the power state does not change.
+func (c *Controller) Diagnostic(ctx context.Context) (bmc.Result, error) {
+	d, ok := c.ctrl.(bmc.Diagnoser)
+	if !ok {
+		return bmc.Result{}, &bmc.OpError{Op: bmc.OpDiagnostic, Protocol: c.Target.Address.Protocol,
+			Address: c.Target.Address.String(), Err: fmt.Errorf("%w: no diagnostic interrupt for this BMC", bmc.ErrUnsupported)}
+	}
+	start := time.Now()
+	r, err := d.Diagnostic(ctx)
+	c.noteSuite(r.CipherSuite)
+	return r, c.observe(bmc.OpDiagnostic, start, err)
+}

@@ -258,6 +258,7 @@ var actionWords = map[string][3]string{
 	fence.ActApplyTaint.String():  {"out-of-service taint", "out-of-service taint sent", "out-of-service taint applied"},
 	fence.ActRemoveTaint.String(): {"removing our taint", "removing our taint", "our taint removed"},
 	fence.ActForgetTaint.String(): {"forgetting our taint", "forgetting our taint", "our taint forgotten"},
+	fence.ActDiagnose.String():    {"crash-dump NMI", "NMI sent for a crash dump (diagnoseBeforeOff)", "NMI accepted by the BMC"},
 }
 
 // action labels an Action entry: "PowerOff" (sent) or "PowerOff: ok"
