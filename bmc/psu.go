@@ -1,5 +1,7 @@
 package bmc
 
+import "fmt"
+
 // PowerInput is what a BMC says about a power supply's input.
 //
 // The zero value is InputUnknown, so a supply never read is never taken
@@ -31,6 +33,18 @@ func (i PowerInput) String() string {
 
 // MarshalText writes the name, so JSON reads "input": "Lost".
 func (i PowerInput) MarshalText() ([]byte, error) { return []byte(i.String()), nil }
+
+// UnmarshalText accepts exactly the names String produces: a recorded
+// outlet identity proof (its supplies) reads back.
+func (i *PowerInput) UnmarshalText(b []byte) error {
+	for _, v := range []PowerInput{InputUnknown, InputNormal, InputLost} {
+		if string(b) == v.String() {
+			*i = v
+			return nil
+		}
+	}
+	return fmt.Errorf("power input %q: want Normal, Lost or Unknown", b)
+}
 
 // PowerSupply is one power supply of a machine as its BMC reports it.
 type PowerSupply struct {

@@ -68,6 +68,7 @@ type wireReading struct {
 	OS      bool   `json:"os,omitempty"`
 	Failure string `json:"e,omitempty"`
 	Target  string `json:"tg,omitempty"`
+	Level   int    `json:"lv,omitempty"`
 }
 
 type wireRecord struct {
@@ -114,6 +115,7 @@ type wireState struct {
 	Refusal       string       `json:"rs,omitempty"`
 	Warned        bool         `json:"w,omitempty"`
 	Evidence      []wireRecord `json:"ev,omitempty"`
+	Unfenceable   bool         `json:"uf,omitempty"`
 	// DiagnoseAt, DiagnoseSkipped: State's (diagnose.go).
 	DiagnoseAt      int64 `json:"dg,omitempty"`
 	DiagnoseSkipped bool  `json:"dgs,omitempty"`
@@ -163,6 +165,7 @@ func Encode(s State) (string, error) {
 		ReadFailures:  s.ReadFailures,
 		Stuck:         s.Stuck.String(),
 		Warned:        s.Warned,
+		Unfenceable:   s.UnfenceableSaid,
 	}
 	w.DiagnoseAt, w.DiagnoseSkipped = nanos(s.DiagnoseAt), s.DiagnoseSkipped
 	if s.Refusal != Admitted {
@@ -173,7 +176,7 @@ func Encode(s State) (string, error) {
 	}
 	if !s.Last.At.IsZero() {
 		w.Last = &wireReading{At: nanos(s.Last.At), Power: s.Last.Power.String(), OS: s.Last.OSRunning,
-			Failure: Clip(s.Last.Failure, MaxNoteLen), Target: Clip(s.Last.Target, maxIDLen)}
+			Failure: Clip(s.Last.Failure, MaxNoteLen), Target: Clip(s.Last.Target, maxIDLen), Level: s.Last.Level}
 	}
 	for _, r := range s.Evidence.Records() {
 		wr := wireRecord{At: nanos(r.At), Until: nanos(r.Until), Kind: r.Kind.String(), Phase: r.Phase.String(), Note: Clip(r.Note, MaxNoteLen)}
@@ -250,6 +253,7 @@ func (w wireState) state() (State, error) {
 	s.PowerOffAt, s.PowerOffs, s.PowerOnAt = fromNanos(w.PowerOffAt), w.PowerOffs, fromNanos(w.PowerOnAt)
 	s.TaintedAt, s.TaintOwned, s.FencedAt = fromNanos(w.TaintedAt), w.TaintOwned, fromNanos(w.FencedAt)
 	s.NextReadAt, s.ReadFailures, s.Warned = fromNanos(w.NextReadAt), w.ReadFailures, w.Warned
+	s.UnfenceableSaid = w.Unfenceable
 	s.DiagnoseAt, s.DiagnoseSkipped = fromNanos(w.DiagnoseAt), w.DiagnoseSkipped
 	if w.OffRun != nil {
 		if w.OffRun.Count <= 0 || w.OffRun.Last < w.OffRun.First {
@@ -262,7 +266,7 @@ func (w wireState) state() (State, error) {
 		if !ok {
 			return bad("last.p", w.Last.Power)
 		}
-		s.Last = Reading{At: fromNanos(w.Last.At), Power: p, OSRunning: w.Last.OS, Failure: w.Last.Failure, Target: w.Last.Target}
+		s.Last = Reading{At: fromNanos(w.Last.At), Power: p, OSRunning: w.Last.OS, Failure: w.Last.Failure, Target: w.Last.Target, Level: w.Last.Level}
 	}
 	if s.Stuck, ok = parseStuck(w.Stuck); !ok {
 		return bad("st", w.Stuck)

@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,5 +82,38 @@ func TestDrawlessReadingCountsOnlyFromTheFencesTargetAfterOurOff(t *testing.T) {
 		if got := st.drawless(tc.rd); got != tc.want {
 			t.Errorf("%s: drawless = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The Events of a fence through a fencing level say the outlets read Off,
+// not the BMC; the taint's evidence too.
+func TestAFenceThroughOutletsSaysTheOutletsReadOff(t *testing.T) {
+	d := newDriver(t)
+	n := view(notReady(sec(10)))
+	d.suspect(n)
+	level := func(in Input) Input { in.Reading.Level = 2; return in }
+	d.step(level(drawlessFrom(n, at(sec(21)), pduLevel)), at(sec(21)))
+	d.step(result(n, at(sec(21.2)), ActPowerOff, ""), at(sec(21.2)))
+	var msgs []string
+	for now := 22.0; d.s.Phase != Tainting && now < 60; now++ {
+		out := d.step(level(readingFrom(n, at(sec(now)), PowerOff, pduLevel)), at(sec(now)))
+		for _, a := range out.Actions {
+			if a.Kind == ActEvent {
+				msgs = append(msgs, a.Event.Reason+": "+a.Event.Message)
+			}
+		}
+	}
+	d.wantPhase(Tainting)
+	joined := strings.Join(msgs, "\n")
+	for _, want := range []string{"FenceConfirmingOff: level-2 PDU outlets read Off", "FenceConfirmedOff: level-2 PDU outlets read Off"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no %q in the Events:\n%s", want, joined)
+		}
+	}
+	if strings.Contains(joined, "BMC read") {
+		t.Errorf("an Event says the BMC read what the outlets did:\n%s", joined)
+	}
+	if got := (&stepper{s: d.s}).evidenceSummary(); !strings.HasPrefix(got, "level-2 PDU outlets read Off") {
+		t.Errorf("the taint's evidence = %q", got)
 	}
 }

@@ -100,6 +100,10 @@ type State struct {
 	// poll); ReadFailures counts consecutive failed reads for backoff.
 	NextReadAt   time.Time
 	ReadFailures int
+	// UnfenceableSaid: this episode's report that nothing the agent can
+	// reach proves the machine off has been sent; it is sent once per
+	// episode, however often the BMC comes and goes.
+	UnfenceableSaid bool
 	// Last is the most recent BMC reading.
 	Last  Reading
 	Stuck StuckReason

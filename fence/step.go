@@ -348,10 +348,19 @@ func (st *stepper) backoff(base time.Duration) time.Duration {
 // readFailed records a failed read: announce the first of a streak, back off.
 func (st *stepper) readFailed(rd Reading, base time.Duration) {
 	st.s.ReadFailures++
-	if st.s.ReadFailures == 1 {
-		st.event(true, "FenceCannotVerify", "cannot read the BMC (%s); the node stays untouched until the BMC answers", rd.Failure)
+	if st.s.ReadFailures == 1 && !st.s.UnfenceableSaid {
+		st.reportUnfenceable(rd)
 	}
 	st.scheduleRead(st.backoff(base))
+}
+
+// reportUnfenceable says, once per episode, that nothing the agent can
+// reach (the BMC, or a fencing level below it) proves the machine off; the
+// runner appends the command that fences the node by hand.
+func (st *stepper) reportUnfenceable(rd Reading) {
+	st.s.UnfenceableSaid = true
+	st.acts = append(st.acts, Action{Kind: ActEvent, Event: Event{Warning: true, Reason: "FenceCannotVerify", ManualFence: true,
+		Message: fmt.Sprintf("cannot read the BMC or any fencing level (%s): nothing proves the machine off, so the node stays untouched until one answers; said once for this failure", rd.Failure)}})
 }
 
 // targetChanged handles a reading or result from another BMC target than the
@@ -727,7 +736,7 @@ func (st *stepper) suspect() {
 			return
 		}
 		st.s.OffRun = OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap)
-		st.enter(ConfirmingOff, "BMC read Off")
+		st.enter(ConfirmingOff, readPast(rd)+" Off")
 		st.scheduleRead(st.p.SettleInterval())
 	case st.exactOff(rd):
 		// Off, but not by our hand: a restart's off-dwell reads Off too.
@@ -740,7 +749,7 @@ func (st *stepper) suspect() {
 			st.scheduleRead(st.eventReadAfter(st.p.ReadInterval))
 			return
 		}
-		st.sendPowerOff("the BMC reads Off; sending our own ForceOff, since a restart's off-dwell reads Off too")
+		st.sendPowerOff("the " + reads(rd) + " Off; sending our own ForceOff, since a restart's off-dwell reads Off too")
 	case st.drawless(rd) && !st.s.Attested:
 		// A fencing level's outlets are on and draw nothing: the machine
 		// is dead, a power loss. Our own off through them now, admitted
@@ -808,12 +817,12 @@ func (st *stepper) noteNotOff(rd Reading) {
 	case rd.Power == PowerOff && rd.OSRunning:
 		st.event(true, "FenceBMCContradiction", "BMC reads Off but BootProgress says the OS is running; not proof of off")
 	case rd.Power == PowerOff:
-		st.event(false, "FenceWaiting", "BMC reads Off, but not after the failure began; reading again")
+		st.event(false, "FenceWaiting", "%s Off, but not after the failure began; reading again", reads(rd))
 	case rd.Power == PowerOn || rd.Power == PowerPoweringOn:
-		st.event(false, "FenceWaiting", "BMC reads %s%s; the node will be powered off if its Lease stays silent for %s (now %s)%s",
-			rd.Power, trusted(rd), st.p.FenceAfter, SilentFor(st.node(), st.now).Round(time.Second), st.kubeletPortSays())
+		st.event(false, "FenceWaiting", "%s %s%s; the node will be powered off if its Lease stays silent for %s (now %s)%s",
+			reads(rd), rd.Power, trusted(rd), st.p.FenceAfter, SilentFor(st.node(), st.now).Round(time.Second), st.kubeletPortSays())
 	default:
-		st.event(false, "FenceWaiting", "BMC reads %s; not proof of off, reading again", rd.Power)
+		st.event(false, "FenceWaiting", "%s %s; not proof of off, reading again", reads(rd), rd.Power)
 	}
 }
 
@@ -952,16 +961,16 @@ func (st *stepper) poweringOff() {
 		st.backToSuspect("power-off no longer due")
 		return
 	}
-	st.resendPowerOff(rd, fmt.Sprintf("the BMC still reads %s %s after our ForceOff", readingText(rd), st.p.PowerTimeout))
+	st.resendPowerOff(rd, fmt.Sprintf("the %s still %s %s after our ForceOff", subject(rd), readingText(rd), st.p.PowerTimeout))
 }
 
 func (st *stepper) enterConfirming(rd Reading) {
 	st.s.OffRun = OffRun{}.Observe(rd, st.offNotBefore(), st.p.MaxReadGap)
-	st.enter(ConfirmingOff, "BMC read Off")
+	st.enter(ConfirmingOff, readPast(rd)+" Off")
 	if st.ours() {
-		st.event(false, "FenceConfirmingOff", "BMC reads Off%s after our accepted ForceOff; confirming it stays off (%d reads over %s)", trusted(rd), st.p.SettleReads, st.settleWindow())
+		st.event(false, "FenceConfirmingOff", "%s Off%s after our accepted ForceOff; confirming it stays off (%d reads over %s)", reads(rd), trusted(rd), st.p.SettleReads, st.settleWindow())
 	} else {
-		st.event(false, "FenceConfirmingOff", "BMC reads Off%s, but %s: the Off may be a restart's off-dwell, so it must stay off for %s", trusted(rd), st.notOursWhy(), st.settleWindow())
+		st.event(false, "FenceConfirmingOff", "%s Off%s, but %s: the Off may be a restart's off-dwell, so it must stay off for %s", reads(rd), trusted(rd), st.notOursWhy(), st.settleWindow())
 	}
 	st.scheduleRead(st.p.SettleInterval())
 }
@@ -992,7 +1001,7 @@ func (st *stepper) confirmingOff() {
 			st.s.PowerOffAccepted = false
 			st.s.AcceptanceUntrusted = true
 		}
-		st.event(true, "FenceOffRunBroken", "BMC read %s after %d Off reads; not proof of off, starting over", readingText(rd), st.s.OffRun.Count)
+		st.event(true, "FenceOffRunBroken", "%s %s after %d Off reads; not proof of off, starting over", readPast(rd), readingText(rd), st.s.OffRun.Count)
 		st.s.OffRun = OffRun{}
 		st.enter(PoweringOff, "off run broken")
 		st.poweringOff()
@@ -1013,8 +1022,8 @@ func (st *stepper) confirmingOff() {
 	if !st.ours() {
 		how = st.notOursWhy() + " (unassisted window)"
 	}
-	st.event(false, "FenceConfirmedOff", "BMC read Off %d times over %s (from %s to %s)%s, %s; the Lease has been silent since %s",
-		run.Count, run.Last.Sub(run.First).Round(time.Millisecond), stamp(run.First), stamp(run.Last), trusted(st.in.Reading), how, stamp(st.s.FailureStart))
+	st.event(false, "FenceConfirmedOff", "%s Off %d times over %s (from %s to %s)%s, %s; the Lease has been silent since %s",
+		readPast(st.in.Reading), run.Count, run.Last.Sub(run.First).Round(time.Millisecond), stamp(run.First), stamp(run.Last), trusted(st.in.Reading), how, stamp(st.s.FailureStart))
 	st.applyTaint()
 }
 
@@ -1094,7 +1103,7 @@ func (st *stepper) tainting() {
 		run := st.extend(rd)
 		switch {
 		case run.Count == 0:
-			st.event(true, "FenceOffRunBroken", "BMC read %s just before the taint; not tainting", readingText(rd))
+			st.event(true, "FenceOffRunBroken", "%s %s just before the taint; not tainting", readPast(rd), readingText(rd))
 			st.s.OffRun = OffRun{}
 			st.enter(PoweringOff, "off run broken before taint")
 			st.poweringOff()
@@ -1164,8 +1173,29 @@ func (st *stepper) evidenceSummary() string {
 	if !st.ours() {
 		how = st.notOursWhy() + " (unassisted window)"
 	}
-	return fmt.Sprintf("BMC read Off %d times over %s, %s", s.OffRun.Count, s.OffRun.Last.Sub(s.OffRun.First).Round(time.Millisecond), how)
+	return fmt.Sprintf("%s Off %d times over %s, %s", readPast(s.Last), s.OffRun.Count, s.OffRun.Last.Sub(s.OffRun.First).Round(time.Millisecond), how)
 }
+
+// subject names who gave a reading, for the Events: the BMC, or the PDU
+// outlets of a fencing level below it.
+func subject(rd Reading) string {
+	if rd.Level >= 2 {
+		return fmt.Sprintf("level-%d PDU outlets", rd.Level)
+	}
+	return "BMC"
+}
+
+// reads is subject with its verb: "BMC reads", "level-2 PDU outlets read".
+func reads(rd Reading) string {
+	if rd.Level >= 2 {
+		return subject(rd) + " read"
+	}
+	return "BMC reads"
+}
+
+// readPast is subject with its verb in the past: "BMC read", "level-2
+// PDU outlets read".
+func readPast(rd Reading) string { return subject(rd) + " read" }
 
 // notOursWhy says why the Off being watched is not ours.
 func (st *stepper) notOursWhy() string {

@@ -818,3 +818,35 @@ func TestPacedRefusalsAreSaidOnce(t *testing.T) {
 		t.Errorf("%d FenceRefused Events while the refusal flipped between in-flight and cooldown, want 1", refused)
 	}
 }
+
+// A BMC that answers now and then (On) between long silences: the node is
+// reported unfenceable once in the episode, not at every new streak of
+// failed reads, and the Event names the command that fences it by hand.
+func TestUnfenceableIsReportedOncePerEpisodeWithTheCommandToFenceItByHand(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	var msgs []string
+	var events []Event
+	now := at(sec(20))
+	for i := 0; i < 12; i++ {
+		in := failedReading(n, now, "unreachable")
+		if i%3 == 2 {
+			in = reading(n, now, PowerOn)
+		}
+		out := d.step(in, now)
+		for _, a := range out.Actions {
+			if a.Kind == ActEvent && a.Event.Reason == "FenceCannotVerify" {
+				msgs = append(msgs, a.Event.Message)
+				events = append(events, a.Event)
+			}
+		}
+		now = now.Add(5 * time.Second)
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("FenceCannotVerify sent %d times in one episode, want once:\n%s", len(msgs), strings.Join(msgs, "\n"))
+	}
+	if !events[0].ManualFence {
+		t.Errorf("the Event does not ask for the command that fences it by hand (Event.ManualFence): %q", msgs[0])
+	}
+}

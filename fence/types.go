@@ -206,6 +206,10 @@ type Reading struct {
 	// behind a partition: that reading is plain On. The runner sets it
 	// (CheckOutletDrawless); it is not persisted.
 	Drawless bool
+	// Level is the fencing level that gave the reading when it is one
+	// below the BMC (2, 3, ...: PDU outlets); 0 for the BMC. It decides
+	// nothing: the Events say who read what (readerOf).
+	Level int
 }
 
 // ActionKind is a side effect the runner performs.
@@ -245,6 +249,16 @@ type Event struct {
 	Warning bool
 	Reason  string
 	Message string
+	// ManualFence: nothing the agent can reach proves the machine off; the
+	// runner appends the command that fences the node by hand
+	// (ManualFenceCommand).
+	ManualFence bool
+}
+
+// ManualFenceCommand is the command an operator runs to fence node by hand
+// once they made sure it has no power: the CLI's confirm verb.
+func ManualFenceCommand(node string) string {
+	return `kubectl fence confirm ` + node + ` --reason "<how you made sure it is off>"`
 }
 
 // Action is one side effect. Event is set for ActEvent only.

@@ -189,7 +189,9 @@
 // reads Off. Outlets meter OnWatts (320) split across the supplies with
 // input while the host is on, StandbyWatts (6) while it is off, 0 when it
 // is dead or the outlet is off. ComputerSystem.Links.PoweredBy lists the
-// outlets feeding a system. PDU faults: IgnoreCommands (accept and do
+// outlets feeding a system. Mock.FailSupplies fails every supply of a
+// system with its inputs kept: host and BMC die, the outlets stay on and
+// meter 0 W, until it is repaired. PDU faults: IgnoreCommands (accept and do
 // nothing), ConflictWhenOff (409 to Off of an off outlet), Hang.
 // Mock.PDUBank serves a PDU to pdu/snmpsim (SNMP, APC PowerNet-MIB).
 //

@@ -147,6 +147,9 @@ type system struct {
 	// dead: every power supply lost its input; the BMC died with the
 	// host and answers nothing (pdu.go).
 	dead bool
+	// suppliesFailed: every power supply failed while its input stays
+	// (FailSupplies): dead whatever the outlets do.
+	suppliesFailed bool
 }
 
 // restore puts the system back in its configured state.
@@ -159,6 +162,7 @@ func (s *system) restore(now time.Time, seed int64) {
 	s.busyLeft = 0
 	s.eventFaults = EventFaults{}
 	s.dead = false
+	s.suppliesFailed = false
 	s.applyFaultIdentity()
 	// Per-system stream: the same seed gives every system a different but
 	// reproducible sequence.

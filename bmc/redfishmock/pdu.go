@@ -239,6 +239,7 @@ func (m *Mock) settleLocked(s *system, now time.Time) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	alive = alive && !s.suppliesFailed
 	switch {
 	case !alive && !s.dead:
 		_ = s.hw.Event(now, EventPowerLoss)
@@ -355,6 +356,27 @@ func (m *Mock) switchLocked(o *outlet, on bool) {
 		m.settleLocked(o.feeds, m.clock.Now())
 		m.events.kick()
 	}
+}
+
+// FailSupplies fails (or, with failed false, repairs) every power supply
+// of a system while their inputs stay: the host and its BMC die at once
+// (the commonest real power loss: the BMC lives on the same standby
+// power), and the outlets that feed it stay on and meter 0 W. Repaired,
+// the BMC answers again (the host reads Off) as soon as one supply has
+// input.
+func (m *Mock) FailSupplies(id string, failed bool) error {
+	s, err := m.system(id)
+	if err != nil {
+		return err
+	}
+	m.pdus.mu.Lock()
+	defer m.pdus.mu.Unlock()
+	s.mu.Lock()
+	s.suppliesFailed = failed
+	s.mu.Unlock()
+	m.settleLocked(s, m.clock.Now())
+	m.events.kick()
+	return nil
 }
 
 // SetPDUFaults replaces a PDU's faults.

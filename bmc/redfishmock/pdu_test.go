@@ -229,3 +229,48 @@ func TestASingleSupplyMachineDiesWithItsOutlet(t *testing.T) {
 		t.Errorf("outlet on=%v %d W", on, w)
 	}
 }
+
+func TestFailedSuppliesKillTheMachineAndItsBMCWithTheOutletsOnAndDrawless(t *testing.T) {
+	h := newHarness(t, twoPSUMachineOnOnePDU())
+	if err := h.mock.FailSupplies("1", true); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.status("1"); st.PowerState != redfishmock.PowerOff {
+		t.Errorf("failed supplies: the host reads %s, want Off", st.PowerState)
+	}
+	st, err := h.mock.PDU("1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range st.Outlets[:2] {
+		if o.PowerState != redfishmock.PowerOn || o.Watts != 0 {
+			t.Errorf("outlet %s: %s, %v W; want On and 0 W (nothing draws)", o.ID, o.PowerState, o.Watts)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if resp := h.do(http.MethodGet, "/redfish/v1/Systems/1", "", asAdmin(), withContext(ctx)); resp.Code != http.StatusServiceUnavailable {
+		t.Errorf("the BMC of a machine whose supplies failed answered %d", resp.Code)
+	}
+	// Switching the outlets does not revive it; a repair does.
+	if err := h.mock.SetOutlet("1", "A1", redfishmock.PowerOff); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.mock.SetOutlet("1", "A1", redfishmock.PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if resp := h.do(http.MethodGet, "/redfish/v1/Systems/1", "", asAdmin(), withContext(ctx2)); resp.Code != http.StatusServiceUnavailable {
+		t.Errorf("an outlet cycled revived a machine whose supplies failed: %d", resp.Code)
+	}
+	if err := h.mock.FailSupplies("1", false); err != nil {
+		t.Fatal(err)
+	}
+	if resp := h.do(http.MethodGet, "/redfish/v1/Systems/1", "", asAdmin()); resp.Code != http.StatusOK {
+		t.Errorf("repaired: the BMC answers %d", resp.Code)
+	}
+	if w := outletWatts(t, h, "A1"); w != redfishmock.StandbyWatts/2 {
+		t.Errorf("repaired, off: A1 meters %v W, want %v", w, redfishmock.StandbyWatts/2)
+	}
+}

@@ -24,6 +24,7 @@ const (
 	exitDeclined    = 10  // the human answered no at the confirmation prompt
 	exitNoCluster   = 11  // no cluster configured (no kubeconfig, not in a cluster)
 	exitNoAPIServer = 12  // the API server did not answer
+	exitSinglePSU   = 13  // verify-outlets: the machine has one power supply
 	exitInterrupted = 130 // interrupted (Ctrl-C)
 )
 
@@ -41,6 +42,7 @@ const exitCodesHelp = `Exit codes:
   10   declined at the confirmation prompt
   11   no cluster configured (no kubeconfig, not in a cluster)
   12   the API server did not answer
+  13   verify-outlets refused: the machine has a single power supply
   130  interrupted`
 
 // exitError carries an exit code with its message.

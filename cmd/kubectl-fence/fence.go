@@ -265,8 +265,14 @@ func runRequest(ctx context.Context, s streams, k *kubeFlags, node string, spec 
 			_ = printRequest(s, f.out, report)
 			if ctx.Err() == nil {
 				// The engine says when it cannot read the BMC (its
-				// readings live in memory, the Event on the node).
-				for _, e := range nodeEvents(ctx, sess, node, start) {
+				// readings live in memory, the Event on the node), once
+				// per failure: look from the failure's start when it was
+				// said before this request.
+				since := start
+				if !st.FailureStart.IsZero() && st.FailureStart.Before(since) {
+					since = st.FailureStart
+				}
+				for _, e := range nodeEvents(ctx, sess, node, since) {
 					if e.Reason == "FenceCannotVerify" {
 						return withCode(exitUnreachable, fmt.Errorf("%s: the BMC cannot be read: %s", report.Message, e.Message))
 					}

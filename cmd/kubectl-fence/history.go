@@ -103,8 +103,11 @@ type historyView struct {
 	FailureStart *time.Time `json:"failureStart,omitempty"`
 	TaintedAt    *time.Time `json:"taintedAt,omitempty"`
 	By           string     `json:"by,omitempty"`
-	Evidence     []record   `json:"evidence"`
-	Events       []event    `json:"events"`
+	// FencedBy: what proved the machine off for its taint (the BMC, a
+	// fencing level's PDU outlets, a human); "" before a taint.
+	FencedBy string   `json:"fencedBy,omitempty"`
+	Evidence []record `json:"evidence"`
+	Events   []event  `json:"events"`
 	// Records: every fence of the node the agent kept (BMCFenceRecord),
 	// newest first; `history NODE RECORD` shows one in full.
 	Records []fenceRecord `json:"records"`
@@ -214,7 +217,8 @@ start. -o svg writes the same picture as an SVG image, for a postmortem.`,
 			if err != nil {
 				return err
 			}
-			h := historyView{Node: node, Phase: st.Phase.String(), By: st.By, Since: opt(st.Since), FailureStart: opt(st.FailureStart), TaintedAt: opt(st.TaintedAt)}
+			h := historyView{Node: node, Phase: st.Phase.String(), By: st.By, Since: opt(st.Since), FailureStart: opt(st.FailureStart), TaintedAt: opt(st.TaintedAt),
+				FencedBy: fencedBy(st)}
 			h.Evidence = []record{}
 			for _, r := range st.Evidence.Records() {
 				rec := record{At: r.At, Kind: r.Kind.String(), Phase: r.Phase.String(), Note: r.Note}
@@ -244,6 +248,9 @@ start. -o svg writes the same picture as an SVG image, for a postmortem.`,
 				fmt.Fprintf(w, "node %s: %s", node, h.Phase)
 				if h.By != "" {
 					fmt.Fprintf(w, " (by %s)", h.By)
+				}
+				if h.FencedBy != "" {
+					fmt.Fprintf(w, ", fenced by %s", h.FencedBy)
 				}
 				fmt.Fprintln(w)
 				fmt.Fprintln(w, "\nTIME\tKIND\tDETAIL")

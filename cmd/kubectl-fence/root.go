@@ -77,6 +77,7 @@ taint if it is ours (someone else's taint is never touched).`,
 		newUndrainCmd(s, &k),
 		newPowerCmd(s, &k),
 		newCheckCmd(s, &k),
+		newVerifyOutletsCmd(s, &k),
 		newBMCCmd(s),
 		newVersionCmd(s),
 	)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/inventory"
 )
 
 // nodeStatus is one row of `kubectl fence status`.
@@ -42,6 +44,50 @@ type nodeStatus struct {
 	// power events (its FenceEventStream Event): "connected", or
 	// "polling: why"; "" when it said nothing (not a Redfish BMC).
 	EventStream string `json:"eventStream,omitempty"`
+	// Levels are the node's fencing levels below its BMC (PDU outlets),
+	// each read live: whether it answers and has its outlet proofs.
+	Levels []levelStatus `json:"levels,omitempty"`
+	// FencedBy says what proved the machine off for the taint it carries:
+	// its BMC, a fencing level's PDU outlets, or a human's attestation.
+	FencedBy string `json:"fencedBy,omitempty"`
+}
+
+// levelStatus is one fencing level below the BMC, read live.
+type levelStatus struct {
+	Level int    `json:"level"`
+	Name  string `json:"name"`
+	// Power is what its outlets read together ("?" when unreadable).
+	Power string `json:"power"`
+	// Usable: it answers and every outlet has its identity proof (or the
+	// opt-in); else Reason says why not.
+	Usable bool   `json:"usable"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// String is the table's short form: "2:ok", "2:unreachable".
+func (l levelStatus) String() string {
+	if l.Usable {
+		return fmt.Sprintf("%d:ok", l.Level)
+	}
+	why := l.Reason
+	if i := strings.IndexByte(why, ':'); i > 0 {
+		why = why[:i]
+	}
+	return fmt.Sprintf("%d:%s", l.Level, why)
+}
+
+// fencedBy says what proved the machine off for the taint a state carries:
+// "" before a taint.
+func fencedBy(st fence.State) string {
+	switch {
+	case st.TaintedAt.IsZero():
+		return ""
+	case st.Attested:
+		return "attested by " + st.By
+	case st.Last.Level >= 2:
+		return fmt.Sprintf("level %d: PDU outlets (%s)", st.Last.Level, st.Target)
+	}
+	return "level 1: BMC"
 }
 
 // maintenanceStatus is a node's maintenance mark: as the drain wrote it,
@@ -127,7 +173,7 @@ still bound to it, and whether it can be fenced (and why not).`,
 				return err
 			}
 			return printObject(s.Out, out, rows, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "NODE\tREADY\tLEASE\tPOWER\tPHASE\tTAINT\tMAINTENANCE\tFENCEABLE\tEVENTS\tBLOCKERS")
+				fmt.Fprintln(w, "NODE\tREADY\tLEASE\tPOWER\tPHASE\tTAINT\tMAINTENANCE\tFENCEABLE\tEVENTS\tLEVELS\tBLOCKERS")
 				for _, r := range rows {
 					lease := "-"
 					if r.LeaseAgeSeconds != nil {
@@ -141,7 +187,14 @@ still bound to it, and whether it can be fenced (and why not).`,
 					if i := strings.IndexByte(events, ':'); i > 0 {
 						events = events[:i] // the mode; -o json says why
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Ready, lease, r.PowerState, r.Phase, r.Taint, r.MaintenanceMark, fenceable, events, dash(strings.Join(r.Blockers, "; ")))
+					levels := "bmc"
+					for _, l := range r.Levels {
+						levels += "," + l.String()
+					}
+					if r.FencedBy != "" {
+						levels += " (fenced by " + strings.SplitN(r.FencedBy, ":", 2)[0] + ")"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Ready, lease, r.PowerState, r.Phase, r.Taint, r.MaintenanceMark, fenceable, events, levels, dash(strings.Join(r.Blockers, "; ")))
 				}
 			})
 		},
@@ -193,6 +246,7 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 		case info.State != "":
 			if st, err := fence.Decode(info.State); err == nil {
 				r.Phase = st.Phase.String()
+				r.FencedBy = fencedBy(st)
 			} else {
 				r.Phase = "unreadable"
 			}
@@ -222,7 +276,27 @@ func statuses(ctx context.Context, sess *session, names []string) ([]nodeStatus,
 			r.Reason = strings.TrimPrefix(err.Error(), "node "+r.Name+": ")
 			continue
 		}
+		for i, l := range c.Levels() {
+			r.Levels = append(r.Levels, levelStatus{Level: i + 2, Name: l.Key()})
+		}
 		g.Go(func() error {
+			for i, l := range c.Levels() {
+				ls := &r.Levels[i]
+				st, err := l.PowerStatus(ctx)
+				if err != nil {
+					ls.Power, ls.Reason = "?", bmc.Reason(err)+": "+err.Error()
+					continue
+				}
+				ls.Power = st.State.String()
+				if err := l.Verify(ctx); err != nil {
+					ls.Reason = err.Error()
+					if errors.Is(err, inventory.ErrNoOutletProof) {
+						ls.Reason = "no proof: " + err.Error()
+					}
+					continue
+				}
+				ls.Usable = true
+			}
 			st, err := c.PowerStatus(ctx)
 			if err != nil {
 				r.PowerState, r.Reason = "?", bmc.Reason(err)+": "+err.Error()

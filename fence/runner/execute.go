@@ -362,6 +362,9 @@ func (r *Runner) noteOutcome(name string, prev, s fence.State, k fence.ActionKin
 }
 
 func (r *Runner) event(name string, ev fence.Event) {
+	if ev.ManualFence {
+		ev.Message += ". If you made sure it has no power (a failed supply, a pulled cord, an open breaker), fence it by hand: " + fence.ManualFenceCommand(name)
+	}
 	if r.opts.DryRun {
 		ev.Reason = "DryRun" + ev.Reason
 		ev.Message = "[dry-run] " + ev.Message

@@ -3,7 +3,9 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/fence"
@@ -80,6 +82,14 @@ func levelFor(ctrl PowerController, target string) (PowerController, int, bool) 
 	return ctrl, 1, false
 }
 
+// DeadLevelTimeout is the default Options.DeadLevelTimeout: it bounds the
+// read of a level that could not fence at its last read (a BMC dead with
+// its machine), when a level below it is left to try. It is still read first, every time, so a level that answers
+// again is heard and never overruled; but its silence costs this, not the
+// BMC's full timeout (10 s), on each of the reads a fence through the
+// level below takes (suspect, off, every settle read).
+const DeadLevelTimeout = 2 * time.Second
+
 // readLevels reads level after level until one can answer (see above).
 // The caller holds the BMC semaphore.
 func (r *Runner) readLevels(ctx context.Context, rec *record, ctrl PowerController) fence.Reading {
@@ -87,7 +97,23 @@ func (r *Runner) readLevels(ctx context.Context, rec *record, ctrl PowerControll
 	var rd fence.Reading
 	for i, l := range levels {
 		var err error
-		rd, err = r.readLevel(ctx, rec, l)
+		lctx, cancel := ctx, context.CancelFunc(func() {})
+		if i < len(levels)-1 && rec.silentLevels[l.Key()] {
+			lctx, cancel = context.WithTimeout(ctx, r.opts.DeadLevelTimeout)
+		}
+		rd, err = r.readLevel(lctx, rec, l)
+		if err != nil && lctx.Err() != nil && ctx.Err() == nil && !cannotFence(err) {
+			// Silent again within the bound: as unreachable as before.
+			err = fmt.Errorf("%w: no answer within %s, as at its last read: %w", bmc.ErrTimeout, r.opts.DeadLevelTimeout, err)
+		}
+		cancel()
+		if rec.silentLevels == nil {
+			rec.silentLevels = map[string]bool{}
+		}
+		rec.silentLevels[l.Key()] = err != nil && cannotFence(err)
+		if i > 0 {
+			rd.Level = i + 1 // the Events say the outlets read it, not the BMC
+		}
 		if err == nil || !cannotFence(err) || i == len(levels)-1 {
 			if i > 0 && rd.Failure != "" {
 				rd.Failure = "level " + strconv.Itoa(i+1) + ": " + rd.Failure

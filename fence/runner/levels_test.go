@@ -1,12 +1,15 @@
 package runner_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/machine"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/fencesim"
@@ -118,5 +121,89 @@ func TestBMCThatAnswersIsNeverOverruled(t *testing.T) {
 	}
 	if !slices.Equal(rec.levels, []string{"1"}) {
 		t.Errorf("fences by level = %v, want [1]", rec.levels)
+	}
+}
+
+// hangingLevel is a BMC that died with its machine: every call waits for
+// the caller to give up. It notes the deadline each call came with.
+type hangingLevel struct {
+	mu        sync.Mutex
+	deadlines []time.Duration // until the deadline, at the call; -1: none
+}
+
+func (h *hangingLevel) wait(ctx context.Context) error {
+	h.mu.Lock()
+	d := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+	}
+	h.deadlines = append(h.deadlines, d)
+	h.mu.Unlock()
+	if d < 0 {
+		return fmt.Errorf("%w: no answer within 10s", bmc.ErrTimeout) // the client's own timeout
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (h *hangingLevel) PowerStatus(ctx context.Context) (bmc.PowerStatus, error) {
+	return bmc.PowerStatus{}, h.wait(ctx)
+}
+func (h *hangingLevel) PowerOff(ctx context.Context) (bmc.Result, error) {
+	return bmc.Result{}, h.wait(ctx)
+}
+func (h *hangingLevel) PowerOn(ctx context.Context) (bmc.Result, error) {
+	return bmc.Result{}, h.wait(ctx)
+}
+func (h *hangingLevel) Key() string                      { return "redfish://dead-bmc" }
+func (h *hangingLevel) Verify(ctx context.Context) error { return h.wait(ctx) }
+
+type withLevels struct {
+	runner.PowerController
+	levels []runner.PowerController
+}
+
+func (w withLevels) Levels() []runner.PowerController { return w.levels }
+
+type levelInventory struct {
+	fencesim.Cluster
+	node string
+	ctrl runner.PowerController
+}
+
+func (i levelInventory) Controller(n string) (runner.PowerController, bool) {
+	if n == i.node {
+		return i.ctrl, true
+	}
+	return i.Cluster.Controller(n)
+}
+
+// A BMC that could not fence at its last read is still read first, every
+// time (an answer would be heard and never overruled), but within
+// DeadLevelTimeout, not the BMC's own timeout: the fence through the
+// outlets below it does not wait 10 s per reading.
+func TestASilentBMCIsReadWithinTheDeadLevelTimeoutWhileALevelBelowFences(t *testing.T) {
+	w, c, _ := pduWorld(t, false)
+	w.SupplyFails(w.Node("n1").Host)
+	dead := &hangingLevel{}
+	sim, _ := fencesim.Cluster{W: w}.Controller("n1")
+	ctrl := withLevels{PowerController: dead, levels: sim.(runner.Leveled).Levels()}
+	r := newRunner(t, w, c, func(o *runner.Options) {
+		o.Inventory = levelInventory{Cluster: fencesim.Cluster{W: w}, node: "n1", ctrl: ctrl}
+		o.DeadLevelTimeout = 20 * time.Millisecond
+	})
+	syncFor(w, r, 40*time.Second)
+	if w.Node("n1").Taint() != fence.TaintOurs {
+		t.Fatalf("n1 not tainted through its outlets; events %v", events(w, "n1"))
+	}
+	dead.mu.Lock()
+	defer dead.mu.Unlock()
+	if len(dead.deadlines) < 3 || dead.deadlines[0] >= 0 {
+		t.Fatalf("the dead BMC's calls came with %v; want the first without our bound, then more", dead.deadlines)
+	}
+	for i, d := range dead.deadlines[1:] {
+		if d < 0 || d > 20*time.Millisecond {
+			t.Errorf("call %d to the silent BMC: %v until its deadline, want at most the 20ms set", i+2, d)
+		}
 	}
 }

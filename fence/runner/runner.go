@@ -220,6 +220,10 @@ type Options struct {
 	// again between the checks that are never skipped: a new target, and
 	// right before every ForceOff and every taint.
 	VerifyInterval time.Duration
+	// DeadLevelTimeout bounds the read of a fencing level that could not
+	// fence at its last read, while a level below it is left to try
+	// (levels.go). Default DeadLevelTimeout.
+	DeadLevelTimeout time.Duration
 	// ID names this runner in the states it writes (State.Writer): a state
 	// written by any other ID is adopted onto our clock before use
 	// (fence.Adopt). Default: a random ID, new for every runner.
@@ -354,6 +358,9 @@ type record struct {
 	// checked successfully, and when.
 	verifiedKey string
 	verifiedAt  time.Time
+	// silentLevels: the levels (by Key) that could not fence at their
+	// last read (levels.go, DeadLevelTimeout).
+	silentLevels map[string]bool
 	// would dedupes dry-run announcements: one per phase entry.
 	would map[fence.ActionKind]time.Time
 	// evidence: the node's hung-node evidence (evidence.go).
@@ -428,6 +435,9 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.Workers < opts.BMCConcurrency {
 		opts.Workers = opts.BMCConcurrency
+	}
+	if opts.DeadLevelTimeout <= 0 {
+		opts.DeadLevelTimeout = DeadLevelTimeout
 	}
 	if opts.VerifyInterval <= 0 {
 		opts.VerifyInterval = time.Hour

@@ -404,6 +404,34 @@ func TestSyncRefusesAStateFromANewerVersion(t *testing.T) {
 	}
 }
 
+// A node whose machine lost power with its BMC: nothing can fence it. The
+// agent says so once, with the command that fences it by hand.
+func TestAnUnfenceableNodeIsReportedOnceWithTheCommandToFenceItByHand(t *testing.T) {
+	w, c := world(t)
+	inv := inventory{}
+	for _, n := range w.Nodes {
+		inv[n.Name] = verifying{Fake: n.BMC}
+	}
+	inv["n1"] = verifying{Fake: w.Node("n1").BMC, err: errors.New("BMC did not answer in time")}
+	if err := w.Node("n1").BMC.Event(machine.EventPowerLoss); err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, w, c, func(o *runner.Options) { o.Inventory = inv })
+	syncFor(w, r, 10*time.Minute)
+	var msgs []string
+	for _, rec := range w.Records {
+		if rec.Node == "n1" && rec.Kind == "event" && rec.Detail == "FenceCannotVerify" {
+			msgs = append(msgs, rec.Msg)
+		}
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("FenceCannotVerify %d times in 10 minutes, want once: %q", len(msgs), msgs)
+	}
+	if want := `fence it by hand: kubectl fence confirm n1 --reason "`; !strings.Contains(msgs[0], want) {
+		t.Errorf("Event %q does not end with %s...", msgs[0], want)
+	}
+}
+
 // phaseCounter counts the runner's steps per node (Recorder.Phase is
 // called once per step).
 type phaseCounter struct {

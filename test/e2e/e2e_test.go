@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bmcfence/bmcfence/bmc/machine"
+	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
@@ -74,6 +75,11 @@ func runMain(m *testing.M) int {
 		NodeTiming: map[string]machine.Timing{"n2": slow, "n5": longDwell}, Logf: logf,
 		// Every agent here runs with deploy/base's grants and no more.
 		AgentAsServiceAccount: true,
+		// A rack PDU for the outlet identity test: n1's two supplies on
+		// outlets 1 and 2, n4's single supply on outlet 3.
+		PowerSupplies: map[string]int{"n4": 1},
+		PDUs: []redfishmock.PDUConfig{{ID: "pdu-e2e", Outlets: []redfishmock.OutletConfig{
+			{Feeds: "n1/1"}, {Feeds: "n1/2"}, {Feeds: "n4/1"}}}},
 	}, dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: testbed:", err)

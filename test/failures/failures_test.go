@@ -18,7 +18,15 @@
 // How each failure is modelled with what the testbed has:
 //
 //	power loss, BMC up       the mock's power-loss event: the BMC reads Off, the kubelet dies
-//	power loss, BMC dead     the same, and the BMC stops answering (requests hang)
+//	power loss, BMC dead (no PDU)
+//	                         both power supplies fail (the mock's FailSupplies): host and BMC
+//	                         die at once (requests hang); the node has no fencing level
+//	power loss, BMC dead (PDU level)
+//	                         the same on a node whose two supplies are fed by two outlets of an
+//	                         SNMP PDU (pdu/snmpsim: Debian's snmpd, APC PowerNet-MIB, SNMPv3):
+//	                         the outlets stay on and meter 0 W; its config has that PDU as level
+//	                         2, each outlet tied to the machine by the outlet identity test
+//	                         (pdu.VerifyOutlet, recorded by inventory.RecordOutletProof)
 //	hung kernel (evidence)   the OS hangs (BMC reads On, the kubelet stops) with the node-side
 //	                         petter keeping the BMC watchdog (30 s, no action): the mock's BMC
 //	                         logs its SMS/OS expiry, which the agent reads (docs/safety.md,
@@ -33,7 +41,7 @@
 //	control-plane node       a control-plane node's OS hangs (its pod tolerates the role's taint)
 //	zone partition           all three nodes of zone-a are cut off
 //
-// The two "not fenced" observations (BMC dead, zone partition) are watched
+// The two "not fenced" observations (BMC dead without a PDU, zone partition) are watched
 // in the background while the fast power-loss and restart runs go on other
 // nodes: the power-loss path has no fraction or cooldown to share.
 package failures
@@ -58,11 +66,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/machine"
+	"github.com/bmcfence/bmcfence/bmc/redfish"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/inventory"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/pdu"
+	"github.com/bmcfence/bmcfence/pdu/snmppdu"
+	"github.com/bmcfence/bmcfence/pdu/snmpsim"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
@@ -93,7 +107,8 @@ const (
 
 var classes = []class{
 	{"powerloss", "power loss, BMC up", fast},
-	{"bmcdead", "power loss, BMC dead", background},
+	{"bmcdead", "power loss, BMC dead (no PDU)", background},
+	{"bmcdead-pdu", "power loss, BMC dead (PDU level)", fast},
 	{"hung-evidence", "hung kernel (evidence)", slow},
 	{"hung", "hung kernel (no evidence)", slow},
 	{"kubelet", "kubelet dead", slow},
@@ -118,13 +133,14 @@ func classKeys() []string {
 var (
 	zoneA = []string{"n1", "n2", "n3"}
 	zoneB = []string{"n4", "n5", "n6", "cp1"}
-	zoneC = []string{"n7", "n8", "n9", "cp2", "cp3"}
+	zoneC = []string{"n7", "n8", "n9", "n10", "cp2", "cp3"}
 )
 
 const (
 	restartNode = "n7" // a 40 s restart off-dwell
 	plannedNode = "n8" // a 6-minute POST
 	bmcDeadNode = "n9"
+	pduNode     = "n10" // its two supplies on outlets 1 and 2 of the SNMP PDU
 	cpNode      = "cp1"
 	// Watchdog of the evidence rows: what cmd/bmc-watchdog arms by
 	// default (30 s timeout, pet every 10 s), with no action: the BMC only
@@ -199,6 +215,7 @@ func TestFailures(t *testing.T) {
 			plannedNode: {PowerOn: 6 * time.Minute, PowerOff: time.Second, GracefulShutdown: 3 * time.Second, RestartOff: 5 * time.Second},
 		},
 		AgentAsServiceAccount: true, Logf: quiet(t),
+		PDUs: []redfishmock.PDUConfig{{ID: "pdu-a", Outlets: []redfishmock.OutletConfig{{Feeds: pduNode + "/1"}, {Feeds: pduNode + "/2"}}}},
 	}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +223,7 @@ func TestFailures(t *testing.T) {
 	t.Cleanup(tb.Stop)
 	h := &harness{t: t, tb: tb, c: cp.Client(), lines: map[string]string{}, reach: map[string]testbed.Reach{}}
 	h.checkSignals(ctx)
+	h.setUpPDULevel(ctx)
 
 	bin := *flagAgent
 	if bin == "" {
@@ -277,11 +295,18 @@ func (h *harness) runFast(ctx context.Context, c class) {
 	for i := range n {
 		phase := time.Duration(i) * 10 * time.Second / time.Duration(n)
 		node := restartNode
-		if c.key == "powerloss" {
+		switch c.key {
+		case "powerloss":
 			node = powerLossNodes[i%len(powerLossNodes)]
+		case "bmcdead-pdu":
+			node = pduNode
 		}
+		level0, _ := h.agent.Metric("bmcfence_fencing_level_fences_total", "level", "2")
 		recovering.Wait() // the node of the run before may be this one
 		o := h.scenario(ctx, c, []string{node}, phase)
+		if level1, err := h.agent.Metric("bmcfence_fencing_level_fences_total", "level", "2"); err == nil && level1 > level0 {
+			o.byLevel2 = true
+		}
 		h.report(c, "run", o)
 		if *flagTrace {
 			h.trace(c, i+1, node, o)
@@ -338,6 +363,7 @@ type outcome struct {
 	event            *corev1.Event // the agent's telling Event, for lines that need one
 	reach            testbed.Reach // the node's kubelet port, probed 3 s after the failure
 	watched          time.Duration
+	byLevel2         bool // bmcfence_fencing_level_fences_total{level="2"} went up
 	err              error
 	// For -trace: the last renewal of the node's Lease before the failure
 	// (its renewTime), when the old pod was seen deleting or gone, and when
@@ -491,11 +517,8 @@ func (h *harness) inject(ctx context.Context, c class, nodes []string) error {
 	switch c.key {
 	case "powerloss":
 		return tb.PowerLoss(node)
-	case "bmcdead":
-		if err := tb.SetFaults(node, redfishmock.Faults{Hang: true}); err != nil {
-			return err
-		}
-		return tb.PowerLoss(node)
+	case "bmcdead", "bmcdead-pdu":
+		return tb.Mock.Mock.FailSupplies(tb.Node(node).System, true)
 	case "hung-evidence", "hung", "controlplane":
 		return tb.OSHang(node)
 	case "kubelet":
@@ -685,6 +708,15 @@ func (h *harness) recover(ctx context.Context, nodes []string) {
 	tb := h.tb
 	for _, n := range nodes {
 		_ = tb.SetFaults(n, redfishmock.Faults{})
+		// Repaired supplies, and the outlets a PDU fence left off back on.
+		_ = tb.Mock.Mock.FailSupplies(tb.Node(n).System, false)
+		for _, p := range tb.Mock.Mock.PDUs() {
+			for _, o := range p.Outlets {
+				if o.Feeds != "" && strings.HasPrefix(o.Feeds, tb.Node(n).System+"/") && o.PowerState != redfishmock.PowerOn {
+					_ = tb.Mock.Mock.SetOutlet(p.ID, o.ID, redfishmock.PowerOn)
+				}
+			}
+		}
 		_ = tb.StopPetter(n, true)
 		tb.Reconnect(n)
 		st, err := tb.Mock.Mock.Status(tb.Node(n).System)
@@ -765,7 +797,7 @@ func lineFor(c class, rs []outcome) string {
 			if o.event == nil || !slices.Contains(intended, o.event.Reason) {
 				return fmt.Sprintf("%snot fenced within %.0f s: Event %s", prefix, o.watched.Seconds(), eventText(o.event))
 			}
-			reason := "no BMC answers, so nothing proves the machine off; its pod stays where it was"
+			reason := "no BMC answers and the node has no fencing level, so nothing proves the machine off; its pod stays where it was"
 			if c.key == "zone" {
 				reason = "all of zone-a went silent at once with its BMCs reading On: a partition, not failures; its pod stays where it was"
 			}
@@ -808,6 +840,14 @@ func lineFor(c class, rs []outcome) string {
 		s += fmt.Sprintf(" (the BMC logged a %s at %s; the agent did not count it, and waited fenceAfter: Event %s)", o.evidenceWhat, secs(o.evidence), eventText(o.event))
 	case c.key == "hung" && o.tainted != 0 && o.powerOffEvent != nil:
 		s += fmt.Sprintf(" (its kubelet port: %s; the ForceOff's Event says what evidence was missing: %q)", o.reach, o.powerOffEvent.Message)
+	case c.key == "bmcdead-pdu" && o.tainted != 0:
+		by := 0
+		for _, r := range rs {
+			if r.byLevel2 {
+				by++
+			}
+		}
+		s += fmt.Sprintf(" (host and BMC dead, its two outlets on and metering 0 W; fenced through the SNMP PDU, level 2, in %d of %d runs)", by, len(rs))
 	case c.key == "restart" && o.tainted != 0:
 		s += " (our ForceOff lands in the 40 s off-dwell; the machine stays off)"
 	case c.key == "controlplane" && o.tainted != 0:
@@ -949,6 +989,53 @@ func (h *harness) checkSignals(ctx context.Context) {
 	if r := tb.ProbeKubelet(ctx, node, 2*time.Second); r != testbed.ReachAnswers {
 		h.t.Fatalf("kubelet port of a healthy %s: %s", node, r)
 	}
+}
+
+// ---- the PDU level -------------------------------------------------------------
+
+// setUpPDULevel serves the mock's PDU over SNMP (a real snmpd), records
+// each outlet's identity proof the way an operator's test does (on the
+// running machine, one outlet off at a time), and gives pduNode the PDU
+// as its level 2 in the agent's config.
+func (h *harness) setUpPDULevel(ctx context.Context) {
+	t, tb := h.t, h.tb
+	bank, err := tb.Mock.Mock.PDUBank("pdu-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := snmpsim.StartT(t, bank)
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pdu-a", Namespace: testbed.Namespace},
+		StringData: map[string]string{"username": snmpsim.V3User, "password": snmpsim.V3AuthPass, "privPassword": snmpsim.V3PrivPass}}
+	if _, err := h.c.CoreV1().Secrets(testbed.Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	target, err := tb.Target(pduNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine, err := redfish.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg strings.Builder
+	cfg.WriteString("      levels:\n        - outlets:\n")
+	for _, n := range []int{1, 2} {
+		outlet, err := snmppdu.New(snmppdu.Target{Host: a.Host, Port: a.Port, Outlet: n, Version: snmppdu.V3, User: snmpsim.V3User,
+			AuthProtocol: "SHA", AuthPassword: bmc.Secret(snmpsim.V3AuthPass), PrivProtocol: "AES", PrivPassword: bmc.Secret(snmpsim.V3PrivPass)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proof, err := pdu.VerifyOutlet(ctx, machine, outlet, pdu.VerifyOptions{Poll: 200 * time.Millisecond, Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("outlet identity test of outlet %d: %v", n, err)
+		}
+		if err := inventory.RecordOutletProof(ctx, h.c, testbed.Namespace, pduNode, proof); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&cfg, "            - address: %q\n              protocol: snmp\n              outlet: \"%d\"\n              credentialsSecret: pdu-a\n"+
+			"              snmpVersion: \"3\"\n              authProtocol: SHA\n              privProtocol: AES\n", a.Address(), n)
+	}
+	tb.NodeConfig = map[string]string{pduNode: cfg.String()}
 }
 
 // ---- helpers ----------------------------------------------------------------

@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/ipmisim"
 	"github.com/bmcfence/bmcfence/bmc/machine"
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
@@ -70,6 +71,13 @@ type Options struct {
 	// harness).
 	GroupSize int
 	Logf      func(format string, args ...any)
+	// PDUs are the mock's rack PDUs (redfishmock.Config.PDUs): their
+	// outlets feed the nodes' power supplies ("feeds": "NODE/N", a node's
+	// system Id being its name).
+	PDUs []redfishmock.PDUConfig
+	// PowerSupplies overrides a node's number of power supplies (the
+	// mock's default: 2).
+	PowerSupplies map[string]int
 }
 
 // Node is one testbed node and how its BMC is reached.
@@ -96,6 +104,9 @@ type Testbed struct {
 	logf func(string, ...any)
 	// agentKubeconfig is what StartAgent gives the agent.
 	agentKubeconfig string
+	// NodeConfig is extra YAML AgentConfig writes into a node's inventory
+	// entry (its fields, each line indented by 6 spaces), e.g. levels.
+	NodeConfig map[string]string
 
 	mu          sync.Mutex
 	kubeletDown map[string]bool
@@ -149,11 +160,12 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 			if nt, ok := opts.NodeTiming[name]; ok {
 				sc.Timing = &nt
 			}
+			sc.PowerSupplies = opts.PowerSupplies[name]
 			systems = append(systems, sc)
 		}
 		b.Nodes = append(b.Nodes, n)
 	}
-	mock, err := redfishmocktest.Serve(redfishmock.Config{Username: "admin", Password: randomPassword(), Systems: systems, Timing: timing}, true)
+	mock, err := redfishmocktest.Serve(redfishmock.Config{Username: "admin", Password: randomPassword(), Systems: systems, Timing: timing, PDUs: opts.PDUs}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -287,6 +299,21 @@ func (b *Testbed) Node(name string) *Node {
 	return nil
 }
 
+// Target is how a client reaches a node's BMC, as the agent's inventory
+// entry says (its address, system, credentials, the mock's CA).
+func (b *Testbed) Target(name string) (bmc.Target, error) {
+	n := b.Node(name)
+	if n == nil {
+		return bmc.Target{}, fmt.Errorf("no node %q", name)
+	}
+	addr, err := bmc.ParseAddress(n.Address)
+	if err != nil {
+		return bmc.Target{}, err
+	}
+	return bmc.Target{Address: addr, System: n.System, Credentials: bmc.Credentials{Username: n.Username, Password: bmc.Secret(n.password)},
+		CACertificates: b.Mock.CAPEM}, nil
+}
+
 // AgentConfig writes an agent config file with the inventory and the given
 // extra YAML (policy overrides, e.g. "policy:\n  fenceAfter: 30s\n") and
 // returns its path.
@@ -300,6 +327,7 @@ func (b *Testbed) AgentConfig(extra string) (string, error) {
 		}
 		// An IPMI node is verified like the others: its ipmi_sim reports
 		// the node's systemUUID as its system GUID (see Start).
+		sb.WriteString(b.NodeConfig[n.Name])
 	}
 	sb.WriteString(extra)
 	f, err := os.CreateTemp(b.dir, "agent-*.yaml")
@@ -465,6 +493,9 @@ func (b *Testbed) Reset(ctx context.Context) error {
 			continue
 		}
 		if err := b.Mock.Mock.SetFaults(n.System, redfishmock.Faults{}); err != nil {
+			return err
+		}
+		if err := b.Mock.Mock.FailSupplies(n.System, false); err != nil {
 			return err
 		}
 		if err := b.Mock.Mock.SetPower(n.System, redfishmock.PowerOn); err != nil {
