@@ -111,6 +111,12 @@ type EventsConfig struct {
 	// Buffer is how many events are kept for Last-Event-ID; 0 means
 	// DefaultEventBuffer.
 	Buffer int
+	// MaxSubscriptions bounds the EventDestinations of the service; 0
+	// means DefaultMaxSubscriptions (one real BMC's bound). A mock that
+	// stands for many BMCs (the scale harness serves every node's system
+	// from one mock) needs one per system, or all but 20 nodes' streams
+	// are refused and retry forever.
+	MaxSubscriptions int
 }
 
 func (c EventsConfig) validate() []string {
@@ -127,6 +133,9 @@ func (c EventsConfig) validate() []string {
 	if c.Buffer < 0 {
 		problems = append(problems, fmt.Sprintf("events.buffer: %d is negative", c.Buffer))
 	}
+	if c.MaxSubscriptions < 0 {
+		problems = append(problems, fmt.Sprintf("events.maxSubscriptions: %d is negative", c.MaxSubscriptions))
+	}
 	return problems
 }
 
@@ -142,6 +151,9 @@ func (c EventsConfig) withDefaults() EventsConfig {
 	}
 	if c.Buffer == 0 {
 		c.Buffer = DefaultEventBuffer
+	}
+	if c.MaxSubscriptions == 0 {
+		c.MaxSubscriptions = DefaultMaxSubscriptions
 	}
 	return c
 }

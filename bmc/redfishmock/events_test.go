@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -637,5 +638,34 @@ func TestSubscriptionRequestsAreValidated(t *testing.T) {
 		if code, _, _ := send(t, srv, http.MethodPost, "/redfish/v1/EventService/Subscriptions", body); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", body, code)
 		}
+	}
+}
+
+// A mock that stands for many BMCs (the scale harness) raises the bound on
+// subscriptions; a real BMC's bound stays the default.
+func TestSubscriptionBoundIsTheConfiguredOne(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bound int
+		want  int
+	}{
+		{"default: one BMC's bound", 0, redfishmock.DefaultMaxSubscriptions},
+		{"raised for a mock of many BMCs", 25, 25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := twoSystems()
+			cfg.Events.MaxSubscriptions = tc.bound
+			srv, _ := startEvents(t, cfg)
+			body := `{"Destination":"https://192.0.2.1/x","Protocol":"Redfish"}`
+			for i := 0; i < tc.want; i++ {
+				if code, _, out := send(t, srv, http.MethodPost, "/redfish/v1/EventService/Subscriptions", body); code != http.StatusCreated {
+					t.Fatalf("subscription %d: %d %s", i+1, code, out)
+				}
+			}
+			code, _, out := send(t, srv, http.MethodPost, "/redfish/v1/EventService/Subscriptions", body)
+			if code != http.StatusBadRequest || !strings.Contains(string(out), fmt.Sprintf("limit of %d subscriptions", tc.want)) {
+				t.Errorf("subscription %d: %d %s, want 400 at the limit of %d", tc.want+1, code, out, tc.want)
+			}
+		})
 	}
 }

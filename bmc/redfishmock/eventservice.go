@@ -131,7 +131,7 @@ type sseFrame struct {
 // add registers a subscription under a fresh id; it fails at the bound.
 func (h *eventHub) add(s *subscription) error {
 	h.mu.Lock()
-	if len(h.subs) >= DefaultMaxSubscriptions {
+	if len(h.subs) >= h.cfg.MaxSubscriptions {
 		h.mu.Unlock()
 		return errTooManySubscriptions
 	}
@@ -355,7 +355,7 @@ func (m *Mock) createSubscription(w http.ResponseWriter, r *http.Request, who pr
 	}
 	if err := m.events.add(s); err != nil {
 		writeError(w, http.StatusBadRequest, "Base.1.8.CreateLimitReachedForResource",
-			fmt.Sprintf("The create operation failed because the resource has reached the limit of %d subscriptions.", DefaultMaxSubscriptions),
+			fmt.Sprintf("The create operation failed because the resource has reached the limit of %d subscriptions.", m.events.cfg.MaxSubscriptions),
 			"Delete a subscription and resubmit the request.")
 		return
 	}
@@ -649,7 +649,7 @@ func (m *Mock) serveSSE(w http.ResponseWriter, r *http.Request, who principal, p
 	s.context = "sse-" + hex.EncodeToString(raw[:]) // service-generated, opaque
 	if err := m.events.add(s); err != nil {
 		writeError(w, http.StatusServiceUnavailable, msgServiceTemporarilyUnavailable,
-			fmt.Sprintf("The service allows at most %d subscriptions.", DefaultMaxSubscriptions), "Delete a subscription and resubmit the request.")
+			fmt.Sprintf("The service allows at most %d subscriptions.", m.events.cfg.MaxSubscriptions), "Delete a subscription and resubmit the request.")
 		return
 	}
 	defer m.events.remove(s)

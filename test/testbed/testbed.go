@@ -165,7 +165,9 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, dir
 		}
 		b.Nodes = append(b.Nodes, n)
 	}
-	mock, err := redfishmocktest.Serve(redfishmock.Config{Username: "admin", Password: randomPassword(), Systems: systems, Timing: timing, PDUs: opts.PDUs}, true)
+	mock, err := redfishmocktest.Serve(redfishmock.Config{Username: "admin", Password: randomPassword(), Systems: systems, Timing: timing, PDUs: opts.PDUs,
+		// One mock stands for every node's BMC: one event subscription each.
+		Events: redfishmock.EventsConfig{MaxSubscriptions: max(len(systems), redfishmock.DefaultMaxSubscriptions)}}, true)
 	if err != nil {
 		return nil, err
 	}
