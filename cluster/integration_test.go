@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"net/http"
 	"os"
 	"sync"
@@ -866,14 +867,18 @@ func TestIntegrationLeaderElection(t *testing.T) {
 	// again and lead once the intruder's Lease expires.
 	lost := time.Now()
 	leases := cp.Client().CoordinationV1().Leases(metav1.NamespaceDefault)
-	l, err := leases.Get(ctx, "bmcfence-test", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = ptr.To("intruder")
-	l.Spec.LeaseDurationSeconds = ptr.To[int32](2)
-	l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+	// The leader renews the Lease meanwhile: a conflict means read again.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(ctx, "bmcfence-test", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("intruder")
+		l.Spec.LeaseDurationSeconds = ptr.To[int32](2)
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, standby.id+" stops leading", func() (bool, error) { return !standby.leading.Load(), nil })
