@@ -3,6 +3,8 @@ package fence
 import (
 	"errors"
 	"time"
+
+	unitmutant "github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // A crash dump before the off (Policy.DiagnoseBeforeOff, docs/safety.md,
@@ -135,7 +137,7 @@ func (s State) FleetPhase() Phase {
 // counts as this boot's be the old boot's, while the machine boots into a
 // healthy kernel. Without an interrupt, evidence counts as it always did.
 func (st *stepper) evidenceAfterDiagnose(rd Reading) bool {
-	if st.s.DiagnoseAt.IsZero() || !Enabled(CheckEvidenceAfterDiagnose) {
+	if st.s.DiagnoseAt.IsZero() || unitmutant.On(unitmutant.EvidenceAfterDiagnose) {
 		return true
 	}
 	h := st.in.Host

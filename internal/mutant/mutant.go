@@ -82,6 +82,11 @@ const (
 	// compares the targets. The mutant takes whatever evidence the runner
 	// read last, from any target, verified or not.
 	EvidenceTarget Name = "evidence-target"
+	// EvidenceAfterDiagnose: after the fence's diagnostic interrupt (a
+	// kdump kernel reboots the machine), hung-node evidence counts only if
+	// read with the reading it comes with: a cached read may predate the
+	// reboot. The mutant takes the cached read.
+	EvidenceAfterDiagnose Name = "evidence-after-diagnose"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -107,5 +112,6 @@ func All() []Mutant {
 		{Name: VerifyOutletOneSupply, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
 		{Name: OutletOffReadBack, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
 		{Name: EvidenceTarget, Packages: []string{"./fence", "./fence/runner"}, Run: "HungNodeEvidence"},
+		{Name: EvidenceAfterDiagnose, Packages: []string{"./fence"}, Run: "DiagnoseThenOnlyEvidence"},
 	}
 }
