@@ -758,8 +758,7 @@ var _ runner.EvidenceReader = (*Controller)(nil)
 func (c *Controller) ReadEvidence(ctx context.Context) (bmc.EvidenceReport, error) {
 	r, ok := c.ctrl.(bmc.EvidenceReader)
 	if !ok {
-		return bmc.EvidenceReport{}, &bmc.OpError{Op: bmc.OpReadEvidence, Protocol: c.Target.Address.Protocol,
-			Address: c.Target.Address.String(), Err: fmt.Errorf("%w: no evidence reader for this BMC", bmc.ErrUnsupported)}
+		return bmc.EvidenceReport{}, c.unsupported(bmc.OpReadEvidence, "no evidence reader for this BMC")
 	}
 	start := time.Now()
 	rep, err := r.ReadEvidence(ctx)
@@ -774,6 +773,13 @@ func (c *Controller) ReadEvidence(ctx context.Context) (bmc.EvidenceReport, erro
 	return rep, c.observe(bmc.OpReadEvidence, start, err)
 }
 
+// unsupported is the error of an operation the entry's protocol cannot
+// do: nothing was sent.
+func (c *Controller) unsupported(op bmc.Op, what string) error {
+	return &bmc.OpError{Op: op, Protocol: c.Target.Address.Protocol,
+		Address: c.Target.Address.String(), Err: fmt.Errorf("%w: %s", bmc.ErrUnsupported, what)}
+}
+
 var _ runner.Diagnoser = (*Controller)(nil)
 
 // Diagnostic sends the host a diagnostic interrupt (an NMI for a crash
@@ -784,8 +790,7 @@ var _ runner.Diagnoser = (*Controller)(nil)
 func (c *Controller) Diagnostic(ctx context.Context) (bmc.Result, error) {
 	d, ok := c.ctrl.(bmc.Diagnoser)
 	if !ok {
-		return bmc.Result{}, &bmc.OpError{Op: bmc.OpDiagnostic, Protocol: c.Target.Address.Protocol,
-			Address: c.Target.Address.String(), Err: fmt.Errorf("%w: no diagnostic interrupt for this BMC", bmc.ErrUnsupported)}
+		return bmc.Result{}, c.unsupported(bmc.OpDiagnostic, "no diagnostic interrupt for this BMC")
 	}
 	start := time.Now()
 	r, err := d.Diagnostic(ctx)
