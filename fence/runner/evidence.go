@@ -15,8 +15,8 @@ import (
 // can report hung-node evidence (its host watchdog and event log:
 // bmc.EvidenceReport). The runner reads it only for a node in Suspect (or
 // PoweringOff) whose BMC itself just read On (not a level below it), at
-// most once per
-// Options.EvidenceInterval: a healthy node costs no request at all.
+// most once per Options.EvidenceInterval: a healthy node costs no request
+// at all.
 type EvidenceReader interface {
 	ReadEvidence(ctx context.Context) (bmc.EvidenceReport, error)
 }
