@@ -1071,7 +1071,12 @@ func (st *stepper) taintApplied(note string) {
 	st.s.Attested, st.s.AttestedAt, st.s.Forced = false, time.Time{}, false
 	st.s.TaintOwned = true
 	st.s.TaintedAt = st.now
-	st.s.NextReadAt = time.Time{}
+	// The first keep-off read at the keep-off cadence, not at the next
+	// tick: the Off was read just before the taint, and a read (through a
+	// level below a silent BMC, one DeadLevelTimeout long) would hold the
+	// node's sync while the taint manager evicts its pods, delaying their
+	// force-delete (TestFirstKeepOffReadComesOneSettleIntervalAfterTheTaint).
+	st.s.NextReadAt = st.now.Add(st.p.SettleInterval())
 	st.s.ReadFailures = 0
 	st.event(false, "FenceTainted", "applied node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (%s)", note)
 	st.enter(Detaching, "tainted")
