@@ -58,6 +58,7 @@ var (
 	flagAgent       = flag.String("agent", "", "fence-agent binaries to run instead of building cmd/fence-agent, comma-separated: each is measured in turn (start-up, steady state, profiles) on the same cluster, and the last runs the failure scenarios")
 	flagOut         = flag.String("out", "", "directory for the figures (figures.json) and the agent's profiles (a relative path is under the repository; default bin/scale/nNODES); with several agents, one subdirectory each")
 	flagProfile     = flag.Duration("profile", time.Minute, "CPU profile length, taken after the steady window (0: no profiles)")
+	flagMemLimit    = flag.String("gomemlimit", "", "the agent's GOMEMLIMIT (e.g. 120MiB, or off) instead of deploy/base's DaemonSet's, to try another memory budget; the steady line prints the one used")
 	flagPlot        = flag.String("plot", "", "TestPlot: the directory (a relative path is under the repository) whose */figures.json feed the growth table and plot (growth.svg, written there)")
 )
 
@@ -140,6 +141,9 @@ func TestScale(t *testing.T) {
 	// The agent runs with the memory budget users get: deploy/base's
 	// GOMEMLIMIT, read from the manifest.
 	budget := manifestMemoryBudget(t)
+	if *flagMemLimit != "" {
+		budget = *flagMemLimit
+	}
 	if budget != "" {
 		tb.AgentEnv = append(tb.AgentEnv, "GOMEMLIMIT="+budget)
 	}
