@@ -45,6 +45,7 @@ func (st *stepper) run() {
 		st.in.Reading = rd
 		rd.Source = "" // for Events only; never persisted
 		rd.Drawless = false
+		rd.Begun = time.Time{}
 		st.s.Last = rd
 		st.s.Evidence.add(Record{At: rd.At, Until: rd.At, Kind: RecReading, Phase: st.s.Phase, Power: rd.Power, Note: readingNote(rd)})
 		if st.targetChanged(rd.Target) {
@@ -972,7 +973,7 @@ func (st *stepper) enterConfirming(rd Reading) {
 	} else {
 		st.event(false, "FenceConfirmingOff", "%s Off%s, but %s: the Off may be a restart's off-dwell, so it must stay off for %s", reads(rd), trusted(rd), st.notOursWhy(), st.settleWindow())
 	}
-	st.scheduleRead(st.p.SettleInterval())
+	st.scheduleSettleRead()
 }
 
 func (st *stepper) confirmingOff() {
@@ -1010,7 +1011,7 @@ func (st *stepper) confirmingOff() {
 	st.s.ReadFailures = 0
 	st.s.OffRun = run
 	if !st.settled(run) {
-		st.scheduleRead(st.p.SettleInterval())
+		st.scheduleSettleRead()
 		return
 	}
 	if !st.admitTaint(run) {
@@ -1070,7 +1071,12 @@ func (st *stepper) taintApplied(note string) {
 	st.s.Attested, st.s.AttestedAt, st.s.Forced = false, time.Time{}, false
 	st.s.TaintOwned = true
 	st.s.TaintedAt = st.now
-	st.s.NextReadAt = time.Time{}
+	// The first keep-off read at the keep-off cadence, not at the next
+	// tick: the Off was read just before the taint, and a read (through a
+	// level below a silent BMC, one DeadLevelTimeout long) would hold the
+	// node's sync while the taint manager evicts its pods, delaying their
+	// force-delete (TestFirstKeepOffReadComesOneSettleIntervalAfterTheTaint).
+	st.s.NextReadAt = st.now.Add(st.p.SettleInterval())
 	st.s.ReadFailures = 0
 	st.event(false, "FenceTainted", "applied node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (%s)", note)
 	st.enter(Detaching, "tainted")
@@ -1789,4 +1795,27 @@ func (st *stepper) kubeletPortSays() string {
 		return "; " + c
 	}
 	return ""
+}
+
+// scheduleSettleRead schedules the next settle read SettleInterval after
+// the read in hand began (Reading.Begun), not after it ended: through a fencing
+// level below a BMC that cannot answer, each read first waits the runner's
+// DeadLevelTimeout on that BMC, and spacing from the end would add that
+// wait to every interval, stretching the settle by it per read. Only the
+// schedule changes: the run still needs SettleReads Off readings whose At
+// span SettleWindow (SettledOver), each at most MaxReadGap apart, so reads
+// that come closer together prove nothing sooner. Without a Begun (a
+// reading from the BMC itself) it is scheduleRead from now, as before.
+func (st *stepper) scheduleSettleRead() {
+	begun := st.in.Reading.Begun
+	if st.in.Kind != InputReading || begun.IsZero() || begun.After(st.now) {
+		st.scheduleRead(st.p.SettleInterval())
+		return
+	}
+	next := begun.Add(st.p.SettleInterval())
+	if next.Before(st.now) {
+		next = st.now
+	}
+	st.s.NextReadAt = next
+	st.wakeAtTime(next)
 }

@@ -210,6 +210,13 @@ type Reading struct {
 	// below the BMC (2, 3, ...: PDU outlets); 0 for the BMC. It decides
 	// nothing: the Events say who read what (readerOf).
 	Level int
+	// Begun is when the runner began the read that gave this reading,
+	// before the levels above the one that answered (a BMC that could not,
+	// waited for up to the runner's DeadLevelTimeout); zero: At. The
+	// settle reads are spaced from it, so that wait does not stretch the
+	// settle (scheduleSettleRead). It proves nothing (the off run is
+	// measured by At) and is not persisted.
+	Begun time.Time
 }
 
 // ActionKind is a side effect the runner performs.

@@ -14,8 +14,9 @@ import (
 // EvidenceReader is optionally implemented by a PowerController whose BMC
 // can report hung-node evidence (its host watchdog and event log:
 // bmc.EvidenceReport). The runner reads it only for a node in Suspect (or
-// PoweringOff) whose BMC just read On, at most once per
-// Options.EvidenceInterval: a healthy node costs no request at all.
+// PoweringOff) whose BMC itself just read On (not a level below it), at
+// most once per Options.EvidenceInterval: a healthy node costs no request
+// at all.
 type EvidenceReader interface {
 	ReadEvidence(ctx context.Context) (bmc.EvidenceReport, error)
 }
@@ -56,6 +57,14 @@ func (r *Runner) hostEvidence(ctx context.Context, name string, rec *record, rd 
 		return fence.HostEvidence{}
 	}
 	key := ctrl.Key()
+	if rd.Target != key {
+		// The reading came from a level below the BMC (its outlets):
+		// evidence counts only when read from the target the reading
+		// came from (fence/hostevidence.go, signRejection), so the BMC's
+		// could license nothing here, and a BMC that could not answer
+		// the power read would only cost its full timeout again.
+		return rec.evidence.host
+	}
 	now := r.opts.Clock.Now()
 	h := rec.evidence.host
 	if (h.Target == key || mutant.On(mutant.EvidenceTarget)) && !h.At.IsZero() && now.Sub(h.At) < r.evidenceInterval() {

@@ -94,6 +94,7 @@ const DeadLevelTimeout = 2 * time.Second
 // The caller holds the BMC semaphore.
 func (r *Runner) readLevels(ctx context.Context, rec *record, ctrl PowerController) fence.Reading {
 	levels := levelsOf(ctrl)
+	begun := r.opts.Clock.Now()
 	var rd fence.Reading
 	for i, l := range levels {
 		var err error
@@ -115,6 +116,7 @@ func (r *Runner) readLevels(ctx context.Context, rec *record, ctrl PowerControll
 			rd.Level = i + 1 // the Events say the outlets read it, not the BMC
 		}
 		if err == nil || !cannotFence(err) || i == len(levels)-1 {
+			rd.Begun = begun // the settle reads are spaced from here (fence.Reading.Begun)
 			if i > 0 && rd.Failure != "" {
 				rd.Failure = "level " + strconv.Itoa(i+1) + ": " + rd.Failure
 			}
