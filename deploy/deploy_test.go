@@ -255,6 +255,19 @@ func TestChartValues(t *testing.T) {
 				}
 			}},
 		{name: "latest is refused", sets: []string{"image.tag=latest"}, wantErr: "never latest"},
+		{name: "the memory budget is GOMEMLIMIT; empty leaves it to the agent (90% of the container's limit)", sets: []string{"memoryBudget="},
+			check: func(t *testing.T, objs map[string]object) {
+				c := get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "containers").([]any)[0].(object)
+				if s := fmt.Sprint(c["env"]); strings.Contains(s, "GOMEMLIMIT") {
+					t.Errorf("env %s: want no GOMEMLIMIT with an empty memoryBudget", s)
+				}
+			}},
+		{name: "the memory budget by default", check: func(t *testing.T, objs map[string]object) {
+			c := get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "containers").([]any)[0].(object)
+			if s := fmt.Sprint(c["env"]); !strings.Contains(s, "name:GOMEMLIMIT value:90MiB") {
+				t.Errorf("env %s: want GOMEMLIMIT=90MiB", s)
+			}
+		}},
 		{name: "unknown placement", sets: []string{"placement.mode=everywhere"}, wantErr: "at '/placement/mode': value must be one of"},
 		{name: "control plane, kubeadm and k3s alike", check: func(t *testing.T, objs map[string]object) {
 			terms := get(objs["DaemonSet bmcfence-system/bmcfence-agent"], "spec", "template", "spec", "affinity", "nodeAffinity",

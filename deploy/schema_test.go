@@ -212,6 +212,7 @@ func TestValuesSchemaRefusesTyposAndWrongTypes(t *testing.T) {
 		{"memory is a quantity", []string{"resources.limits.memory=lots"}, "memory"},
 		{"misspelt resources key", []string{"resources.limit.memory=1Gi"}, "limit"},
 		{"log level", []string{"logLevel=verbose"}, "logLevel"},
+		{"a memory budget Go cannot read (GOMEMLIMIT takes MiB, not Mi)", []string{"memoryBudget=90Mi"}, "memoryBudget"},
 		{"requests ttl without its unit", []string{"config.requests.ttl=24"}, "ttl"},
 		{"chassis rule set aside for every node", []string{"inventory.defaults.chassisPower=ignore"}, "chassisPower"},
 		{"a cipher suite the agent does not speak", []string{"inventory.defaults.cipherSuite=1"}, "cipherSuite"},
@@ -254,7 +255,7 @@ func TestValuesSchemaAcceptsTheDocumentedValues(t *testing.T) {
 		"inventory.nodes[0].name=w1", "inventory.nodes[0].address=https://10.0.0.1", "inventory.nodes[0].system=1",
 		"inventory.nodes[0].expectedUUID=4c4c4544-0042-3510-8052-b4c04f4e3532", "inventory.defaults.cipherSuite=17",
 		"placement.mode=workers", "placement.replicas=3", "resources.requests.memory=256Mi", "resources.limits.memory=384Mi",
-		"resources.requests.cpu=0.1", "metrics.prometheusRule.bmcErrorRate=0.2",
+		"resources.requests.cpu=0.1", "metrics.prometheusRule.bmcErrorRate=0.2", "memoryBudget=300MiB",
 	); err != nil {
 		t.Fatal(err)
 	}

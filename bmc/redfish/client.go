@@ -33,9 +33,11 @@ package redfish
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -239,18 +241,62 @@ func (c *Client) DisableSessionResumption() {
 }
 
 func tlsConfig(t bmc.Target) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize), CurvePreferences: ClassicalCurves()}
 	switch {
 	case t.InsecureSkipVerify:
 		cfg.InsecureSkipVerify = true //nolint:gosec // explicit operator choice, validated by Target
 	case len(t.CACertificates) > 0:
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(t.CACertificates) {
-			return nil, fmt.Errorf("%w: %s: the CA bundle holds no PEM certificate", bmc.ErrInvalidTarget, t.Address)
+		pool, err := sharedPool(t.CACertificates)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", bmc.ErrInvalidTarget, t.Address, err)
 		}
 		cfg.RootCAs = pool
 	}
 	return cfg, nil
+}
+
+// ClassicalCurves are the key exchanges offered to a BMC or PDU: X25519,
+// then the NIST curves. Go's default puts the X25519MLKEM768 hybrid first,
+// whose 1.2 KB key share and ML-KEM key generation every handshake pays
+// (the identity probe resumes a session once a minute per node, and a
+// TLS 1.3 resumption still computes a fresh key share): it showed in the
+// agent's CPU profile at 300 nodes. BMC TLS stacks (iDRAC, iLO, OpenBMC's
+// bmcweb, XCC) negotiate X25519 or P-256; a post-quantum exchange protects
+// recorded traffic against a future decryption, and a BMC's power
+// commands are not secrets that outlive a fence.
+func ClassicalCurves() []tls.CurveID {
+	return []tls.CurveID{tls.X25519, tls.CurveP256, tls.CurveP384}
+}
+
+// maxSharedPools bounds the pools kept by sharedPool: a configuration
+// names few distinct CA bundles; past the bound (bundles rotated many
+// times in one process's life) a bundle gets its own pool, as before.
+const maxSharedPools = 64
+
+var (
+	poolsMu sync.Mutex
+	pools   = map[[sha256.Size]byte]*x509.CertPool{}
+)
+
+// sharedPool returns one parsed pool per distinct CA bundle: every BMC
+// behind the same CA (a whole fleet, typically) verifies against the same
+// read-only pool instead of parsing the bundle once per client (and once
+// more per event stream). A CertPool is only read after this returns.
+func sharedPool(pem []byte) (*x509.CertPool, error) {
+	key := sha256.Sum256(pem)
+	poolsMu.Lock()
+	defer poolsMu.Unlock()
+	if p, ok := pools[key]; ok {
+		return p, nil
+	}
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(pem) {
+		return nil, errors.New("the CA bundle holds no PEM certificate")
+	}
+	if len(pools) < maxSharedPools {
+		pools[key] = p
+	}
+	return p, nil
 }
 
 // conn is one operation's view of the BMC: its context, its

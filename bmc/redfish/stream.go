@@ -156,6 +156,13 @@ func NewStream(target bmc.Target, opts StreamOptions) (*Stream, error) {
 		// would be buffered.
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 1,
+		// This transport carries one GET (the stream's) and then holds
+		// its connection open for good, one per BMC: net/http's 4 KiB
+		// buffers each way would be 8 MiB at 1000 BMCs for a request of a
+		// few hundred bytes and lines read through the scanner's own
+		// buffer (read).
+		WriteBufferSize: streamWriteBuffer,
+		ReadBufferSize:  streamReadBuffer,
 	}
 	if t.Address.Scheme == "https" {
 		cfg, err := tlsConfig(t)
@@ -401,12 +408,23 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 // maxLine bounds one SSE line: an event payload is a few kilobytes.
 const maxLine = maxEventBytes
 
+// A held stream's buffers (a connected stream measured 34.5 KiB of heap
+// and 31 KiB of goroutine stacks with net/http's defaults:
+// TestConnectedStreamFootprint, build tag footprint).
+const (
+	streamWriteBuffer = 512
+	streamReadBuffer  = 1024
+	streamScanBuffer  = 1024
+)
+
 // read parses the SSE stream (WHATWG "server-sent events": fields id,
 // data, event, retry; ":" starts a comment; a blank line ends an event)
 // and hands each payload's events to sink. It returns nil at a clean end.
 func (s *Stream) read(body interface{ Read([]byte) (int, error) }, connectedAt time.Time, sink func(PowerEvent)) error {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 4096), maxLine)
+	// Small to start (heartbeats and keep-alive comments are short): it
+	// grows to the longest line read, up to maxLine.
+	sc.Buffer(make([]byte, streamScanBuffer), maxLine)
 	var id string
 	var data bytes.Buffer
 	for sc.Scan() {

@@ -29,6 +29,7 @@ import (
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/internal/agent"
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/memlimit"
 	"github.com/bmcfence/bmcfence/internal/version"
 )
 
@@ -111,6 +112,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	// client-go logs through klog (reflectors, leader election): into the
 	// same structured log.
 	klog.SetLogger(zapr.NewLogger(log.Named("client-go")))
+	// The memory budget (internal/memlimit): GOMEMLIMIT, else 90% of the
+	// container's limit; the DaemonSet sets GOMEMLIMIT (docs/design.md,
+	// "Memory budget").
+	if budget, err := memlimit.Apply(environ, "/"); err != nil {
+		log.Warn("no memory budget: the container's limit could not be read", zap.Error(err))
+	} else {
+		log.Info("memory budget", zap.String("soft limit", budget.String()))
+	}
 	restCfg, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		log.Error("cannot reach the cluster", zap.Error(err))

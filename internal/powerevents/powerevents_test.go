@@ -2,6 +2,7 @@ package powerevents
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -91,4 +92,126 @@ func TestIPMIBMCsArePolled(t *testing.T) {
 	if c := m.Counts(); len(m.streams) != 0 || c[redfish.StreamConnected] != 0 {
 		t.Fatalf("streams %v", c)
 	}
+}
+
+// walkCounts is Counts as it was: every stream's mode, read now.
+func walkCounts(m *Manager) map[redfish.StreamMode]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[redfish.StreamMode]int{redfish.StreamConnecting: 0, redfish.StreamConnected: 0, redfish.StreamPolling: 0}
+	for _, s := range m.streams {
+		out[s.s.State().Mode]++
+	}
+	return out
+}
+
+func sameCounts(a, b map[redfish.StreamMode]int) bool {
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	for k, v := range b {
+		if a[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// The counts kept as the streams change agree with a walk of every
+// stream: through connecting, connected and a BMC that cannot be reached,
+// a BMC removed (its stream stops after it left the counts) and added back
+// under the same key (the old stream's last state must not land on the
+// new one's count), and the end of the lead.
+func TestCountsFollowEveryModeChange(t *testing.T) {
+	var targets sync.Map // "now" → map[string]bmc.Target
+	tgt := func(srv *redfishmocktest.Server) bmc.Target {
+		ep, err := bmc.ParseAddress(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bmc.Target{Address: ep, System: "1", CACertificates: srv.CAPEM,
+			Credentials: bmc.Credentials{Username: "admin", Password: bmc.Secret("pw-123456")}, Timeout: 5 * time.Second}
+	}
+	cfg := redfishmock.Config{Systems: redfishmock.Systems(1), Username: "admin", Password: "pw-123456"}
+	a, b := tgt(redfishmocktest.Start(t, cfg)), tgt(redfishmocktest.Start(t, cfg))
+	down, err := bmc.ParseAddress("https://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := bmc.Target{Address: down, System: "1", InsecureSkipVerify: true,
+		Credentials: bmc.Credentials{Username: "admin", Password: bmc.Secret("pw-123456")}, Timeout: time.Second}
+	all := map[string]bmc.Target{"n1": a, "n2": b, "n3": unreachable}
+	targets.Store("now", all)
+	m := New(Options{Refresh: 10 * time.Millisecond, Targets: func() map[string]bmc.Target {
+		v, _ := targets.Load("now")
+		return v.(map[string]bmc.Target)
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	agree := func(what string, want func(map[redfish.StreamMode]int) bool) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			c := m.Counts()
+			return want(c) && sameCounts(c, walkCounts(m))
+		})
+	}
+	agree("two connected, one not", func(c map[redfish.StreamMode]int) bool {
+		return c[redfish.StreamConnected] == 2 && c[redfish.StreamConnected]+c[redfish.StreamConnecting]+c[redfish.StreamPolling] == 3
+	})
+	for range 3 {
+		targets.Store("now", map[string]bmc.Target{"n1": a, "n3": unreachable})
+		agree("n2's BMC gone", func(c map[redfish.StreamMode]int) bool { return c[redfish.StreamConnected] == 1 })
+		targets.Store("now", all)
+		agree("n2's BMC back", func(c map[redfish.StreamMode]int) bool { return c[redfish.StreamConnected] == 2 })
+	}
+	// Settled: a while later the counts still agree (no late callback of
+	// a replaced stream moved them).
+	time.Sleep(200 * time.Millisecond)
+	if c, w := m.Counts(), walkCounts(m); !sameCounts(c, w) || c[redfish.StreamConnected] != 2 {
+		t.Fatalf("counts %v, a walk of the streams %v", c, w)
+	}
+	cancel()
+	<-done
+	for mode, n := range m.Counts() {
+		if n != 0 {
+			t.Fatalf("after the lead ended: %d streams %s", n, mode)
+		}
+	}
+}
+
+// BenchmarkCounts is the metric's read at 1000 BMCs, as it was (a walk of
+// every stream, each behind its own lock) and kept as the states change.
+// OnState calls it on every state change of any stream:
+//
+//	go test -run '^$' -bench Counts ./internal/powerevents/
+func BenchmarkCounts(b *testing.B) {
+	m := New(Options{})
+	for i := range 1000 {
+		ep, err := bmc.ParseAddress(fmt.Sprintf("https://10.0.%d.%d", i/250, i%250+1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs, err := redfish.NewStream(bmc.Target{Address: ep, InsecureSkipVerify: true,
+			Credentials: bmc.Credentials{Username: "admin", Password: bmc.Secret("pw-123456")}}, redfish.StreamOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := &stream{s: rs, live: true, counted: rs.State().Mode}
+		m.streams[ep.Host] = s
+		m.counts[s.counted]++
+	}
+	b.Run("walk-before", func(b *testing.B) {
+		for b.Loop() {
+			walkCounts(m)
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		for b.Loop() {
+			m.Counts()
+		}
+	})
 }

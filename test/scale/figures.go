@@ -36,6 +36,9 @@ type Figures struct {
 	RSSMiB        float64 `json:"rssMiB"`
 	PeakRSSMiB    float64 `json:"peakRSSMiB"`
 	HeapInUseMiB  float64 `json:"heapInUseMiB"`
+	// GoMemLimit is the GOMEMLIMIT the agent ran with: deploy/base's
+	// DaemonSet's ("" when it sets none).
+	GoMemLimit string `json:"goMemLimit"`
 	// CPUPercent of one core: utime+stime over the steady window.
 	CPUPercent     float64 `json:"cpuPercent"`
 	LoadAverage    float64 `json:"loadAverage"`

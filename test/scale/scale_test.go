@@ -41,6 +41,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/cluster"
@@ -57,6 +58,7 @@ var (
 	flagAgent       = flag.String("agent", "", "fence-agent binaries to run instead of building cmd/fence-agent, comma-separated: each is measured in turn (start-up, steady state, profiles) on the same cluster, and the last runs the failure scenarios")
 	flagOut         = flag.String("out", "", "directory for the figures (figures.json) and the agent's profiles (a relative path is under the repository; default bin/scale/nNODES); with several agents, one subdirectory each")
 	flagProfile     = flag.Duration("profile", time.Minute, "CPU profile length, taken after the steady window (0: no profiles)")
+	flagMemLimit    = flag.String("gomemlimit", "", "the agent's GOMEMLIMIT (e.g. 120MiB, or off) instead of deploy/base's DaemonSet's, to try another memory budget; the steady line prints the one used")
 	flagPlot        = flag.String("plot", "", "TestPlot: the directory (a relative path is under the repository) whose */figures.json feed the growth table and plot (growth.svg, written there)")
 )
 
@@ -96,6 +98,8 @@ type harness struct {
 	pods  int // pods in the cluster (workload and the power-loss group's)
 	fails []string
 	figs  *Figures
+	// budget is the agent's GOMEMLIMIT (deploy/base's); "" for none.
+	budget string
 }
 
 // controlPlaneArgs let the controllers keep up with tens of thousands of
@@ -134,7 +138,16 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(tb.Stop)
-	h := &harness{t: t, tb: tb, c: cp.Client(), group: n / groups}
+	// The agent runs with the memory budget users get: deploy/base's
+	// GOMEMLIMIT, read from the manifest.
+	budget := manifestMemoryBudget(t)
+	if *flagMemLimit != "" {
+		budget = *flagMemLimit
+	}
+	if budget != "" {
+		tb.AgentEnv = append(tb.AgentEnv, "GOMEMLIMIT="+budget)
+	}
+	h := &harness{t: t, tb: tb, c: cp.Client(), group: n / groups, budget: budget}
 	nodesReady := time.Since(setupStart)
 	fmt.Printf("scale: setup: %d nodes in %d kwok processes, 1 Redfish mock with %d systems, ready in %.0fs\n",
 		n, groups, n, nodesReady.Seconds())
@@ -304,6 +317,35 @@ func label(line, name string) string {
 	return ""
 }
 
+// manifestMemoryBudget is the GOMEMLIMIT deploy/base's DaemonSet gives the
+// agent ("" when it gives none): the harness measures what users run.
+func manifestMemoryBudget(t *testing.T) string {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "deploy", "base", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := sigsyaml.Unmarshal(raw, &ds); err != nil {
+		t.Fatalf("deploy/base/daemonset.yaml: %v", err)
+	}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name != "fence-agent" {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == "GOMEMLIMIT" {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
+
 // Groups: g0 the partition, g1 the BMC cut, g2..g7 the storm (6 of 10),
 // the last the power loss.
 func powerLossGroup(groups int) int { return groups - 1 }
@@ -399,12 +441,17 @@ func (h *harness) steady(ctx context.Context, dir string) {
 	load := loadSum / float64(max(loads, 1))
 	f := h.figs
 	f.SteadySeconds, f.RSSMiB, f.PeakRSSMiB, f.HeapInUseMiB = el.Seconds(), mib(rss), mib(peakRSS), heap/(1<<20)
+	f.GoMemLimit = h.budget
+	budget := h.budget
+	if budget == "" {
+		budget = "none"
+	}
 	f.CPUPercent, f.LoadAverage = cpu*100, load
 	f.APIRequestsSec = float64(api1-api0) / el.Seconds()
 	f.APIBytesInSec, f.APIBytesOutSec = float64(in1-in0)/el.Seconds(), float64(out1-out0)/el.Seconds()
 	f.BMCPerNodeMin, f.Goroutines, f.OpenFDs = perNodeMin, int(gor), int(fds)
-	fmt.Printf("scale: steady: %d nodes, %d pods, %s: agent RSS %.1f MiB (peak %.1f, heap in use %.1f), CPU %.2f%% of a core (utime+stime; load average %.1f), API %.2f req/s, %.1f KiB/s in, %.1f KiB/s out, BMC %.2f req/node/min (mean %.1f/s, busiest second %d), goroutines %.0f, open fds %.0f\n",
-		n, h.pods, el.Round(time.Second), mib(rss), mib(peakRSS), heap/(1<<20), cpu*100, load, f.APIRequestsSec,
+	fmt.Printf("scale: steady: %d nodes, %d pods, %s: agent RSS %.1f MiB (peak %.1f, heap in use %.1f, GOMEMLIMIT %s), CPU %.2f%% of a core (utime+stime; load average %.1f), API %.2f req/s, %.1f KiB/s in, %.1f KiB/s out, BMC %.2f req/node/min (mean %.1f/s, busiest second %d), goroutines %.0f, open fds %.0f\n",
+		n, h.pods, el.Round(time.Second), mib(rss), mib(peakRSS), heap/(1<<20), budget, cpu*100, load, f.APIRequestsSec,
 		f.APIBytesInSec/1024, f.APIBytesOutSec/1024, perNodeMin, mean, peakSec, gor, fds)
 	// Where the BMC requests come from: the agent's own count of its BMC
 	// operations by kind (its metrics), per node per minute; the rest of

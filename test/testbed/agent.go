@@ -59,7 +59,7 @@ func (b *Testbed) StartAgent(ctx context.Context, bin, name, configPath string, 
 	}, extra...)
 	a.cmd = exec.Command(bin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
-	a.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "POD_NAME=" + name}
+	a.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "POD_NAME=" + name}, b.AgentEnv...)
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := childproc.Start(a.cmd); err != nil {
 		logf.Close()

@@ -107,6 +107,9 @@ type Testbed struct {
 	// NodeConfig is extra YAML AgentConfig writes into a node's inventory
 	// entry (its fields, each line indented by 6 spaces), e.g. levels.
 	NodeConfig map[string]string
+	// AgentEnv is extra environment (NAME=value) for every agent
+	// StartAgent runs, e.g. the DaemonSet's GOMEMLIMIT (the scale harness).
+	AgentEnv []string
 
 	mu          sync.Mutex
 	kubeletDown map[string]bool

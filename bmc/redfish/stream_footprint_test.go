@@ -1,0 +1,123 @@
+//go:build footprint
+
+package redfish_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/bmc/redfish"
+	"github.com/bmcfence/bmcfence/test/controlplane"
+)
+
+// TestConnectedStreamFootprint measures what one connected SSE stream
+// costs the agent's process: heap, goroutine stacks and goroutines. The
+// BMCs are cmd/redfish-mock processes (20 event subscriptions each, a real
+// BMC's bound), so only the client side is counted here:
+//
+//	go build -o /tmp/redfish-mock ./cmd/redfish-mock
+//	REDFISH_MOCK=/tmp/redfish-mock go test -tags footprint -run ConnectedStreamFootprint -v ./bmc/redfish/
+func TestConnectedStreamFootprint(t *testing.T) {
+	bin := os.Getenv("REDFISH_MOCK")
+	if bin == "" {
+		t.Skip("REDFISH_MOCK names a built cmd/redfish-mock")
+	}
+	const mocks, perMock = 5, 20
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "mock.yaml")
+	if err := os.WriteFile(cfg, []byte("events:\n  maxSSEStreams: -1\n  sseIdleTimeout: -1s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var targets []bmc.Target
+	for i := range mocks {
+		port, err := controlplane.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca := filepath.Join(dir, fmt.Sprintf("ca%d.pem", i))
+		cmd := exec.Command(bin, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--systems", "1", "--write-ca", ca, "--config", cfg, "--log-level", "error")
+		cmd.Env = append(os.Environ(), "REDFISH_MOCK_PASSWORD=pw-123456")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		var pem []byte
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if pem, err = os.ReadFile(ca); err == nil && len(pem) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("mock %d wrote no CA", i)
+			}
+		}
+		ep, err := bmc.ParseAddress(fmt.Sprintf("https://127.0.0.1:%d", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, bmc.Target{Address: ep, CACertificates: pem, Timeout: 5 * time.Second,
+			Credentials: bmc.Credentials{Username: "admin", Password: bmc.Secret("pw-123456")}})
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	g0 := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var streams []*redfish.Stream
+	for _, tg := range targets {
+		for range perMock {
+			s, err := redfish.NewStream(tg, redfish.StreamOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams = append(streams, s)
+			go func() { _ = s.Run(ctx, func(redfish.PowerEvent) {}) }()
+		}
+	}
+	n := len(streams)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		up := 0
+		var modes []string
+		for _, s := range streams {
+			st := s.State()
+			if st.Mode == redfish.StreamConnected {
+				up++
+			} else if len(modes) < 3 {
+				modes = append(modes, string(st.Mode)+": "+st.Reason)
+			}
+		}
+		if up == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d streams connected; others: %s", up, n, strings.Join(modes, "; "))
+		}
+	}
+	// Settled: past the operations client's idle close (15 s), as in the
+	// agent between fences.
+	settle := 20 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("FOOTPRINT_SETTLE")); err == nil {
+		settle = v
+	}
+	time.Sleep(settle)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	g1 := runtime.NumGoroutine()
+	fmt.Printf("footprint: one connected stream after %s: heap %.1f KiB, stacks %.1f KiB, goroutines %.2f (%d streams)\n", settle,
+		(float64(after.HeapAlloc)-float64(before.HeapAlloc))/float64(n)/1024,
+		(float64(after.StackInuse)-float64(before.StackInuse))/float64(n)/1024,
+		float64(g1-g0)/float64(n), n)
+	if os.Getenv("FOOTPRINT_STACKS") != "" {
+		buf := make([]byte, 1<<22)
+		fmt.Printf("%s\n", buf[:runtime.Stack(buf, true)])
+	}
+	runtime.KeepAlive(streams)
+}
