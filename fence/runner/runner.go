@@ -829,7 +829,8 @@ func sameButSignsOfLife(a, b fence.NodeView) bool {
 		slices.Equal(a.Blockers, b.Blockers) && a.Terminating == b.Terminating &&
 		a.PlannedReboot == b.PlannedReboot && a.PlannedRebootAt == b.PlannedRebootAt && a.PlannedRebootBy == b.PlannedRebootBy &&
 		a.ControlPlane == b.ControlPlane && a.OffEvent == b.OffEvent && a.BMCSystem == b.BMCSystem &&
-		a.RunsThisAgent == b.RunsThisAgent && a.KubeletPort == b.KubeletPort
+		a.RunsThisAgent == b.RunsThisAgent && a.KubeletPort == b.KubeletPort &&
+		a.LeaseReadAt == b.LeaseReadAt
 }
 
 // decide steps the engine on the node's current view, and returns the view
