@@ -248,6 +248,9 @@ func TestIntegrationKilledNodeGoesSilent(t *testing.T) {
 	if rc.LeaseRenewed {
 		t.Error("Recheck of the dead node: LeaseRenewed, want not")
 	}
+	if rc.LeaseMissing {
+		t.Error("Recheck of the dead node: LeaseMissing, though the server holds its Lease")
+	}
 
 	// Freeze the agent's view, then renew the Lease on the server: only
 	// Recheck can know.

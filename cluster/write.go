@@ -220,6 +220,7 @@ func (c *Cluster) Recheck(ctx context.Context, node string) (runner.Recheck, err
 		State:        n.Annotations[AnnotationState],
 		HeartbeatAt:  heartbeatAt,
 		RenewedAt:    renewedAt,
+		LeaseMissing: renew.IsZero(),
 	}, nil
 }
 

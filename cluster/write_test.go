@@ -540,7 +540,7 @@ func TestRecheckAsksTheServer(t *testing.T) {
 		name:   "no lease at all",
 		cached: []runtime.Object{node("w1", readyUnknown(at(0)))},
 		server: []runtime.Object{node("w1", readyUnknown(at(0)))},
-		want:   runner.Recheck{},
+		want:   runner.Recheck{LeaseMissing: true},
 	}, {
 		name:   "a node we never observed counts as alive",
 		server: []runtime.Object{node("w1", readyUnknown(at(0))), lease("w1", at(0))},

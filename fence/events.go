@@ -55,8 +55,12 @@ func (st *stepper) offEventWhy(fleet bool) string {
 	if need, ok := st.eventSilenceNeeded(fleet); !ok {
 		return "our view's staleness is not known yet"
 	} else if silent := SilentFor(n, st.now); silent < need {
-		st.wake(need - silent)
-		st.eventWait = need - silent
+		wait := need - silent
+		if fleet && Enabled(CheckEventSilence) {
+			wait = min(wait, leaseReadWait(st.p, silent))
+		}
+		st.wake(wait)
+		st.eventWait = wait
 		return fmt.Sprintf("the Lease has been silent %s, not yet %s", silent.Round(time.Millisecond), need.Round(time.Millisecond))
 	}
 	return ""
@@ -74,6 +78,11 @@ func (st *stepper) eventSilenceNeeded(fleet bool) (need time.Duration, ok bool) 
 		return st.p.EventSilence, true
 	}
 	f := st.in.Fleet.APIFreshAt
+	if r := st.in.Node.LeaseReadAt; r.After(f) {
+		// A live read of this node's own Lease that started at r found
+		// our renewal still the latest: fresh at r for this node.
+		f = r
+	}
 	if f.IsZero() {
 		return 0, false
 	}
@@ -117,4 +126,50 @@ func (st *stepper) eventReadAfter(d time.Duration) time.Duration {
 		return d
 	}
 	return min(max(st.eventWait, time.Second), d)
+}
+
+// A live Lease read (docs/safety.md, "Power events: a live Lease read").
+// Our view is proven fresh by other nodes' Lease events (APIFreshAt), which
+// come in bunches: the proof ages by seconds, and the early ForceOff waited
+// for eventSilence plus that age. A read of the node's own Lease from the
+// API server (a quorum read) that started at t and found the renewal our
+// view holds proves the node did not renew between that renewal and t: for
+// this node the view was fresh at t (NodeView.LeaseReadAt), and the rule
+// becomes "silent eventSilence at t". The engine asks for it
+// (LeaseReadWanted) and wakes when it could license; the runner reads and
+// stamps.
+
+// leaseReadWait is when a live Lease read could next prove the event's
+// silence: once the Lease has been silent eventSilence, and no sooner than
+// a second after a read that did not (the runner reads at most once a
+// second per node).
+func leaseReadWait(p Policy, silent time.Duration) time.Duration {
+	return max(p.EventSilence-silent, time.Second)
+}
+
+// LeaseReadWanted says whether a live read of node n's Lease could now
+// start its fence early: n has a power-off event that passes every rule of
+// the early start but our view's staleness (its system, liveness, no
+// planned reboot), it is silent at least eventSilence and less than
+// suspectAfter (after which the event adds nothing), it is healthy or
+// suspect (before its ForceOff), and no read proves the silence yet. The
+// runner asks it before a step, with the view the step will get, and
+// reads at most once a second per node; the engine decides on the stamp
+// (NodeView.LeaseReadAt).
+func LeaseReadWanted(p Policy, s State, n NodeView, now time.Time) bool {
+	if s.Phase != Healthy && s.Phase != Suspect {
+		return false
+	}
+	if n.Excluded || !n.HasBMC || n.HeartbeatAt.IsZero() {
+		return false
+	}
+	silent := SilentFor(n, now)
+	if p.EventSilence <= 0 || silent < p.EventSilence || silent >= p.SuspectAfter {
+		return false
+	}
+	if !n.LeaseReadAt.IsZero() && n.LeaseReadAt.Sub(n.HeartbeatAt) >= p.EventSilence {
+		return false
+	}
+	st := stepper{p: p, s: s, in: Input{Node: n}, now: now}
+	return st.offEventWhy(false) == ""
 }

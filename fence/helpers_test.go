@@ -406,7 +406,18 @@ func docEventEarly(p Policy, before State, in Input, now time.Time) bool {
 		ev.System != "" && ev.System == n.BMCSystem && !ev.Replay && !ev.AfterGap &&
 		!n.HeartbeatAt.IsZero() && ev.Received.After(n.HeartbeatAt) &&
 		!ev.ConnectedAt.IsZero() && !ev.ConnectedAt.After(n.HeartbeatAt) &&
-		!in.Fleet.APIFreshAt.IsZero() && docSilence(n, now) >= p.EventSilence+max(now.Sub(in.Fleet.APIFreshAt), 0)
+		docViewFreshAt(in).After(time.Time{}) && docSilence(n, now) >= p.EventSilence+max(now.Sub(docViewFreshAt(in)), 0)
+}
+
+// docViewFreshAt: docs/safety.md, "Power events: a live Lease read": our
+// view of this node is fresh as of the later of APIFreshAt and the start
+// of a live read of its Lease that found our renewal still the latest.
+func docViewFreshAt(in Input) time.Time {
+	f := in.Fleet.APIFreshAt
+	if in.Node.LeaseReadAt.After(f) {
+		f = in.Node.LeaseReadAt
+	}
+	return f
 }
 
 // diagnosePolicy is the defaults with the crash dump before the off.

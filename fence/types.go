@@ -131,6 +131,17 @@ type NodeView struct {
 	// failure's class in Events and never changes a decision
 	// (docs/safety.md, "The kubelet port").
 	KubeletPort KubeletPort
+	// LeaseReadAt is when a live read of the node's Lease (and Node) from
+	// the API server started that found the renewal this view holds still
+	// the latest: the node did not renew between that renewal and then, so
+	// for this node our view was fresh at LeaseReadAt whatever the other
+	// nodes' renewals say (APIFreshAt). The runner sets it only for the
+	// view whose HeartbeatAt the read compared with, and only for a read
+	// that found no newer renewal, no newer Ready heartbeat and a Lease
+	// (docs/safety.md, "Power events: a live Lease read"). Zero: no such
+	// read. Only the early ForceOff of a power event uses it
+	// (eventSilenceNeeded); it is not persisted.
+	LeaseReadAt time.Time
 }
 
 // NoteMaintenanceExpired is the note of the transition out of Maintenance

@@ -160,6 +160,49 @@ func (w *World) judgeEarly(n *Node, now time.Time) string {
 		return sprintf("ForceOff after %s of Lease silence, before suspectAfter %s, with no true, live power-off event of machine %s since its last renewal (last true event: %s)",
 			silence, p.SuspectAfter, n.Host.Name, last)
 	}
+	if msg := w.judgeMissedRenewal(n, now); msg != "" {
+		return msg
+	}
 	w.quirk(faultEvents + "/ForceOff before suspectAfter on a true event")
 	return ""
+}
+
+// noteRenewal records a sign of life of n's kubelet on the server, keeping
+// those the oracle may still need (judgeEarly looks back less than
+// suspectAfter from the last delivered renewal). Under the world's lock.
+func (w *World) noteRenewal(n *Node, now time.Time) {
+	keep := now.Add(-2*w.Policy.SuspectAfter - time.Minute)
+	i := 0
+	for i < len(n.renewals) && n.renewals[i].Before(keep) {
+		i++
+	}
+	n.renewals = append(n.renewals[i:], now)
+}
+
+// judgeMissedRenewal is the early start's premise judged from the world's
+// truth: the kubelet missed a renewal. Counting from the last sign of life
+// the agents' informers delivered (a later one an agent's own read may
+// have taken in only moves its view later), some stretch of eventSilence
+// or more must have passed with no sign of life on the server: between
+// two of its renewals, or from the last one until now. A view that lags
+// (a stalled watch) hides renewals; an agent that took the lag for a
+// silence (a live read that found a newer renewal, taken as proof) powers
+// off a rebooting machine whose kubelet renewed every interval.
+func (w *World) judgeMissedRenewal(n *Node, now time.Time) string {
+	p := w.Policy
+	prev := n.lastObservedHB
+	for _, r := range n.renewals {
+		if !r.After(prev) {
+			continue
+		}
+		if r.Sub(prev) >= p.EventSilence {
+			return ""
+		}
+		prev = r
+	}
+	if now.Sub(prev) >= p.EventSilence {
+		return ""
+	}
+	return sprintf("ForceOff before suspectAfter %s on a power-off event, though the kubelet of machine %s missed no renewal: no stretch of eventSilence %s without one since the renewal the view held (+%s); the last at +%s",
+		p.SuspectAfter, n.Host.Name, p.EventSilence, n.lastObservedHB.Sub(w.start), prev.Sub(w.start))
 }

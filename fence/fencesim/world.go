@@ -389,6 +389,10 @@ type Node struct {
 	// humanAt: when a human last ended or held a fence of the node (an
 	// abort or unfence taken, the taint removed by hand).
 	humanAt time.Time
+	// renewals: the kubelet's recent signs of life on the server (its
+	// status updates, which every Lease renewal comes with), for the
+	// oracle's missed-renewal rule (events.go, judgeMissedRenewal).
+	renewals []time.Time
 }
 
 // pendingRequest is a human's request on the node (the request annotation).
@@ -789,6 +793,7 @@ func (w *World) Advance() {
 // write its status first.
 func (w *World) statusUpdate(n *Node, now time.Time) {
 	n.lastBeat, n.statusAt = now, now
+	w.noteRenewal(n, now)
 	n.rv++
 	// A human's request or attestation was about the failure that just
 	// ended.

@@ -93,6 +93,10 @@ type Recheck struct {
 	// runner compares them with the view the engine decided on.
 	HeartbeatAt time.Time
 	RenewedAt   time.Time
+	// LeaseMissing: the server has no Lease for the node, or one with no
+	// renewTime (a 404 or an empty Lease): such a read proves nothing of
+	// its renewals (leaseread.go).
+	LeaseMissing bool
 }
 
 // blocks says why the recheck forbids a power-off or a taint, or "". token
@@ -364,6 +368,8 @@ type record struct {
 	would map[fence.ActionKind]time.Time
 	// evidence: the node's hung-node evidence (evidence.go).
 	evidence evidence
+	// leaseRead: the node's latest live Lease read (leaseread.go).
+	leaseRead leaseRead
 
 	// pub is what other nodes' fleet views read: the last committed phase,
 	// and the latest admission (or ForceOff) this node's fences ever had,
@@ -707,6 +713,7 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 	}
 	rec := r.recordFor(name)
 	r.probeKubelet(ctx, rec, info)
+	r.readLease(ctx, rec, info)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 
@@ -822,7 +829,8 @@ func sameButSignsOfLife(a, b fence.NodeView) bool {
 		slices.Equal(a.Blockers, b.Blockers) && a.Terminating == b.Terminating &&
 		a.PlannedReboot == b.PlannedReboot && a.PlannedRebootAt == b.PlannedRebootAt && a.PlannedRebootBy == b.PlannedRebootBy &&
 		a.ControlPlane == b.ControlPlane && a.OffEvent == b.OffEvent && a.BMCSystem == b.BMCSystem &&
-		a.RunsThisAgent == b.RunsThisAgent && a.KubeletPort == b.KubeletPort
+		a.RunsThisAgent == b.RunsThisAgent && a.KubeletPort == b.KubeletPort &&
+		a.LeaseReadAt == b.LeaseReadAt
 }
 
 // decide steps the engine on the node's current view, and returns the view
@@ -838,6 +846,7 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	now := r.opts.Clock.Now()
 	in.Node = r.view(info)
 	in.Node.KubeletPort = rec.kubelet.port
+	in.Node.LeaseReadAt = rec.leaseRead.proves(in.Node)
 	// A state another process wrote is taken over by writing it back as
 	// ours (invariant 4): that process may have stalled between a decision
 	// and its write, and the annotation it wrote is its fencing token.

@@ -87,6 +87,13 @@ const (
 	// read with the reading it comes with: a cached read may predate the
 	// reboot. The mutant takes the cached read.
 	EvidenceAfterDiagnose Name = "evidence-after-diagnose"
+	// LeaseReadCurrent: a live Lease read stamps the view fresh
+	// (NodeView.LeaseReadAt) only when the server holds no renewal and no
+	// Ready heartbeat that our view has not taken in. The mutant stamps
+	// whatever the read found. (The simulation cannot kill it: the
+	// server recheck right before the ForceOff asks the same question
+	// later and stops the ForceOff; this rule is the earlier line.)
+	LeaseReadCurrent Name = "lease-read-current"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -113,5 +120,6 @@ func All() []Mutant {
 		{Name: OutletOffReadBack, Packages: []string{"./pdu"}, Run: "VerifyOutlet"},
 		{Name: EvidenceTarget, Packages: []string{"./fence", "./fence/runner"}, Run: "HungNodeEvidence"},
 		{Name: EvidenceAfterDiagnose, Packages: []string{"./fence"}, Run: "DiagnoseThenOnlyEvidence"},
+		{Name: LeaseReadCurrent, Packages: []string{"./fence/runner"}, Run: "LiveLeaseRead"},
 	}
 }
