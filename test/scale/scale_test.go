@@ -45,6 +45,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/internal/memlimit"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
@@ -138,8 +139,8 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(tb.Stop)
-	// The agent runs with the memory budget users get: deploy/base's
-	// GOMEMLIMIT, read from the manifest.
+	// The agent runs with the memory budget users get: deploy/base's,
+	// read from the manifest.
 	budget := manifestMemoryBudget(t)
 	if *flagMemLimit != "" {
 		budget = *flagMemLimit
@@ -317,8 +318,12 @@ func label(line, name string) string {
 	return ""
 }
 
-// manifestMemoryBudget is the GOMEMLIMIT deploy/base's DaemonSet gives the
-// agent ("" when it gives none): the harness measures what users run.
+// manifestMemoryBudget is the soft memory limit deploy/base's DaemonSet
+// gives the agent, as GOMEMLIMIT's text: its GOMEMLIMIT if it sets one,
+// else what the agent takes in that container (memlimit.Fraction of its
+// limits.memory, in bytes); "" when it gives neither. The harness runs the
+// agent as a process, outside any cgroup: it measures what users run only
+// if it passes this.
 func manifestMemoryBudget(t *testing.T) string {
 	t.Helper()
 	root, err := controlplane.RepoRoot()
@@ -341,6 +346,9 @@ func manifestMemoryBudget(t *testing.T) string {
 			if e.Name == "GOMEMLIMIT" {
 				return e.Value
 			}
+		}
+		if l, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			return strconv.FormatInt(int64(float64(l.Value())*memlimit.Fraction), 10)
 		}
 	}
 	return ""
