@@ -1804,8 +1804,11 @@ func (st *stepper) kubeletPortSays() string {
 // wait to every interval, stretching the settle by it per read. Only the
 // schedule changes: the run still needs SettleReads Off readings whose At
 // span SettleWindow (SettledOver), each at most MaxReadGap apart, so reads
-// that come closer together prove nothing sooner. Without a Begun (a
-// reading from the BMC itself) it is scheduleRead from now, as before.
+// that come closer together prove nothing sooner. The runner sets Begun
+// for every reading of a node with fencing levels, level 1's too (a slow
+// BMC's settle reads then come closer together, proving nothing sooner);
+// without one (a node without levels) it is scheduleRead from now, as
+// before.
 func (st *stepper) scheduleSettleRead() {
 	begun := st.in.Reading.Begun
 	if st.in.Kind != InputReading || begun.IsZero() || begun.After(st.now) {
