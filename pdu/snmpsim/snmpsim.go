@@ -190,7 +190,7 @@ func Start(ctx context.Context, bank Bank, dir string) (*Agent, error) {
 	// A free UDP port can be taken between our probe and snmpd's bind:
 	// try another.
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freeUDPPort()
+		port, err := pickUDPPort()
 		if err != nil {
 			a.Stop()
 			return nil, err
@@ -202,6 +202,10 @@ func Start(ctx context.Context, bank Bank, dir string) (*Agent, error) {
 	a.Stop()
 	return nil, lastErr
 }
+
+// pickUDPPort chooses snmpd's port; a variable so a test can hand it a
+// port another snmpd holds.
+var pickUDPPort = freeUDPPort
 
 func freeUDPPort() (int, error) {
 	c, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -217,9 +221,14 @@ func (a *Agent) run(ctx context.Context, snmpd, relay string, relayPort, port in
 	if err := os.MkdirAll(persist, 0o700); err != nil {
 		return err
 	}
+	// The readiness probe asks with a community only this snmpd knows:
+	// another test's snmpd that holds the port (ours then failed to bind)
+	// drops it unanswered, so its answer is never taken for ours.
+	probeCommunity := fmt.Sprintf("ready-%d-%d", os.Getpid(), time.Now().UnixNano())
 	conf := fmt.Sprintf(`# written by pdu/snmpsim
 agentAddress udp:127.0.0.1:%d
 rocommunity %s 127.0.0.1
+rocommunity `+probeCommunity+` 127.0.0.1
 rwcommunity %s 127.0.0.1
 createUser %s SHA "%s" AES "%s"
 createUser %s SHA "%s" AES "%s"
@@ -256,7 +265,7 @@ pass_persist .1.3.6.1.4.1.318 %s %d
 	// Ready when it answers a GET of sysObjectID.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := probe(port); err == nil {
+		if err := probe(port, probeCommunity); err == nil {
 			a.exited = exited
 			return nil
 		}
@@ -284,15 +293,15 @@ func tail(s string, n int) string {
 	return strings.TrimSpace(s)
 }
 
-// probe sends an SNMPv2c GET of sysObjectID.0 with the read community and
-// waits briefly for any answer.
-func probe(port int) error {
+// probe sends an SNMPv2c GET of sysObjectID.0 with community and waits
+// briefly for any answer.
+func probe(port int, community string) error {
 	c, err := net.Dial("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if _, err := c.Write(getRequest(ReadCommunity, []int{1, 3, 6, 1, 2, 1, 1, 2, 0})); err != nil {
+	if _, err := c.Write(getRequest(community, []int{1, 3, 6, 1, 2, 1, 1, 2, 0})); err != nil {
 		return err
 	}
 	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
