@@ -36,3 +36,28 @@ func TestFirstKeepOffReadComesOneSettleIntervalAfterTheTaint(t *testing.T) {
 		t.Errorf("actions = %v at the taint plus SettleInterval, want the keep-off read", kinds(out))
 	}
 }
+
+// Reading.Begun only schedules the next settle read; the proof is each
+// reading's At. Readings that began long before they were taken (a slow
+// level above the one that answered), arriving back to back, must not
+// settle the run before their At span SettleWindow (a review asked for a
+// direct test of it).
+func TestReadingsBegunLongAgoSettleNoSoonerThanTheirAtSpanTheWindow(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.offAccepted(n) // the run's first Off at 22.2 s
+	end := at(sec(22.2)).Add(d.p.SettleWindow)
+	for now := at(sec(22.5)); now.Before(end); now = now.Add(sec(0.5)) {
+		in := reading(n, now, PowerOff)
+		in.Reading.Begun = now.Add(-sec(10))
+		d.step(in, now)
+		if d.s.Phase != ConfirmingOff {
+			t.Fatalf("phase %s at +%s: readings begun 10 s before they were taken settled a run whose At span %s, less than SettleWindow %s",
+				d.s.Phase, now.Sub(t0), now.Sub(at(sec(22.2))), d.p.SettleWindow)
+		}
+	}
+	in := reading(n, end, PowerOff)
+	in.Reading.Begun = end.Add(-sec(10))
+	d.step(in, end)
+	d.wantPhase(Tainting)
+}
