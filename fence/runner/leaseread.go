@@ -58,6 +58,12 @@ func (r *Runner) readLease(ctx context.Context, rec *record, info NodeInfo) {
 		return // no events, no early start to prove
 	}
 	now := r.opts.Clock.Now()
+	// The cheap test first: a node silent less than eventSilence (the
+	// sync of every renewal) wants no read (LeaseReadWanted says the
+	// same), and building its view again would cost two lookups per sync.
+	if info.View.HeartbeatAt.IsZero() || fence.SilentFor(info.View, now) < r.policy(info.Name).EventSilence {
+		return
+	}
 	rec.mu.Lock()
 	v := r.view(info)
 	v.LeaseReadAt = rec.leaseRead.proves(v)
