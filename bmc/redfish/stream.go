@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -111,9 +113,13 @@ type StreamOptions struct {
 // apart, and falls back to polling (saying why) when it cannot stream.
 type Stream struct {
 	client *Client // discovery, login, error classification
-	hc     *http.Client
-	opts   StreamOptions
-	clock  clock.WithTicker
+	// dialer, tls (nil for an http:// target) and redirect open the
+	// stream's own connection (open).
+	dialer   *net.Dialer
+	tls      *tls.Config
+	redirect func(*http.Request, []*http.Request) error
+	opts     StreamOptions
+	clock    clock.WithTicker
 
 	mu     sync.Mutex
 	state  StreamState
@@ -147,37 +153,30 @@ func NewStream(target bmc.Target, opts StreamOptions) (*Stream, error) {
 		ka = *opts.KeepAlive
 	}
 	t := c.target
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: t.Timeout, KeepAliveConfig: ka}).DialContext,
-		TLSHandshakeTimeout:   t.Timeout,
-		ResponseHeaderTimeout: t.Timeout,
-		// The stream's bytes are read as they come; a compressed stream
-		// would be buffered.
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 1,
-		// This transport carries one GET (the stream's) and then holds
-		// its connection open for good, one per BMC: net/http's 4 KiB
-		// buffers each way would be 8 MiB at 1000 BMCs for a request of a
-		// few hundred bytes and lines read through the scanner's own
-		// buffer (read).
-		WriteBufferSize: streamWriteBuffer,
-		ReadBufferSize:  streamReadBuffer,
+	s := &Stream{
+		client: c,
+		// The stream opens its connection itself (open): net/http's
+		// transport would hold it with two goroutines of its own (a
+		// readLoop and a writeLoop, about 20 KiB of stacks) besides Run's,
+		// at one stream per BMC. Its bounds are the transport's: the dial
+		// and, together, the handshake and the answer's header within the
+		// target's Timeout, keep-alive probes for a BMC that lost power.
+		dialer:   &net.Dialer{Timeout: t.Timeout, KeepAliveConfig: ka},
+		redirect: sameOrigin(t.Address),
+		opts:     opts,
+		clock:    opts.Clock,
+		seen:     newIDRing(defaultSeenIDs),
 	}
 	if t.Address.Scheme == "https" {
 		cfg, err := tlsConfig(t)
 		if err != nil {
 			return nil, err
 		}
-		tr.TLSClientConfig = cfg
-	}
-	s := &Stream{
-		client: c,
-		// No overall timeout: the stream is meant to last.
-		hc:    &http.Client{Transport: tr, CheckRedirect: sameOrigin(t.Address)},
-		opts:  opts,
-		clock: opts.Clock,
-		seen:  newIDRing(defaultSeenIDs),
+		// What net/http's transport set: the name the certificate must
+		// carry is the target's host (an IP address is checked against
+		// the certificate's IP addresses).
+		cfg.ServerName = strings.TrimSuffix(strings.TrimPrefix(t.Address.Host, "["), "]")
+		s.tls = cfg
 	}
 	s.state = StreamState{BMC: c.base, Mode: StreamStopped, Since: opts.Clock.Now()}
 	return s, nil
@@ -373,11 +372,13 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	} else {
 		req.SetBasicAuth(t.Credentials.Username, t.Credentials.Password.Reveal())
 	}
-	resp, err := s.hc.Do(req)
+	resp, nc, err := s.open(ctx, req)
 	if err != nil {
 		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
 	}
-	defer resp.Body.Close()
+	// Closing the connection ends the body too (and unblocks a read);
+	// resp.Body.Close would read a chunked body to its end first.
+	defer nc.close()
 	if resp.StatusCode != http.StatusOK {
 		body := make([]byte, 64<<10)
 		n, _ := bufio.NewReader(resp.Body).Read(body)
@@ -389,6 +390,11 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
 		return false, s.client.opError(OpEvents, fmt.Errorf("%w: GET %s answered Content-Type %q, not text/event-stream", bmc.ErrBMC, uri, truncateText(ct, 60)))
+	}
+	// Open: no deadline from here on (an idle stream is silent for as
+	// long as nothing happens; TCP keep-alive finds a dead BMC).
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
 	}
 	connectedAt := s.clock.Now()
 	s.update(func(st *StreamState) {
@@ -403,6 +409,107 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 		return true, errors.New("the BMC closed the stream (iDRAC closes a stream idle for an hour)")
 	}
 	return true, s.client.opError(OpEvents, s.client.classify(ctx, err))
+}
+
+// streamConn is an open stream's connection, closed when its context ends.
+type streamConn struct {
+	net.Conn
+	stop func() bool // unregisters the close on the context's end
+}
+
+func (c *streamConn) close() {
+	c.stop()
+	_ = c.Conn.Close()
+}
+
+// open sends the stream's GET on a connection of its own and reads the
+// answer's header; the body is then read from the returned response in
+// the caller's goroutine: no goroutine of its own holds the connection,
+// and the context's end closes it (context.AfterFunc). The dial, and the
+// TLS handshake with the request and the answer's header together, are
+// each bounded by the target's Timeout (the caller clears the deadline
+// once the stream is accepted). A GET is followed through a redirect as
+// the operations client follows one (sameOrigin: to the target's own
+// origin only, at most maxRedirects times). Errors read as net/http's
+// client reported them, for the same reasons in the stream's state.
+func (s *Stream) open(ctx context.Context, req *http.Request) (*http.Response, *streamConn, error) {
+	var via []*http.Request
+	for {
+		resp, nc, err := s.roundTrip(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return nil, nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
+		}
+		loc := resp.Header.Get("Location")
+		switch resp.StatusCode {
+		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		default:
+			return resp, nc, nil
+		}
+		if loc == "" {
+			return resp, nc, nil // net/http returns such an answer as it is
+		}
+		nc.close()
+		u, err := req.URL.Parse(loc)
+		if err != nil {
+			return nil, nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: fmt.Errorf("failed to parse Location header %q: %v", loc, err)}
+		}
+		next := req.Clone(ctx)
+		next.URL, next.Host, next.Response = u, "", resp
+		next.Header.Set("Referer", req.URL.String())
+		via = append(via, req)
+		if err := s.redirect(next, via); err != nil {
+			return nil, nil, &url.Error{Op: "Get", URL: loc, Err: err}
+		}
+		req = next
+	}
+}
+
+// roundTrip is one request on a new connection: dial (the dialer's
+// Timeout), then the handshake, the request and the answer's header
+// within the target's Timeout.
+func (s *Stream) roundTrip(ctx context.Context, req *http.Request) (*http.Response, *streamConn, error) {
+	raw, err := s.dialer.DialContext(ctx, "tcp", s.client.target.Address.HostPort())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := raw.SetDeadline(time.Now().Add(s.client.target.Timeout)); err != nil {
+		_ = raw.Close()
+		return nil, nil, err
+	}
+	nc := &streamConn{Conn: raw}
+	if s.tls != nil {
+		nc.Conn = tls.Client(raw, s.tls)
+	}
+	nc.stop = context.AfterFunc(ctx, func() { _ = nc.Conn.Close() })
+	if tc, ok := nc.Conn.(*tls.Conn); ok {
+		// Handshake, not HandshakeContext: the latter watches the context
+		// from a goroutine of its own; the AfterFunc above closes the
+		// connection instead.
+		if err := tc.Handshake(); err != nil {
+			nc.close()
+			return nil, nil, err
+		}
+	}
+	// The request goes out in one write (one TLS record), from a buffer
+	// dropped once sent.
+	var buf bytes.Buffer
+	if err := req.Write(&buf); err != nil {
+		nc.close()
+		return nil, nil, err
+	}
+	if _, err := nc.Write(buf.Bytes()); err != nil {
+		nc.close()
+		return nil, nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(nc.Conn, streamReadBuffer), req)
+	if err != nil {
+		nc.close()
+		return nil, nil, err
+	}
+	return resp, nc, nil
 }
 
 // maxLine bounds one SSE line: an event payload is a few kilobytes.

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,14 @@ func TestConnectedStreamFootprint(t *testing.T) {
 	if bin == "" {
 		t.Skip("REDFISH_MOCK names a built cmd/redfish-mock")
 	}
-	const mocks, perMock = 5, 20
+	const mocks = 5
+	perMock := 20
+	if v, err := strconv.Atoi(os.Getenv("FOOTPRINT_PER_MOCK")); err == nil && v > 0 {
+		perMock = v
+	}
+	if os.Getenv("FOOTPRINT_HEAPPROFILE") != "" {
+		runtime.MemProfileRate = 1 // every allocation, for a profile of a few KiB per stream
+	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "mock.yaml")
 	if err := os.WriteFile(cfg, []byte("events:\n  maxSSEStreams: -1\n  sseIdleTimeout: -1s\n"), 0o600); err != nil {
@@ -108,8 +117,24 @@ func TestConnectedStreamFootprint(t *testing.T) {
 		settle = v
 	}
 	time.Sleep(settle)
-	runtime.GC()
+	gcs := 1
+	if v, err := strconv.Atoi(os.Getenv("FOOTPRINT_GCS")); err == nil && v > 0 {
+		gcs = v
+	}
+	for range gcs {
+		runtime.GC()
+	}
 	runtime.ReadMemStats(&after)
+	if p := os.Getenv("FOOTPRINT_HEAPPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
 	g1 := runtime.NumGoroutine()
 	fmt.Printf("footprint: one connected stream after %s: heap %.1f KiB, stacks %.1f KiB, goroutines %.2f (%d streams)\n", settle,
 		(float64(after.HeapAlloc)-float64(before.HeapAlloc))/float64(n)/1024,
