@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -154,7 +156,10 @@ func NewStream(target bmc.Target, opts StreamOptions) (*Stream, error) {
 	}
 	t := c.target
 	s := &Stream{
-		client: c,
+		// What errors are classified and named with; the stream's
+		// discovery and session use a client of their own per attempt
+		// (opsClient), so no transport is held here.
+		client: &Client{target: c.target, base: c.base, now: c.now},
 		// The stream opens its connection itself (open): net/http's
 		// transport would hold it with two goroutines of its own (a
 		// readLoop and a writeLoop, about 20 KiB of stacks) besides Run's,
@@ -217,7 +222,12 @@ func (s *Stream) Run(ctx context.Context, sink func(PowerEvent)) error {
 	failures := 0
 	for ctx.Err() == nil {
 		s.update(func(st *StreamState) { st.Mode, st.NextAttempt = StreamConnecting, time.Time{} })
-		uri, minDelay, err := s.discover(ctx)
+		ops, err := s.opsClient()
+		var uri string
+		var minDelay time.Duration
+		if err == nil {
+			uri, minDelay, err = s.discover(ctx, ops)
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -233,7 +243,7 @@ func (s *Stream) Run(ctx context.Context, sink func(PowerEvent)) error {
 			wait = s.backoff(failures)
 			reason = err.Error()
 		default:
-			opened, err := s.stream(ctx, uri, sink)
+			opened, err := s.stream(ctx, ops, uri, sink)
 			switch {
 			case errors.Is(err, errNoSSE):
 				failures = 0
@@ -284,10 +294,10 @@ func (s *Stream) backoff(n int) time.Duration {
 // /redfish/v1/EventService/ServerSentEvent, OpenBMC
 // /redfish/v1/EventService/SSE). minDelay is the vendor's least wait
 // before reconnecting.
-func (s *Stream) discover(ctx context.Context) (uri string, minDelay time.Duration, err error) {
+func (s *Stream) discover(ctx context.Context, ops *Client) (uri string, minDelay time.Duration, err error) {
 	var res bmc.Result
 	var noSSE error // not a failure: kept out of run's classification
-	err = s.client.run(ctx, OpEvents, &res, func(cn *conn) error {
+	err = ops.run(ctx, OpEvents, &res, func(cn *conn) error {
 		var root struct {
 			Vendor       string          `json:"Vendor"`
 			Oem          json.RawMessage `json:"Oem"`
@@ -341,7 +351,7 @@ func (s *Stream) discover(ctx context.Context) (uri string, minDelay time.Durati
 
 // stream opens one SSE connection and reads it until it ends. opened
 // reports whether the BMC accepted it; err says why it ended.
-func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) (opened bool, err error) {
+func (s *Stream) stream(ctx context.Context, ops *Client, uri string, sink func(PowerEvent)) (opened bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.client.base+uri, nil)
@@ -360,7 +370,7 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	t := s.client.target
 	if t.Auth == bmc.AuthSession {
 		lctx, lcancel := context.WithTimeout(ctx, t.Timeout)
-		cn := &conn{c: s.client, ctx: lctx}
+		cn := &conn{c: ops, ctx: lctx}
 		err := cn.login()
 		lcancel()
 		if err != nil {
@@ -372,7 +382,12 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	} else {
 		req.SetBasicAuth(t.Credentials.Username, t.Credentials.Password.Reveal())
 	}
-	resp, nc, err := s.open(ctx, req)
+	// Discovery's (and the login's) kept-alive connection is not needed
+	// any more: closed now, not after idleConnTimeout, its two goroutines
+	// end with it. A session's logout opens one again (resuming the TLS
+	// session).
+	ops.CloseIdleConnections()
+	resp, body, nc, err := s.open(ctx, req)
 	if err != nil {
 		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
 	}
@@ -401,7 +416,9 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 		st.Mode, st.Reason, st.URI, st.NextAttempt, st.Failures = StreamConnected, "", uri, time.Time{}, 0
 		st.Connects++
 	})
-	err = s.read(resp.Body, connectedAt, sink)
+	// body reads the connection without the request and the answer: their
+	// headers and URLs (1.7 KiB) are not held by a stream that is read.
+	err = s.read(body, connectedAt, sink)
 	if ctx.Err() != nil {
 		return true, ctx.Err()
 	}
@@ -432,36 +449,36 @@ func (c *streamConn) close() {
 // the operations client follows one (sameOrigin: to the target's own
 // origin only, at most maxRedirects times). Errors read as net/http's
 // client reported them, for the same reasons in the stream's state.
-func (s *Stream) open(ctx context.Context, req *http.Request) (*http.Response, *streamConn, error) {
+func (s *Stream) open(ctx context.Context, req *http.Request) (*http.Response, io.Reader, *streamConn, error) {
 	var via []*http.Request
 	for {
-		resp, nc, err := s.roundTrip(ctx, req)
+		resp, body, nc, err := s.roundTrip(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
-			return nil, nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
+			return nil, nil, nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
 		}
 		loc := resp.Header.Get("Location")
 		switch resp.StatusCode {
 		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 		default:
-			return resp, nc, nil
+			return resp, body, nc, nil
 		}
 		if loc == "" {
-			return resp, nc, nil // net/http returns such an answer as it is
+			return resp, body, nc, nil // net/http returns such an answer as it is
 		}
 		nc.close()
 		u, err := req.URL.Parse(loc)
 		if err != nil {
-			return nil, nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: fmt.Errorf("failed to parse Location header %q: %v", loc, err)}
+			return nil, nil, nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: fmt.Errorf("failed to parse Location header %q: %v", loc, err)}
 		}
 		next := req.Clone(ctx)
 		next.URL, next.Host, next.Response = u, "", resp
 		next.Header.Set("Referer", req.URL.String())
 		via = append(via, req)
 		if err := s.redirect(next, via); err != nil {
-			return nil, nil, &url.Error{Op: "Get", URL: loc, Err: err}
+			return nil, nil, nil, &url.Error{Op: "Get", URL: loc, Err: err}
 		}
 		req = next
 	}
@@ -470,14 +487,14 @@ func (s *Stream) open(ctx context.Context, req *http.Request) (*http.Response, *
 // roundTrip is one request on a new connection: dial (the dialer's
 // Timeout), then the handshake, the request and the answer's header
 // within the target's Timeout.
-func (s *Stream) roundTrip(ctx context.Context, req *http.Request) (*http.Response, *streamConn, error) {
+func (s *Stream) roundTrip(ctx context.Context, req *http.Request) (*http.Response, io.Reader, *streamConn, error) {
 	raw, err := s.dialer.DialContext(ctx, "tcp", s.client.target.Address.HostPort())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := raw.SetDeadline(time.Now().Add(s.client.target.Timeout)); err != nil {
 		_ = raw.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nc := &streamConn{Conn: raw}
 	if s.tls != nil {
@@ -490,7 +507,7 @@ func (s *Stream) roundTrip(ctx context.Context, req *http.Request) (*http.Respon
 		// connection instead.
 		if err := tc.Handshake(); err != nil {
 			nc.close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	// The request goes out in one write (one TLS record), from a buffer
@@ -498,30 +515,45 @@ func (s *Stream) roundTrip(ctx context.Context, req *http.Request) (*http.Respon
 	var buf bytes.Buffer
 	if err := req.Write(&buf); err != nil {
 		nc.close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := nc.Write(buf.Bytes()); err != nil {
 		nc.close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	resp, err := http.ReadResponse(bufio.NewReaderSize(nc.Conn, streamReadBuffer), req)
+	br := bufio.NewReaderSize(nc.Conn, streamReadBuffer)
+	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		nc.close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return resp, nc, nil
+	// The body as resp.Body reads it, without resp.Body's hold on the
+	// answer (for its trailers) and thus on the request.
+	var body io.Reader = br
+	switch {
+	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
+		body = httputil.NewChunkedReader(br)
+	case resp.ContentLength >= 0:
+		body = io.LimitReader(br, resp.ContentLength)
+	}
+	return resp, body, nc, nil
 }
 
 // maxLine bounds one SSE line: an event payload is a few kilobytes.
 const maxLine = maxEventBytes
 
-// A held stream's buffers (a connected stream measured 34.5 KiB of heap
-// and 31 KiB of goroutine stacks with net/http's defaults:
-// TestConnectedStreamFootprint, build tag footprint).
+// A held stream's buffers. streamReadBuffer is the one reader over the
+// connection: the answer's header and a chunked body's size lines go
+// through it, while the scanner's reads, as large as its buffer, bypass it
+// when it is empty. streamScanBuffer holds one SSE line and grows to the
+// longest read, up to maxLine. (A connected stream measured 34.5 KiB of
+// heap with net/http's default buffers, 26 KiB with these sizes on
+// net/http's transport, and less since the stream opens its connection
+// itself: TestConnectedStreamFootprint, build tag footprint, prints it.)
+// The request is written in one piece and needs no buffer of its own.
 const (
-	streamWriteBuffer = 512
-	streamReadBuffer  = 1024
-	streamScanBuffer  = 1024
+	streamReadBuffer = 512
+	streamScanBuffer = 1024
 )
 
 // read parses the SSE stream (WHATWG "server-sent events": fields id,
@@ -640,6 +672,23 @@ func (r *idRing) add(id string) bool {
 	}
 	r.set[id] = struct{}{}
 	return true
+}
+
+// opsClient is a client for one attempt's discovery and session, dropped
+// after it: a Stream that held an operations client held its transport's
+// bookkeeping and a TLS configuration of its own for good (about 5 KiB per
+// BMC in the footprint's heap profile). It shares the stream's TLS
+// configuration, and with it the session cache: each handshake resumes
+// the session of the other's.
+func (s *Stream) opsClient() (*Client, error) {
+	c, err := New(s.client.target)
+	if err != nil {
+		return nil, err
+	}
+	if tr, ok := c.hc.Transport.(*http.Transport); ok && s.tls != nil {
+		tr.TLSClientConfig = s.tls
+	}
+	return c, nil
 }
 
 // SystemURI resolves the target's system and returns its URI

@@ -203,9 +203,8 @@ func TestAConnectedStreamIsOneGoroutineWithoutHTTPTransport(t *testing.T) {
 	srv := redfishmocktest.Start(t, redfishmock.Config{Username: adminUser, Password: adminPass, Systems: redfishmock.Systems(1)})
 	s, _, _, _ := runStream(t, target(t, srv, adminUser, adminPass, ""))
 	waitState(t, s, redfish.StreamConnected)
-	// The operations client's kept-alive connection (discovery's) is not
-	// the stream's: close it.
-	redfish.StreamClient(s).CloseIdleConnections()
+	// Discovery's kept-alive connection is closed once the stream is
+	// open: no net/http connection is left.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		stream, transport, dump := ourGoroutines()
@@ -232,7 +231,6 @@ func TestAStreamCancelledWhileIdleReturnsPromptlyAndLeavesNoGoroutine(t *testing
 	if st := s.State(); st.Mode != redfish.StreamStopped {
 		t.Errorf("state after cancel %+v", st)
 	}
-	redfish.StreamClient(s).CloseIdleConnections()
 	deadline := time.Now().Add(10 * time.Second)
 	for clientGoroutines() > before {
 		if time.Now().After(deadline) {
@@ -407,13 +405,17 @@ func TestAStreamToABMCWhoseCertificateFailsItsIdentityIsRefused(t *testing.T) {
 				sseRequests.Add(1)
 				w.Header().Set("Content-Type", "text/event-stream")
 				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
 				<-r.Context().Done()
 			}))
 			// Discovery's connection gets the good certificate, the
 			// stream's the bad one. (A listener of our own: httptest's
 			// StartTLS would add its own certificate, which a client that
 			// sends no SNI, as to an IP address, always gets.)
-			srv.Listener = tls.NewListener(srv.Listener, &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			// No session tickets: the stream's handshake would otherwise
+			// resume discovery's session (their TLS configuration is
+			// shared) and see no certificate at all.
+			srv.Listener = tls.NewListener(srv.Listener, &tls.Config{SessionTicketsDisabled: true, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 				if handshakes.Add(1) == 1 {
 					return &pki.good, nil
 				}
