@@ -126,7 +126,7 @@ func short(commit string) string {
 // plot draws RSS (MiB) and CPU (% of a core) against nodes as an SVG: two
 // panels side by side, each with its target as a dashed line.
 func plot(figs []Figures) string {
-	const w, h, panelW, top, left, bottom = 760, 320, 330, 40, 60, 50
+	const w, h, panelW, top, left, bottom = 820, 320, 330, 40, 60, 50
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
@@ -154,7 +154,9 @@ func plot(figs []Figures) string {
 		xmax := float64(niceCeil(float64(maxNodes)))
 		px := func(n float64) float64 { return x0 + n/xmax*panelW }
 		py := func(v float64) float64 { return float64(top) + plotH - v/ymax*plotH }
-		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-weight="bold">%s (%s) at 30 pods per node</text>`+"\n", x0, top-15, p.title, p.unit)
+		// The target is named in the title, not beside its line, where a
+		// point's label could fall on it.
+		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-weight="bold">%s (%s), target %s dashed</text>`+"\n", x0, top-15, p.title, p.unit, trim(p.target))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", x0, py(0), x0+panelW, py(0))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", x0, py(0), x0, py(ymax))
 		for i := 0; i <= 4; i++ {
@@ -165,16 +167,30 @@ func plot(figs []Figures) string {
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">nodes</text>`+"\n", x0+panelW/2, h-12)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="gray" stroke-dasharray="5,4"/>`+"\n", x0, py(p.target), x0+panelW, py(p.target))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="gray" text-anchor="end">target %s</text>`+"\n", x0+panelW, py(p.target)-4, trim(p.target))
 		var pts []string
 		for _, f := range figs {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(float64(f.Nodes)), py(p.value(f))))
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), p.color)
+		// Each value above its point, or below it where it would meet the
+		// previous label (two sizes close together); widths estimated at
+		// 7 px a character of the 12 px font (TestPlotDrawsInChromium
+		// measures what a browser draws).
+		type label struct{ x0, x1, y float64 }
+		var placed []label
 		for _, f := range figs {
 			x, y := px(float64(f.Nodes)), py(p.value(f))
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`+"\n", x, y, p.color)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y-8, trim(p.value(f)))
+			text := trim(p.value(f))
+			half := 3.5*float64(len(text)) + 2
+			ly := y - 8
+			for _, l := range placed {
+				if x-half < l.x1 && x+half > l.x0 && math.Abs(ly-l.y) < 16 {
+					ly = y + 20
+				}
+			}
+			placed = append(placed, label{x - half, x + half, ly})
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, ly, text)
 		}
 	}
 	b.WriteString("</svg>\n")

@@ -802,7 +802,13 @@ func (h *harness) powerLoss(ctx context.Context, dir string) {
 	}
 	tainted := map[string]time.Duration{}
 	var allTainted, allRunning time.Duration
-	h.waitFor(5*time.Minute, "every node of the group tainted and every replacement pod Running elsewhere", func() (bool, error) {
+	running := 0
+	// Not h.waitFor: a run that does not finish still prints how far it
+	// got (at 1000 nodes × 30 pods on two cores, the controllers need
+	// minutes to place the replacements; the taints are the target).
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer wcancel()
+	waitErr := controlplane.WaitFor(wctx, nil, "every node of the group tainted and every replacement pod Running elsewhere", func() (bool, error) {
 		el := time.Since(start)
 		if allTainted == 0 {
 			list, err := h.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: controlplane.GroupLabel + "=" + g.Name})
@@ -823,7 +829,7 @@ func (h *harness) powerLoss(ctx context.Context, dir string) {
 		if err != nil {
 			return false, nil
 		}
-		running := 0
+		running = 0
 		for _, p := range pods.Items {
 			if !on[p.Spec.NodeName] && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 				running++
@@ -839,6 +845,17 @@ func (h *harness) powerLoss(ctx context.Context, dir string) {
 		if first == 0 || d < first {
 			first = d
 		}
+	}
+	if waitErr != nil {
+		var last time.Duration
+		for _, d := range tainted {
+			last = max(last, d)
+		}
+		fmt.Printf("scale: powerloss: %d nodes lose power at once (BMCs Off), %d pods in the cluster: NOT DONE after %.0fs: %d of %d tainted (first +%.1fs, last +%.1fs; target all within %s), %d of %d replacement StatefulSet pods with volumes Running elsewhere\n",
+			len(g.Nodes), h.pods, time.Since(start).Seconds(), len(tainted), len(g.Nodes), first.Seconds(), last.Seconds(), suspectAfter+powerLossSlack, running, len(g.Nodes))
+		h.printTimeline("powerloss", dir, g.Nodes, start)
+		h.fail("powerloss: %v", waitErr)
+		return
 	}
 	fmt.Printf("scale: powerloss: %d nodes lose power at once (BMCs Off), %d pods in the cluster: first tainted +%.1fs, all tainted +%.1fs (target %s), all %d replacement StatefulSet pods with volumes Running +%.1fs\n",
 		len(g.Nodes), h.pods, first.Seconds(), allTainted.Seconds(), suspectAfter+powerLossSlack, len(g.Nodes), allRunning.Seconds())
