@@ -162,7 +162,7 @@ func NewStream(target bmc.Target, opts StreamOptions) (*Stream, error) {
 		client: &Client{target: c.target, base: c.base, now: c.now},
 		// The stream opens its connection itself (open): net/http's
 		// transport would hold it with two goroutines of its own (a
-		// readLoop and a writeLoop, about 20 KiB of stacks) besides Run's,
+		// readLoop and a writeLoop, two 8 KiB stacks) besides Run's,
 		// at one stream per BMC. Its bounds are the transport's: the dial
 		// and, together, the handshake and the answer's header within the
 		// target's Timeout, keep-alive probes for a BMC that lost power.
