@@ -5,13 +5,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -111,9 +115,13 @@ type StreamOptions struct {
 // apart, and falls back to polling (saying why) when it cannot stream.
 type Stream struct {
 	client *Client // discovery, login, error classification
-	hc     *http.Client
-	opts   StreamOptions
-	clock  clock.WithTicker
+	// dialer, tls (nil for an http:// target) and redirect open the
+	// stream's own connection (open).
+	dialer   *net.Dialer
+	tls      *tls.Config
+	redirect func(*http.Request, []*http.Request) error
+	opts     StreamOptions
+	clock    clock.WithTicker
 
 	mu     sync.Mutex
 	state  StreamState
@@ -147,37 +155,33 @@ func NewStream(target bmc.Target, opts StreamOptions) (*Stream, error) {
 		ka = *opts.KeepAlive
 	}
 	t := c.target
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: t.Timeout, KeepAliveConfig: ka}).DialContext,
-		TLSHandshakeTimeout:   t.Timeout,
-		ResponseHeaderTimeout: t.Timeout,
-		// The stream's bytes are read as they come; a compressed stream
-		// would be buffered.
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 1,
-		// This transport carries one GET (the stream's) and then holds
-		// its connection open for good, one per BMC: net/http's 4 KiB
-		// buffers each way would be 8 MiB at 1000 BMCs for a request of a
-		// few hundred bytes and lines read through the scanner's own
-		// buffer (read).
-		WriteBufferSize: streamWriteBuffer,
-		ReadBufferSize:  streamReadBuffer,
+	s := &Stream{
+		// What errors are classified and named with; the stream's
+		// discovery and session use a client of their own per attempt
+		// (opsClient), so no transport is held here.
+		client: &Client{target: c.target, base: c.base, now: c.now},
+		// The stream opens its connection itself (open): net/http's
+		// transport would hold it with two goroutines of its own (a
+		// readLoop and a writeLoop, two 8 KiB stacks) besides Run's,
+		// at one stream per BMC. Its bounds are the transport's: the dial
+		// and, together, the handshake and the answer's header within the
+		// target's Timeout, keep-alive probes for a BMC that lost power.
+		dialer:   &net.Dialer{Timeout: t.Timeout, KeepAliveConfig: ka},
+		redirect: sameOrigin(t.Address),
+		opts:     opts,
+		clock:    opts.Clock,
+		seen:     newIDRing(defaultSeenIDs),
 	}
 	if t.Address.Scheme == "https" {
 		cfg, err := tlsConfig(t)
 		if err != nil {
 			return nil, err
 		}
-		tr.TLSClientConfig = cfg
-	}
-	s := &Stream{
-		client: c,
-		// No overall timeout: the stream is meant to last.
-		hc:    &http.Client{Transport: tr, CheckRedirect: sameOrigin(t.Address)},
-		opts:  opts,
-		clock: opts.Clock,
-		seen:  newIDRing(defaultSeenIDs),
+		// What net/http's transport set: the name the certificate must
+		// carry is the target's host (an IP address is checked against
+		// the certificate's IP addresses).
+		cfg.ServerName = strings.TrimSuffix(strings.TrimPrefix(t.Address.Host, "["), "]")
+		s.tls = cfg
 	}
 	s.state = StreamState{BMC: c.base, Mode: StreamStopped, Since: opts.Clock.Now()}
 	return s, nil
@@ -218,7 +222,12 @@ func (s *Stream) Run(ctx context.Context, sink func(PowerEvent)) error {
 	failures := 0
 	for ctx.Err() == nil {
 		s.update(func(st *StreamState) { st.Mode, st.NextAttempt = StreamConnecting, time.Time{} })
-		uri, minDelay, err := s.discover(ctx)
+		ops, err := s.opsClient()
+		var uri string
+		var minDelay time.Duration
+		if err == nil {
+			uri, minDelay, err = s.discover(ctx, ops)
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -234,7 +243,7 @@ func (s *Stream) Run(ctx context.Context, sink func(PowerEvent)) error {
 			wait = s.backoff(failures)
 			reason = err.Error()
 		default:
-			opened, err := s.stream(ctx, uri, sink)
+			opened, err := s.stream(ctx, ops, uri, sink)
 			switch {
 			case errors.Is(err, errNoSSE):
 				failures = 0
@@ -285,10 +294,10 @@ func (s *Stream) backoff(n int) time.Duration {
 // /redfish/v1/EventService/ServerSentEvent, OpenBMC
 // /redfish/v1/EventService/SSE). minDelay is the vendor's least wait
 // before reconnecting.
-func (s *Stream) discover(ctx context.Context) (uri string, minDelay time.Duration, err error) {
+func (s *Stream) discover(ctx context.Context, ops *Client) (uri string, minDelay time.Duration, err error) {
 	var res bmc.Result
 	var noSSE error // not a failure: kept out of run's classification
-	err = s.client.run(ctx, OpEvents, &res, func(cn *conn) error {
+	err = ops.run(ctx, OpEvents, &res, func(cn *conn) error {
 		var root struct {
 			Vendor       string          `json:"Vendor"`
 			Oem          json.RawMessage `json:"Oem"`
@@ -342,7 +351,7 @@ func (s *Stream) discover(ctx context.Context) (uri string, minDelay time.Durati
 
 // stream opens one SSE connection and reads it until it ends. opened
 // reports whether the BMC accepted it; err says why it ended.
-func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) (opened bool, err error) {
+func (s *Stream) stream(ctx context.Context, ops *Client, uri string, sink func(PowerEvent)) (opened bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.client.base+uri, nil)
@@ -361,7 +370,7 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	t := s.client.target
 	if t.Auth == bmc.AuthSession {
 		lctx, lcancel := context.WithTimeout(ctx, t.Timeout)
-		cn := &conn{c: s.client, ctx: lctx}
+		cn := &conn{c: ops, ctx: lctx}
 		err := cn.login()
 		lcancel()
 		if err != nil {
@@ -373,11 +382,18 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	} else {
 		req.SetBasicAuth(t.Credentials.Username, t.Credentials.Password.Reveal())
 	}
-	resp, err := s.hc.Do(req)
+	// Discovery's (and the login's) kept-alive connection is not needed
+	// any more: closed now, not after idleConnTimeout, its two goroutines
+	// end with it. A session's logout opens one again (resuming the TLS
+	// session).
+	ops.CloseIdleConnections()
+	resp, body, nc, err := s.open(ctx, req)
 	if err != nil {
 		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
 	}
-	defer resp.Body.Close()
+	// Closing the connection ends the body too (and unblocks a read);
+	// resp.Body.Close would read a chunked body to its end first.
+	defer nc.close()
 	if resp.StatusCode != http.StatusOK {
 		body := make([]byte, 64<<10)
 		n, _ := bufio.NewReader(resp.Body).Read(body)
@@ -390,12 +406,19 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
 		return false, s.client.opError(OpEvents, fmt.Errorf("%w: GET %s answered Content-Type %q, not text/event-stream", bmc.ErrBMC, uri, truncateText(ct, 60)))
 	}
+	// Open: no deadline from here on (an idle stream is silent for as
+	// long as nothing happens; TCP keep-alive finds a dead BMC).
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
+	}
 	connectedAt := s.clock.Now()
 	s.update(func(st *StreamState) {
 		st.Mode, st.Reason, st.URI, st.NextAttempt, st.Failures = StreamConnected, "", uri, time.Time{}, 0
 		st.Connects++
 	})
-	err = s.read(resp.Body, connectedAt, sink)
+	// body reads the connection without the request and the answer: their
+	// headers and URLs (1.7 KiB) are not held by a stream that is read.
+	err = s.read(body, connectedAt, sink)
 	if ctx.Err() != nil {
 		return true, ctx.Err()
 	}
@@ -405,16 +428,132 @@ func (s *Stream) stream(ctx context.Context, uri string, sink func(PowerEvent)) 
 	return true, s.client.opError(OpEvents, s.client.classify(ctx, err))
 }
 
+// streamConn is an open stream's connection, closed when its context ends.
+type streamConn struct {
+	net.Conn
+	stop func() bool // unregisters the close on the context's end
+}
+
+func (c *streamConn) close() {
+	c.stop()
+	_ = c.Conn.Close()
+}
+
+// open sends the stream's GET on a connection of its own and reads the
+// answer's header; the body is then read from the returned response in
+// the caller's goroutine: no goroutine of its own holds the connection,
+// and the context's end closes it (context.AfterFunc). The dial, and the
+// TLS handshake with the request and the answer's header together, are
+// each bounded by the target's Timeout (the caller clears the deadline
+// once the stream is accepted). A GET is followed through a redirect as
+// the operations client follows one (sameOrigin: to the target's own
+// origin only, at most maxRedirects times). Errors read as net/http's
+// client reported them, for the same reasons in the stream's state.
+func (s *Stream) open(ctx context.Context, req *http.Request) (*http.Response, io.Reader, *streamConn, error) {
+	var via []*http.Request
+	for {
+		resp, body, nc, err := s.roundTrip(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return nil, nil, nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
+		}
+		loc := resp.Header.Get("Location")
+		switch resp.StatusCode {
+		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		default:
+			return resp, body, nc, nil
+		}
+		if loc == "" {
+			return resp, body, nc, nil // net/http returns such an answer as it is
+		}
+		nc.close()
+		u, err := req.URL.Parse(loc)
+		if err != nil {
+			return nil, nil, nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: fmt.Errorf("failed to parse Location header %q: %v", loc, err)}
+		}
+		next := req.Clone(ctx)
+		next.URL, next.Host, next.Response = u, "", resp
+		next.Header.Set("Referer", req.URL.String())
+		via = append(via, req)
+		if err := s.redirect(next, via); err != nil {
+			return nil, nil, nil, &url.Error{Op: "Get", URL: loc, Err: err}
+		}
+		req = next
+	}
+}
+
+// roundTrip is one request on a new connection: dial (the dialer's
+// Timeout), then the handshake, the request and the answer's header
+// within the target's Timeout.
+func (s *Stream) roundTrip(ctx context.Context, req *http.Request) (*http.Response, io.Reader, *streamConn, error) {
+	raw, err := s.dialer.DialContext(ctx, "tcp", s.client.target.Address.HostPort())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := raw.SetDeadline(time.Now().Add(s.client.target.Timeout)); err != nil {
+		_ = raw.Close()
+		return nil, nil, nil, err
+	}
+	nc := &streamConn{Conn: raw}
+	if s.tls != nil {
+		nc.Conn = tls.Client(raw, s.tls)
+	}
+	nc.stop = context.AfterFunc(ctx, func() { _ = nc.Conn.Close() })
+	if tc, ok := nc.Conn.(*tls.Conn); ok {
+		// Handshake, not HandshakeContext: the latter watches the context
+		// from a goroutine of its own; the AfterFunc above closes the
+		// connection instead.
+		if err := tc.Handshake(); err != nil {
+			nc.close()
+			return nil, nil, nil, err
+		}
+	}
+	// The request goes out in one write (one TLS record), from a buffer
+	// dropped once sent.
+	var buf bytes.Buffer
+	if err := req.Write(&buf); err != nil {
+		nc.close()
+		return nil, nil, nil, err
+	}
+	if _, err := nc.Write(buf.Bytes()); err != nil {
+		nc.close()
+		return nil, nil, nil, err
+	}
+	br := bufio.NewReaderSize(nc.Conn, streamReadBuffer)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		nc.close()
+		return nil, nil, nil, err
+	}
+	// The body as resp.Body reads it, without resp.Body's hold on the
+	// answer (for its trailers) and thus on the request.
+	var body io.Reader = br
+	switch {
+	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
+		body = httputil.NewChunkedReader(br)
+	case resp.ContentLength >= 0:
+		body = io.LimitReader(br, resp.ContentLength)
+	}
+	return resp, body, nc, nil
+}
+
 // maxLine bounds one SSE line: an event payload is a few kilobytes.
 const maxLine = maxEventBytes
 
-// A held stream's buffers (a connected stream measured 34.5 KiB of heap
-// and 31 KiB of goroutine stacks with net/http's defaults:
-// TestConnectedStreamFootprint, build tag footprint).
+// A held stream's buffers. streamReadBuffer is the one reader over the
+// connection: the answer's header and a chunked body's size lines go
+// through it, while the scanner's reads, as large as its buffer, bypass it
+// when it is empty. streamScanBuffer holds one SSE line and grows to the
+// longest read, up to maxLine. (A connected stream measured 34.5 KiB of
+// heap with net/http's default buffers, 26 KiB with these sizes on
+// net/http's transport, and less since the stream opens its connection
+// itself: TestConnectedStreamFootprint, build tag footprint, prints it.)
+// The request is written in one piece and needs no buffer of its own.
 const (
-	streamWriteBuffer = 512
-	streamReadBuffer  = 1024
-	streamScanBuffer  = 1024
+	streamReadBuffer = 512
+	streamScanBuffer = 1024
 )
 
 // read parses the SSE stream (WHATWG "server-sent events": fields id,
@@ -533,6 +672,23 @@ func (r *idRing) add(id string) bool {
 	}
 	r.set[id] = struct{}{}
 	return true
+}
+
+// opsClient is a client for one attempt's discovery and session, dropped
+// after it: a Stream that held an operations client held its transport's
+// bookkeeping and a TLS configuration of its own for good (about 5 KiB per
+// BMC in the footprint's heap profile). It shares the stream's TLS
+// configuration, and with it the session cache: each handshake resumes
+// the session of the other's.
+func (s *Stream) opsClient() (*Client, error) {
+	c, err := New(s.client.target)
+	if err != nil {
+		return nil, err
+	}
+	if tr, ok := c.hc.Transport.(*http.Transport); ok && s.tls != nil {
+		tr.TLSClientConfig = s.tls
+	}
+	return c, nil
 }
 
 // SystemURI resolves the target's system and returns its URI

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,12 +27,27 @@ import (
 //
 //	go build -o /tmp/redfish-mock ./cmd/redfish-mock
 //	REDFISH_MOCK=/tmp/redfish-mock go test -tags footprint -run ConnectedStreamFootprint -v ./bmc/redfish/
+//
+// FOOTPRINT_MOCKS (default 5: 100 streams) sets the number of mocks,
+// FOOTPRINT_SETTLE the wait before measuring, FOOTPRINT_GCS the
+// collections before it, FOOTPRINT_HEAPPROFILE a file for a heap profile
+// of every allocation, FOOTPRINT_STACKS=1 prints every goroutine.
 func TestConnectedStreamFootprint(t *testing.T) {
 	bin := os.Getenv("REDFISH_MOCK")
 	if bin == "" {
 		t.Skip("REDFISH_MOCK names a built cmd/redfish-mock")
 	}
-	const mocks, perMock = 5, 20
+	// FOOTPRINT_MOCKS=25: 500 streams, where the runtime's per-P cache of
+	// dead goroutines' stacks (up to 64 of 8 KiB per P, whatever the
+	// number of streams) weighs less on the figure per stream.
+	const perMock = 20
+	mocks := 5
+	if v, err := strconv.Atoi(os.Getenv("FOOTPRINT_MOCKS")); err == nil && v > 0 {
+		mocks = v
+	}
+	if os.Getenv("FOOTPRINT_HEAPPROFILE") != "" {
+		runtime.MemProfileRate = 1 // every allocation, for a profile of a few KiB per stream
+	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "mock.yaml")
 	if err := os.WriteFile(cfg, []byte("events:\n  maxSSEStreams: -1\n  sseIdleTimeout: -1s\n"), 0o600); err != nil {
@@ -108,13 +125,29 @@ func TestConnectedStreamFootprint(t *testing.T) {
 		settle = v
 	}
 	time.Sleep(settle)
-	runtime.GC()
+	gcs := 1
+	if v, err := strconv.Atoi(os.Getenv("FOOTPRINT_GCS")); err == nil && v > 0 {
+		gcs = v
+	}
+	for range gcs {
+		runtime.GC()
+	}
 	runtime.ReadMemStats(&after)
+	if p := os.Getenv("FOOTPRINT_HEAPPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
 	g1 := runtime.NumGoroutine()
-	fmt.Printf("footprint: one connected stream after %s: heap %.1f KiB, stacks %.1f KiB, goroutines %.2f (%d streams)\n", settle,
-		(float64(after.HeapAlloc)-float64(before.HeapAlloc))/float64(n)/1024,
-		(float64(after.StackInuse)-float64(before.StackInuse))/float64(n)/1024,
-		float64(g1-g0)/float64(n), n)
+	heap := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n) / 1024
+	stacks := (float64(after.StackInuse) - float64(before.StackInuse)) / float64(n) / 1024
+	fmt.Printf("footprint: one connected stream after %s: heap %.1f KiB, stacks %.1f KiB, goroutines %.2f (%d streams); 1000 BMCs: %.1f MiB\n", settle,
+		heap, stacks, float64(g1-g0)/float64(n), n, (heap+stacks)*1000/1024)
 	if os.Getenv("FOOTPRINT_STACKS") != "" {
 		buf := make([]byte, 1<<22)
 		fmt.Printf("%s\n", buf[:runtime.Stack(buf, true)])

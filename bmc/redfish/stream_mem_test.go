@@ -5,7 +5,7 @@ package redfish_test
 // the 1000-node fleet whose whole agent the README sizes at 208 MiB); a
 // PushReceiver kept that ring for every BMC it was told to Forget; and ids
 // were kept whole, up to maxLine (256 KiB) each. The bounds below are an
-// order of magnitude above what the code holds now (about 2 KiB per idle
+// order of magnitude above what the code holds now (about 1 KiB per idle
 // stream, nothing per forgotten BMC, 0.3 MiB after 200 ids of 100 KiB),
 // and far below what it held before.
 
