@@ -110,7 +110,7 @@ test:
 # the control plane in bin/e2e (`make e2e-bins`).
 SCALE_ARGS ?= -nodes=1000 -groups=10 -steady=10m
 scale:
-	@set -o pipefail; nice $(GO) test -tags scale -count=1 -timeout 120m -run TestScale -v ./test/scale/ -args $(SCALE_ARGS) | grep -E '^(scale:|--- |ok|FAIL|\s+[A-Za-z0-9_]+\.go:[0-9]+:)'
+	@set -o pipefail; nice $(GO) test -tags scale -count=1 -timeout 180m -run TestScale -v ./test/scale/ -args $(SCALE_ARGS) | grep -E '^(scale:|--- |ok|FAIL|\s+[A-Za-z0-9_]+\.go:[0-9]+:)'
 
 # The failure matrix: never part of `make test` (build tag failures). Prints
 # one "failure:" line per class (test/failures says how each is modelled).
