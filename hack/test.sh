@@ -48,6 +48,12 @@ DEPLOY=github.com/bmcfence/bmcfence/deploy
 mapfile -t cp_rest < <(printf '%s\n' "${cp_list[@]}" | grep -vxF -e "$E2E" -e "$DEPLOY")
 echo "test: ${#unit[@]} packages without a control plane"
 $GO test -race -count=1 -timeout 20m "${unit[@]}"
+# The scale harness's own tests (build tag scale; TestScale itself is `make
+# scale`): the agent-log timeline, the kept log, the memory budget, and the
+# growth plot as headless Chromium draws it.
+echo "test: test/scale's own tests (tag scale, without TestScale)"
+$GO vet -tags scale ./test/scale/
+$GO test -count=1 -tags scale -skip '^(TestScale|TestPlot)$' ./test/scale/
 
 # The independent Go Redfish clients (gofish as users get it today; bmclib
 # v2.3.5 on the gofish v0.20.0 it needs) against the mock: modules of their

@@ -3,6 +3,7 @@
 package scale
 
 import (
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,4 +76,31 @@ func fetch(url, path string, timeout time.Duration) error {
 		return err
 	}
 	return f.Close()
+}
+
+// gzipFile writes src, gzip-compressed, to dst (a 1000-node run's agent log
+// is tens of MiB of JSON; compressed, a few).
+func gzipFile(src, dst string) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	zw := gzip.NewWriter(out)
+	if _, err := io.Copy(zw, in); err != nil {
+		return fmt.Errorf("compressing %s: %w", src, err)
+	}
+	return zw.Close()
 }

@@ -3,6 +3,8 @@
 package scale
 
 import (
+	"compress/gzip"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,5 +62,37 @@ func TestTimelineNamesAStateWriteByThePhaseItWrote(t *testing.T) {
 		if got, ok := tl["n1"][step]; !ok || got != want {
 			t.Errorf("%s at %v (%v), want +%v", step, got, ok, want)
 		}
+	}
+}
+
+func TestGzipFileKeepsTheWholeLog(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "agent.log")
+	want := ""
+	for i := range 5000 {
+		want += `{"ts":` + time.Unix(int64(i), 0).Format("150405") + `,"msg":"fence state saved"}` + "\n"
+	}
+	if err := os.WriteFile(src, []byte(want), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "out", "agent.log.gz")
+	if err := gzipFile(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("the kept log has %d bytes, the agent's %d", len(got), len(want))
 	}
 }
