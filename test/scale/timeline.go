@@ -128,6 +128,15 @@ func (h *harness) printTimeline(scenario, dir string, nodes []string, start time
 	if dir == "" {
 		return
 	}
+	if err := writeTimeline(dir, scenario, tl); err != nil {
+		h.t.Log(err)
+	}
+}
+
+// writeTimeline saves every node's timeline, one line a node, in
+// dir/timeline-<scenario>.txt, making dir first: a run without profiles
+// (-profile=0) into a new -out directory once lost its timeline.
+func writeTimeline(dir, scenario string, tl map[string]map[string]time.Duration) error {
 	var b strings.Builder
 	names := make([]string, 0, len(tl))
 	for n := range tl {
@@ -150,7 +159,8 @@ func (h *harness) printTimeline(scenario, dir string, nodes []string, start time
 		}
 		b.WriteString("\n")
 	}
-	if err := os.WriteFile(filepath.Join(dir, "timeline-"+scenario+".txt"), []byte(b.String()), 0o644); err != nil {
-		h.t.Log(err)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
+	return os.WriteFile(filepath.Join(dir, "timeline-"+scenario+".txt"), []byte(b.String()), 0o644)
 }

@@ -96,3 +96,18 @@ func TestGzipFileKeepsTheWholeLog(t *testing.T) {
 		t.Fatalf("the kept log has %d bytes, the agent's %d", len(got), len(want))
 	}
 }
+
+func TestWriteTimelineMakesItsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "n300")
+	tl := map[string]map[string]time.Duration{"n2": {"FenceTainted": 3 * time.Second, "FenceSuspect": time.Second}, "n1": {"FenceSuspect": 2 * time.Second}}
+	if err := writeTimeline(dir, "powerloss", tl); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "timeline-powerloss.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "n1: +2.0s FenceSuspect;\nn2: +1.0s FenceSuspect; +3.0s FenceTainted;\n"; string(got) != want {
+		t.Fatalf("timeline file:\n%s\nwant:\n%s", got, want)
+	}
+}
