@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,10 +69,11 @@ func TestTimelineNamesAStateWriteByThePhaseItWrote(t *testing.T) {
 func TestGzipFileKeepsTheWholeLog(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "agent.log")
-	want := ""
+	var b strings.Builder
 	for i := range 5000 {
-		want += `{"ts":` + time.Unix(int64(i), 0).Format("150405") + `,"msg":"fence state saved"}` + "\n"
+		b.WriteString(`{"ts":` + time.Unix(int64(i), 0).Format("150405") + `,"msg":"fence state saved"}` + "\n")
 	}
+	want := b.String()
 	if err := os.WriteFile(src, []byte(want), 0o644); err != nil {
 		t.Fatal(err)
 	}
