@@ -168,11 +168,14 @@ for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 wait "$side" || die "etcd or kwok failed to build (output above)"
 
-# Sanity: every binary runs and reports the pinned version.
-"$BINDIR/kube-apiserver" --version | grep -qF "$K8S_VERSION" ||
-	die "kube-apiserver --version does not report $K8S_VERSION: $("$BINDIR/kube-apiserver" --version 2>&1)"
-"$BINDIR/etcd" --version | grep -qF "${ETCD_VERSION#v}" ||
-	die "etcd --version does not report $ETCD_VERSION: $("$BINDIR/etcd" --version 2>&1)"
+# Sanity: every binary runs and reports the pinned version. Its whole
+# output is read first: `--version | grep -q` under pipefail failed a good
+# build when grep stopped reading at the first line and etcd, still
+# writing, died of SIGPIPE.
+v=$("$BINDIR/kube-apiserver" --version 2>&1) && [[ $v == *"$K8S_VERSION"* ]] ||
+	die "kube-apiserver --version does not report $K8S_VERSION: $v"
+v=$("$BINDIR/etcd" --version 2>&1) && [[ $v == *"${ETCD_VERSION#v}"* ]] ||
+	die "etcd --version does not report $ETCD_VERSION: $v"
 
 printf '%s\n' "$WANT" >"$STAMP"
 say "all ${#BINS[@]} binaries built in $((SECONDS - START_ALL))s into $BINDIR"

@@ -59,7 +59,11 @@ if [ "${FAKE_GO_BLOCK:-}" = "$name" ]; then
 	exec sleep 300
 fi
 mkdir -p "$(dirname "$out")"
-printf '#!/bin/sh\necho "%s fake Kubernetes v1.34.4 etcd 3.6.4"\n' "$name" >"$out"
+# The version first, more lines a moment later, as etcd prints them: a
+# check that stops reading at the first match (grep -q) under pipefail
+# kills the binary with SIGPIPE and fails a good build (a fresh make test
+# once failed "etcd --version does not report v3.6.4: etcd Version: 3.6.4").
+printf '#!/bin/sh\necho "%s fake Kubernetes v1.34.4 etcd 3.6.4"\nsleep 0.2\necho "Git SHA: fake"\necho "Go Version: fake"\n' "$name" >"$out"
 chmod +x "$out"
 `
 
