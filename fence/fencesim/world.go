@@ -993,6 +993,11 @@ func (n *Node) Phase() string {
 	return s.Phase.String()
 }
 
+// DetachSlowly makes the node's volumes detach d later than the pods go
+// (a slow CSI driver): a fenced node stays Detaching, its machine read for
+// keep-off, that long.
+func (n *Node) DetachSlowly(d time.Duration) { n.detachAfter = d }
+
 // Taint reports the node's out-of-service taint.
 func (n *Node) Taint() fence.TaintState { return n.taint }
 

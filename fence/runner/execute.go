@@ -53,7 +53,12 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 			}
 		case fence.ActReadPower:
 			r.commit(rec, out.State)
-			rd := r.readPower(ctx, name, rec)
+			rd, ok := r.readPower(ctx, name, rec, out.State)
+			if !ok {
+				// A background read found no BMC slot: the node is
+				// synced again when one frees, or after this.
+				return nil, slotRetry
+			}
 			return &fence.Input{Kind: fence.InputReading, Reading: rd, Host: r.hostEvidence(ctx, name, rec, rd)}, 0
 		case fence.ActPowerOff, fence.ActPowerOn, fence.ActApplyTaint, fence.ActRemoveTaint, fence.ActForgetTaint:
 			r.commit(rec, out.State)
@@ -133,6 +138,10 @@ const NoToken = "\x00no-fencing-token"
 // minRetry re-syncs at once (after a reload) without spinning.
 const minRetry = 10 * time.Millisecond
 
+// slotRetry is when a node whose background read found no BMC slot is
+// synced again if no slot frees first (a freed slot wakes it).
+const slotRetry = 2 * time.Second
+
 // commit adopts s as the node's state and records what changed.
 func (r *Runner) commit(rec *record, s fence.State) {
 	if s.Phase == fence.Stuck && s.Stuck == fence.StuckContradiction && rec.state.Phase != fence.Stuck {
@@ -178,30 +187,37 @@ func (r *Runner) persist(ctx context.Context, name string, rec *record, s fence.
 // and with the target that answered. A target whose identity has not been
 // checked (a new one, or not for VerifyInterval) is checked first; one that
 // fails gives no reading, so it can never prove the node off (invariant 3).
-func (r *Runner) readPower(ctx context.Context, name string, rec *record) fence.Reading {
-	ctrl, ok := r.opts.Inventory.Controller(name)
-	if !ok {
-		return fence.Reading{At: r.opts.Clock.Now(), Failure: "no BMC entry"}
+//
+// A read asked for past the taint (s, urgentRead) does not wait for a BMC
+// slot: with none free, ok is false and nothing was read.
+func (r *Runner) readPower(ctx context.Context, name string, rec *record, s fence.State) (rd fence.Reading, ok bool) {
+	ctrl, found := r.opts.Inventory.Controller(name)
+	if !found {
+		return fence.Reading{At: r.opts.Clock.Now(), Failure: "no BMC entry"}, true
 	}
-	if err := r.acquire(ctx); err != nil {
-		return fence.Reading{At: r.opts.Clock.Now(), Failure: "cancelled"}
+	got, err := r.acquireFor(ctx, name, s)
+	if err != nil {
+		return fence.Reading{At: r.opts.Clock.Now(), Failure: "cancelled"}, true
+	}
+	if !got {
+		return fence.Reading{}, false
 	}
 	defer r.release()
 	if _, ok := ctrl.(Leveled); ok {
-		return r.readLevels(ctx, rec, ctrl)
+		return r.readLevels(ctx, rec, ctrl), true
 	}
 	key := ctrl.Key()
 	sent := r.opts.Clock.Now()
 	if fence.Enabled(fence.CheckIdentity) && (key != rec.verifiedKey || sent.Sub(rec.verifiedAt) >= r.opts.VerifyInterval) {
 		if err := r.verify(ctx, rec, ctrl); err != nil {
-			return fence.Reading{At: sent, Failure: "identity check failed: " + err.Error(), Target: key}
+			return fence.Reading{At: sent, Failure: "identity check failed: " + err.Error(), Target: key}, true
 		}
 		sent = r.opts.Clock.Now()
 	}
 	st, err := ctrl.PowerStatus(ctx)
-	rd := ReadingOf(sent, st, err)
+	rd = ReadingOf(sent, st, err)
 	rd.Target = key
-	return rd
+	return rd, true
 }
 
 // verify checks the target's identity now and remembers the success.
@@ -411,16 +427,23 @@ func (r *Runner) would(name string, rec *record, k fence.ActionKind, s fence.Sta
 	r.log.Warn(ev.Message, zap.String("node", name), zap.Bool("dryRun", true))
 }
 
-func (r *Runner) acquire(ctx context.Context) error {
-	select {
-	case r.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// acquire waits for a BMC slot, ahead of background reads (slots.go).
+func (r *Runner) acquire(ctx context.Context) error { return r.slots.acquire(ctx) }
+
+// acquireFor takes a slot for a call of a node in state s: a fence's
+// waits for one; a background read does not (ok false: the node is woken
+// when a slot frees).
+func (r *Runner) acquireFor(ctx context.Context, name string, s fence.State) (ok bool, err error) {
+	if urgentRead(s) {
+		if err := r.slots.acquire(ctx); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
+	return r.slots.tryBackground(name), nil
 }
 
-func (r *Runner) release() { <-r.sem }
+func (r *Runner) release() { r.slots.release() }
 
 func errString(err error) string {
 	if err == nil {

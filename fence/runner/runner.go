@@ -282,7 +282,9 @@ const retryAfterError = 2 * time.Second
 type Runner struct {
 	opts Options
 	log  *zap.Logger
-	sem  chan struct{}
+	// slots bounds the BMC calls in flight, fences before their taint
+	// first (slots.go).
+	slots *bmcSlots
 	// notify carries Notify's names to Run's loop.
 	notify chan string
 
@@ -450,16 +452,17 @@ func New(opts Options) (*Runner, error) {
 	if opts.ID == "" {
 		opts.ID = randomID()
 	}
-	return &Runner{
+	r := &Runner{
 		opts:      opts,
 		log:       opts.Log,
-		sem:       make(chan struct{}, opts.BMCConcurrency),
 		nodes:     map[string]*record{},
 		persisted: map[string]persistedFence{},
 		notify:    make(chan string, 256),
 
 		kubeletSem: make(chan struct{}, kubeletProbeConcurrency),
-	}, nil
+	}
+	r.slots = newBMCSlots(opts.BMCConcurrency, r.Notify)
+	return r, nil
 }
 
 // Run drives every node until ctx is cancelled (leadership lost, shutdown).

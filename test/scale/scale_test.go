@@ -60,6 +60,7 @@ var (
 	flagOut         = flag.String("out", "", "directory for the figures (figures.json) and the agent's profiles (a relative path is under the repository; default bin/scale/nNODES); with several agents, one subdirectory each")
 	flagProfile     = flag.Duration("profile", time.Minute, "CPU profile length, taken after the steady window (0: no profiles)")
 	flagMemLimit    = flag.String("gomemlimit", "", "the agent's GOMEMLIMIT (e.g. 120MiB, or off) instead of deploy/base's DaemonSet's, to try another memory budget; the steady line prints the one used")
+	flagBMCLatency  = flag.Duration("bmc-latency", 0, "added to every Redfish request of every node's BMC (real BMCs answer in 0.3 to 2 s; the mock at once)")
 	flagPlot        = flag.String("plot", "", "TestPlot: the directory (a relative path is under the repository) whose */figures.json feed the growth table and plot (growth.svg, written there)")
 )
 
@@ -139,6 +140,13 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(tb.Stop)
+	if *flagBMCLatency > 0 {
+		for _, name := range names {
+			if err := tb.SetFaults(name, redfishmock.Faults{Latency: *flagBMCLatency}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	// The agent runs with the memory budget users get: deploy/base's,
 	// read from the manifest.
 	budget := manifestMemoryBudget(t)
@@ -150,8 +158,8 @@ func TestScale(t *testing.T) {
 	}
 	h := &harness{t: t, tb: tb, c: cp.Client(), group: n / groups, budget: budget}
 	nodesReady := time.Since(setupStart)
-	fmt.Printf("scale: setup: %d nodes in %d kwok processes, 1 Redfish mock with %d systems, ready in %.0fs\n",
-		n, groups, n, nodesReady.Seconds())
+	fmt.Printf("scale: setup: %d nodes in %d kwok processes, 1 Redfish mock with %d systems (each request %s late), ready in %.0fs\n",
+		n, groups, n, *flagBMCLatency, nodesReady.Seconds())
 
 	// One StatefulSet pod with a volume on each node of the power-loss
 	// group, then the workload: about -pods-per-node pods on every node.

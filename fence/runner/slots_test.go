@@ -1,0 +1,144 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// wakes records the nodes bmcSlots wakes.
+type wakes struct{ got []string }
+
+func (w *wakes) wake(n string) { w.got = append(w.got, n) }
+
+func TestBMCSlotsKeepAReserveForFences(t *testing.T) {
+	for _, tc := range []struct {
+		size, background int // slots, and how many background reads get one
+	}{
+		{1, 1}, // nothing to reserve: the one slot is shared, fences first
+		{2, 1},
+		{4, 3},
+		{8, 6},
+		{32, 24},
+	} {
+		s := newBMCSlots(tc.size, nil)
+		got := 0
+		for i := 0; i < tc.size; i++ {
+			if s.tryBackground("b") {
+				got++
+			}
+		}
+		if got != tc.background {
+			t.Errorf("%d slots: %d background reads got one, want %d", tc.size, got, tc.background)
+		}
+		// A fence's calls take every slot left at once.
+		for i := got; i < tc.size; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if err := s.acquire(ctx); err != nil {
+				t.Errorf("%d slots, %d held by background reads: a fence's call %d waited: %v", tc.size, got, i-got+1, err)
+			}
+			cancel()
+		}
+	}
+}
+
+// A slot that frees goes to the fence waiting, even when background
+// reads asked earlier; a parked node is woken, once and in order, only
+// when a slot beyond the reserve is free for it.
+func TestBMCSlotsServeFencesFirstAndWakeParkedReads(t *testing.T) {
+	var w wakes
+	s := newBMCSlots(4, w.wake) // one reserved
+	ctx := context.Background()
+	if err := s.acquire(ctx); err != nil { // a fence's call
+		t.Fatal(err)
+	}
+	for _, n := range []string{"keep-off-1", "keep-off-2"} {
+		if !s.tryBackground(n) {
+			t.Fatalf("%s found no slot with one free beyond the reserve", n)
+		}
+	}
+	for _, n := range []string{"keep-off-3", "keep-off-3", "keep-off-4"} {
+		if s.tryBackground(n) {
+			t.Fatalf("%s took the reserved slot", n)
+		}
+	}
+	if err := s.acquire(ctx); err != nil { // the reserved slot, at once
+		t.Fatal(err)
+	}
+	turn := s.queue()
+	if turn == nil {
+		t.Fatal("a fifth call got one of four slots")
+	}
+	s.release()
+	if err := s.await(ctx, turn); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.got) != 0 {
+		t.Fatalf("woke %v while a fence took the freed slot", w.got)
+	}
+	s.release() // the reserve is free again: no background read fits
+	if len(w.got) != 0 {
+		t.Fatalf("woke %v for the reserved slot", w.got)
+	}
+	s.release()
+	if !slices.Equal(w.got, []string{"keep-off-3"}) {
+		t.Fatalf("woke %v, want keep-off-3 (parked first, once)", w.got)
+	}
+	// keep-off-4's own retry comes before the woken keep-off-3's: it
+	// takes the slot and is parked no more; keep-off-3 is parked again,
+	// and woken by the next slot that frees.
+	if !s.tryBackground("keep-off-4") {
+		t.Fatal("keep-off-4 found no slot")
+	}
+	if s.tryBackground("keep-off-3") {
+		t.Fatal("keep-off-3 took the reserved slot")
+	}
+	s.release()
+	if !s.tryBackground("keep-off-3") {
+		t.Fatal("the woken node found no slot")
+	}
+	for i := 0; i < 3; i++ {
+		s.release()
+	}
+	if !slices.Equal(w.got, []string{"keep-off-3", "keep-off-3"}) {
+		t.Fatalf("woke %v, want keep-off-3 twice (keep-off-4 took its turn unwoken)", w.got)
+	}
+	if s.free != 4 || len(s.parked) != 0 || len(s.isParked) != 0 {
+		t.Fatalf("slots not all back: free %d, parked %v", s.free, s.parked)
+	}
+}
+
+// A fence whose wait ends (leadership lost) leaves the queue, and a slot
+// handed to it as its wait ended is passed on, not lost.
+func TestBMCSlotsAWaitThatEndsLosesNoSlot(t *testing.T) {
+	for _, handedOver := range []bool{false, true} {
+		s := newBMCSlots(1, nil)
+		if err := s.acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		turn := s.queue()
+		if turn == nil {
+			t.Fatal("a second call got the one slot")
+		}
+		if handedOver {
+			s.release() // closes turn: the hand-over races the end
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := s.await(ctx, turn)
+		if !handedOver && !errors.Is(err, context.Canceled) {
+			t.Fatalf("await = %v, want cancelled", err)
+		}
+		if err == nil {
+			s.release() // the hand-over won: the caller holds the slot
+		}
+		if !handedOver {
+			s.release()
+		}
+		if s.free != 1 || len(s.waiting) != 0 {
+			t.Fatalf("handed over %v: free %d, waiting %d; want 1, 0", handedOver, s.free, len(s.waiting))
+		}
+	}
+}
