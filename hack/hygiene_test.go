@@ -12,8 +12,7 @@ import (
 // A loop that runs work at most N at a time is errgroup.Group with SetLimit
 // (golang.org/x/sync/errgroup), not a channel of N empty structs and a
 // WaitGroup by hand (issue 23 found five). A channel of capacity 1 is a
-// wake-up signal, not a limit; the runner's semaphore is one too, but
-// shared by every node's worker for the runner's life, not a loop.
+// wake-up signal, not a limit.
 func TestNoHandRolledBoundedParallelLoops(t *testing.T) {
 	out, err := exec.Command("git", "-C", "..", "ls-files", "*.go").Output()
 	if err != nil {
@@ -21,7 +20,6 @@ func TestNoHandRolledBoundedParallelLoops(t *testing.T) {
 	}
 	sem := regexp.MustCompile(`make\(chan struct\{\}, ([^)]+)\)`)
 	allowed := map[string]bool{
-		"fence/runner/runner.go: opts.BMCConcurrency":     true, // BMC calls of all workers, for the runner's life
 		"fence/runner/runner.go: kubeletProbeConcurrency": true, // a try-acquire: a probe is skipped, not queued, when 4 run
 	}
 	for _, f := range strings.Fields(string(out)) {

@@ -435,13 +435,25 @@ func (r *Runner) acquire(ctx context.Context) error { return r.slots.acquire(ctx
 // when a slot frees).
 func (r *Runner) acquireFor(ctx context.Context, name string, s fence.State) (ok bool, err error) {
 	if urgentRead(s) {
+		start := r.opts.Clock.Now()
 		if err := r.slots.acquire(ctx); err != nil {
 			return false, err
 		}
+		if wait := r.opts.Clock.Since(start); wait >= slowSlot {
+			r.log.Info("fence read waited for a BMC slot", zap.String("node", name), zap.Stringer("phase", s.Phase), zap.Duration("wait", wait))
+		}
 		return true, nil
 	}
-	return r.slots.tryBackground(name), nil
+	if !r.slots.tryBackground(name) {
+		r.log.Debug("no BMC slot for a background read; the node is synced again when one frees", zap.String("node", name), zap.Stringer("phase", s.Phase))
+		return false, nil
+	}
+	return true, nil
 }
+
+// slowSlot is the wait for a BMC slot worth a log line: the slots are too
+// few for the fences in flight and the BMCs' speed (bmc.concurrency).
+const slowSlot = time.Second
 
 func (r *Runner) release() { r.slots.release() }
 

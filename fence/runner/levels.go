@@ -91,7 +91,7 @@ func levelFor(ctrl PowerController, target string) (PowerController, int, bool) 
 const DeadLevelTimeout = 2 * time.Second
 
 // readLevels reads level after level until one can answer (see above).
-// The caller holds the BMC semaphore.
+// The caller holds a BMC slot.
 func (r *Runner) readLevels(ctx context.Context, rec *record, ctrl PowerController) fence.Reading {
 	levels := levelsOf(ctrl)
 	begun := r.opts.Clock.Now()

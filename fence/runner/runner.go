@@ -6,7 +6,8 @@
 //
 // A bounded pool of workers syncs the nodes that are due or changed, never
 // one node in two workers at once, so a node's Steps never overlap; BMC
-// calls across nodes are bounded by a semaphore. Cancelling Run's context
+// calls across nodes are bounded by bmc.concurrency slots, which fences
+// before their taint get first (slots.go). Cancelling Run's context
 // (leadership lost) cancels every in-flight call; whatever was persisted lets
 // the next leader resume exactly.
 package runner
@@ -269,8 +270,8 @@ type PowerEvents interface {
 // retried on the next wake instead of spinning.
 const maxStepsPerSync = 32
 
-// defaultWorkers is Run's pool size: enough that nodes waiting on the BMC
-// semaphore (default 8) or on a slow API call leave workers for the rest
+// defaultWorkers is Run's pool size: enough that fences waiting for a BMC
+// slot (default 8) or on a slow API call leave workers for the rest
 // (a fence's next step, a changed node), a small fixed cost whatever the
 // fleet's size.
 const defaultWorkers = 32
