@@ -200,7 +200,11 @@ func (e *env) onlyOn(nodes []string, create func(), desc string, wait func() (bo
 		}
 	}()
 	create()
-	e.waitFor(time.Minute, desc, wait)
+	// A set-up, not a measurement: it ends when the pods are Ready. A
+	// StatefulSet's pods start one after the other, each after its claim
+	// binds, and under a loaded make test (two cores, every package's
+	// control plane at once) db-0 and db-1 once took more than a minute.
+	e.waitFor(3*time.Minute, desc, wait)
 }
 
 func (e *env) waitFor(limit time.Duration, desc string, cond func() (bool, error)) {
