@@ -55,8 +55,8 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 			r.commit(rec, out.State)
 			rd, ok := r.readPower(ctx, name, rec, out.State)
 			if !ok {
-				// A background read found no BMC slot: the node is
-				// synced again when one frees, or after this.
+				// A read that does not wait found no BMC slot: the
+				// node is synced again when one frees, or after this.
 				return nil, slotRetry
 			}
 			return &fence.Input{Kind: fence.InputReading, Reading: rd, Host: r.hostEvidence(ctx, name, rec, rd)}, 0
@@ -188,8 +188,8 @@ func (r *Runner) persist(ctx context.Context, name string, rec *record, s fence.
 // checked (a new one, or not for VerifyInterval) is checked first; one that
 // fails gives no reading, so it can never prove the node off (invariant 3).
 //
-// A read asked for past the taint (s, urgentRead) does not wait for a BMC
-// slot: with none free, ok is false and nothing was read.
+// Only a fence in flight waits for a BMC slot (readKind): for any other
+// read with none free, ok is false and nothing was read.
 func (r *Runner) readPower(ctx context.Context, name string, rec *record, s fence.State) (rd fence.Reading, ok bool) {
 	ctrl, found := r.opts.Inventory.Controller(name)
 	if !found {
@@ -430,11 +430,12 @@ func (r *Runner) would(name string, rec *record, k fence.ActionKind, s fence.Sta
 // acquire waits for a BMC slot, ahead of background reads (slots.go).
 func (r *Runner) acquire(ctx context.Context) error { return r.slots.acquire(ctx) }
 
-// acquireFor takes a slot for a call of a node in state s: a fence's
-// waits for one; a background read does not (ok false: the node is woken
-// when a slot frees).
+// acquireFor takes a slot for a read of a node in state s (slots.go): a
+// fence in flight waits for one; a suspect's first look and a watching
+// read do not (ok false: the node is woken when a slot frees).
 func (r *Runner) acquireFor(ctx context.Context, name string, s fence.State) (ok bool, err error) {
-	if urgentRead(s) {
+	kind := readKind(s)
+	if kind == slotFence {
 		start := r.opts.Clock.Now()
 		if err := r.slots.acquire(ctx); err != nil {
 			return false, err
@@ -444,11 +445,16 @@ func (r *Runner) acquireFor(ctx context.Context, name string, s fence.State) (ok
 		}
 		return true, nil
 	}
-	if !r.slots.tryBackground(name) {
-		r.log.Debug("no BMC slot for a background read; the node is synced again when one frees", zap.String("node", name), zap.Stringer("phase", s.Phase))
-		return false, nil
+	var got bool
+	if kind == slotLook {
+		got = r.slots.tryLook(name)
+	} else {
+		got = r.slots.tryWatch(name)
 	}
-	return true, nil
+	if !got {
+		r.log.Debug("no BMC slot for a read that does not wait; the node is synced again when one frees", zap.String("node", name), zap.Stringer("phase", s.Phase))
+	}
+	return got, nil
 }
 
 // slowSlot is the wait for a BMC slot worth a log line: the slots are too

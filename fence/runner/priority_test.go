@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func (c gatedController) PowerStatus(ctx context.Context) (bmc.PowerStatus, erro
 // read hangs on a slow BMC.
 func TestKeepOffReadsOnSlowBMCsDoNotStarveAFenceBeforeItsTaint(t *testing.T) {
 	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
-	for i := 1; i <= 12; i++ {
+	for i := 1; i <= 16; i++ {
 		w.AddNode(fmt.Sprintf("n%02d", i), "a", machine.Timing{})
 	}
 	tainted := []string{"n01", "n02", "n03", "n04"}
@@ -112,10 +113,25 @@ func TestKeepOffReadsOnSlowBMCsDoNotStarveAFenceBeforeItsTaint(t *testing.T) {
 		}
 		syncFor(w, r, time.Second)
 	}
-	// The machines' BMCs go slow; n05 loses power, and its Lease goes
-	// silent for longer than suspectAfter, while the tainted nodes' next
-	// keep-off reads come due.
-	g.hold(tainted...)
+	// Two live nodes' Lease renewals stop reaching the API server: they
+	// go Suspect, and their BMCs read On.
+	live := []string{"n06", "n07"}
+	for _, n := range live {
+		w.Node(n).Partitioned = true
+	}
+	for i := 0; i < 30; i++ {
+		syncFor(w, r, time.Second)
+	}
+	for _, n := range live {
+		if ph := w.Node(n).Phase(); ph != fence.Suspect.String() {
+			t.Fatalf("%s is %s, want Suspect (reading On)", n, ph)
+		}
+	}
+	// Their BMCs and the tainted nodes' go slow; n05 loses power, and its
+	// Lease goes silent for longer than suspectAfter, while the tainted
+	// nodes' keep-off reads and the suspects' next reads come due.
+	watching := append(slices.Clone(tainted), live...)
+	g.hold(watching...)
 	if err := w.Node("n05").BMC.Event(machine.EventPowerLoss); err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +140,8 @@ func TestKeepOffReadsOnSlowBMCsDoNotStarveAFenceBeforeItsTaint(t *testing.T) {
 		w.Advance()
 	}
 	var wg sync.WaitGroup
-	returned := make(chan string, len(tainted))
-	for _, n := range tainted {
+	returned := make(chan string, len(watching))
+	for _, n := range watching {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -140,11 +156,11 @@ func TestKeepOffReadsOnSlowBMCsDoNotStarveAFenceBeforeItsTaint(t *testing.T) {
 	// At most the slots are in use; every other keep-off read must give
 	// its worker back rather than wait for a slot.
 	deadline := time.After(10 * time.Second)
-	for back := 0; back < len(tainted)-1; back++ {
+	for back := 0; back < len(watching)-1; back++ {
 		select {
 		case <-returned:
 		case <-deadline:
-			t.Fatalf("%d of %d keep-off syncs returned while one BMC hung: the others waited for a BMC slot, holding their workers", back, len(tainted))
+			t.Fatalf("%d of %d watching syncs (keep-off, suspects reading On) returned while one BMC hung: the others waited for a BMC slot, holding their workers", back, len(watching))
 		}
 	}
 	done := make(chan struct{})
@@ -162,6 +178,18 @@ func TestKeepOffReadsOnSlowBMCsDoNotStarveAFenceBeforeItsTaint(t *testing.T) {
 	if ph == fence.Healthy.String() || ph == fence.Suspect.String() {
 		t.Errorf("n05 is %s after a sync that could read its BMC; want its fence past the first read", ph)
 	}
+	// Its settle reads come at their cadence while a watching read
+	// still hangs: tainted within a settle window and a few syncs.
+	start := w.Clock.Now()
+	for w.Node("n05").Taint() == fence.TaintAbsent {
+		if w.Clock.Now().Sub(start) > time.Minute {
+			t.Fatalf("n05 not tainted a minute after its first read while a watching read hung: %s; events %v", w.Node("n05").Phase(), events(w, "n05"))
+		}
+		w.Clock.Step(time.Second)
+		w.Advance()
+		r.Sync(context.Background(), "n05")
+	}
+	t.Logf("n05 tainted %s after its first read", w.Clock.Now().Sub(start))
 	if len(w.Violations) > 0 {
 		t.Fatal(w.Violations)
 	}

@@ -492,7 +492,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}()
 	}
 
-	ready, due := newReadyQueue(), newDueHeap()
+	ready, due := newReadyQueue(r.inFlight), newDueHeap()
 	// started: the nodes the loop knows (queued, running or due). A node
 	// deleted leaves it when its sync says gone, so that a node re-created
 	// under the same name is scheduled again.
@@ -579,6 +579,20 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// inFlight reports whether the node's fence is in flight as last
+// committed (fence.Phase.InFlight): the scheduling loop hands such nodes
+// to workers first.
+func (r *Runner) inFlight(name string) bool {
+	r.mu.Lock()
+	rec := r.nodes[name]
+	r.mu.Unlock()
+	if rec == nil {
+		return false
+	}
+	ph, _, _ := rec.published()
+	return ph.InFlight()
 }
 
 // synced is one Sync's outcome, from a worker to the scheduling loop.

@@ -7,7 +7,7 @@ import (
 )
 
 func TestReadyQueueNeverHandsOutANodeTwiceAndKeepsAChangeSeenDuringItsSync(t *testing.T) {
-	q := newReadyQueue()
+	q := newReadyQueue(nil)
 	q.add("a")
 	q.add("b")
 	q.add("a") // already queued: once
@@ -28,6 +28,25 @@ func TestReadyQueueNeverHandsOutANodeTwiceAndKeepsAChangeSeenDuringItsSync(t *te
 	}
 	if q.done("b") {
 		t.Fatal("b had no change during its sync, yet runs again")
+	}
+}
+
+// Issue 22: a fence in flight waited for a worker behind hundreds of live
+// nodes flipping between Healthy and Suspect, and its settle reads came
+// 20 s apart. Fences in flight are handed out first, each FIFO in order.
+func TestReadyQueueHandsOutFencesInFlightFirst(t *testing.T) {
+	inFlight := map[string]bool{"f1": true, "f2": true}
+	q := newReadyQueue(func(n string) bool { return inFlight[n] })
+	for _, n := range []string{"a", "f1", "b", "f2", "c", "f1"} {
+		q.add(n)
+	}
+	var order []string
+	for name, ok := q.head(); ok; name, ok = q.head() {
+		order = append(order, name)
+		q.take()
+	}
+	if want := []string{"f1", "f2", "a", "b", "c"}; !slices.Equal(order, want) {
+		t.Fatalf("handed out %v, want %v", order, want)
 	}
 }
 

@@ -9,45 +9,88 @@ import (
 )
 
 // bmcSlots bounds the BMC calls in flight across nodes (bmc.concurrency)
-// and decides who gets a slot when they run short. Calls are of two kinds.
+// and decides who gets a slot when they run short. Calls are of three
+// kinds, first served first:
 //
-// A fence before its taint races the clock: its settle reads must come
-// within maxReadGap of each other or its Off run starts over, and every
-// second it waits is a second of failover. Its calls (and every power
-// command) wait for a slot, first come first served, ahead of the rest.
+//   - A fence in flight (its ForceOff decided or sent, until the taint:
+//     fence.Phase.InFlight) races the clock: its settle reads must come
+//     within maxReadGap of each other or its Off run starts over, and every
+//     second it waits is a second of failover. Its calls, and every power
+//     command, wait for a slot, ahead of the rest.
+//   - A suspect's first look (no reading yet since it became Suspect)
+//     tells a power loss, which fences at once, from a node that may run.
+//     It takes any free slot no fence waits for.
+//   - Every other read only watches: a suspect that reads On waiting for
+//     fenceAfter, keep-off while a tainted node detaches, a Stuck node, a
+//     power-on's read-back. It never takes the reserved slots.
 //
-// The reads of a node past its taint (keep-off while it detaches, a Stuck
-// node's slow reads, the read-back of a power-on) only watch. They never
-// wait: with no slot free beyond the reserved ones, or a fence waiting,
-// the read gives up its turn and the node is synced again when a slot
-// frees (wake). At 1000 nodes, 97 tainted nodes reading every 3 s took
-// every slot and, waiting for one, every worker, and the three fences
-// still before their taint got a read every 20 s (issue 22).
+// Only fences in flight wait. A read of the two other kinds that finds no
+// slot gives up its turn, and its node is synced again when one frees
+// (wake): waiting, it held a worker too. At 1000 nodes × 30 pods on a
+// saturated control plane, 500 live nodes whose Lease renewals came late
+// went Suspect, and with 97 tainted nodes' keep-off reads they held the
+// slots and the workers; fences in flight got a read every 20 s and
+// tainted at +576 s (issue 22).
 type bmcSlots struct {
 	mu   sync.Mutex
 	free int
-	// reserved is how many slots a background read may never take: a
-	// fence's first call gets one at once while background reads hang on
-	// slow BMCs.
+	// reserved is how many slots a watching read may never take: a
+	// fence's calls get one at once while watching reads hang on slow
+	// BMCs.
 	reserved int
 	// waiting are the fences' callers, in order; release hands its slot
 	// to the first.
 	waiting []chan struct{}
-	// parked are the nodes whose background read found no slot, in
-	// order, each once; release wakes the first when a slot frees.
-	parked   []string
-	isParked map[string]bool
-	wake     func(node string)
+	// looks and watches are the nodes whose first look or watching read
+	// found no slot, in order, each once; release wakes the first when a
+	// slot frees that it could take.
+	looks, watches parkedNodes
+	wake           func(node string)
 }
 
+// parkedNodes is a FIFO of node names, each at most once.
+type parkedNodes struct {
+	order []string
+	in    map[string]bool
+}
+
+func (p *parkedNodes) park(node string) {
+	if p.in == nil {
+		p.in = map[string]bool{}
+	}
+	if !p.in[node] {
+		p.in[node] = true
+		p.order = append(p.order, node)
+	}
+}
+
+func (p *parkedNodes) unpark(node string) {
+	if p.in[node] {
+		delete(p.in, node)
+		p.order = slices.DeleteFunc(p.order, func(n string) bool { return n == node })
+	}
+}
+
+func (p *parkedNodes) pop() (string, bool) {
+	if len(p.order) == 0 {
+		return "", false
+	}
+	node := p.order[0]
+	p.order = slices.Delete(p.order, 0, 1)
+	delete(p.in, node)
+	return node, true
+}
+
+func (p *parkedNodes) len() int { return len(p.order) }
+
 // newBMCSlots returns n slots, a quarter of them (at least one, when
-// there are two or more) reserved for fences before their taint.
+// there are two or more) reserved from watching reads.
 func newBMCSlots(n int, wake func(node string)) *bmcSlots {
 	reserved := 0
 	if n > 1 {
 		reserved = max(1, n/4)
 	}
-	return &bmcSlots{free: n, reserved: reserved, isParked: map[string]bool{}, wake: wake}
+	return &bmcSlots{free: n, reserved: reserved, wake: wake}
 }
 
 // acquire waits for a slot, ahead of every background read, until ctx
@@ -93,59 +136,75 @@ func (s *bmcSlots) await(ctx context.Context, turn chan struct{}) error {
 	return ctx.Err()
 }
 
-// tryBackground takes a slot for node's background read if one is free
-// beyond the reserved ones and no fence waits for one. Otherwise it parks
-// node, to be woken when a slot frees, and reports false.
-func (s *bmcSlots) tryBackground(node string) bool {
+// tryLook takes a slot for a suspect's first look if one is free and no
+// fence waits for one. Otherwise it parks node, to be woken when a slot
+// frees, and reports false.
+func (s *bmcSlots) tryLook(node string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.waiting) == 0 && s.free > s.reserved {
+	if len(s.waiting) == 0 && s.free > 0 {
 		s.free--
-		if s.isParked[node] {
-			delete(s.isParked, node)
-			s.parked = slices.DeleteFunc(s.parked, func(n string) bool { return n == node })
-		}
+		s.looks.unpark(node)
 		return true
 	}
-	if !s.isParked[node] {
-		s.isParked[node] = true
-		s.parked = append(s.parked, node)
+	s.looks.park(node)
+	return false
+}
+
+// tryWatch takes a slot for node's watching read if one is free beyond
+// the reserved ones, and no fence waits and no first look is parked.
+// Otherwise it parks node, to be woken when a slot frees, and reports
+// false.
+func (s *bmcSlots) tryWatch(node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.waiting) == 0 && s.looks.len() == 0 && s.free > s.reserved {
+		s.free--
+		s.watches.unpark(node)
+		return true
 	}
+	s.watches.park(node)
 	return false
 }
 
 // release frees a slot: to the first fence waiting, or back to the pool,
-// waking the first parked node if a background read could now take it.
+// waking the first parked node that could take it.
 func (s *bmcSlots) release() {
 	s.mu.Lock()
 	if len(s.waiting) > 0 {
-		ch := s.waiting[0]
+		turn := s.waiting[0]
 		s.waiting = slices.Delete(s.waiting, 0, 1)
 		s.mu.Unlock()
-		close(ch)
+		close(turn)
 		return
 	}
 	s.free++
-	wake := ""
-	if s.free > s.reserved && len(s.parked) > 0 {
-		wake = s.parked[0]
-		s.parked = slices.Delete(s.parked, 0, 1)
-		delete(s.isParked, wake)
+	wake, ok := s.looks.pop()
+	if !ok && s.free > s.reserved {
+		wake, ok = s.watches.pop()
 	}
 	s.mu.Unlock()
-	if wake != "" && s.wake != nil {
+	if ok && s.wake != nil {
 		s.wake(wake)
 	}
 }
 
-// urgentRead reports whether a read asked for by a node in state s races
-// the clock: from the first suspicion until the taint is on. Past the
-// taint a read only watches (keep-off, a Stuck node, a power-on's read
-// back).
-func urgentRead(s fence.State) bool {
-	switch s.Phase {
-	case fence.Detaching, fence.Fenced, fence.PoweringOn, fence.Recovering, fence.Untainting, fence.Stuck, fence.Maintenance:
-		return false
+// slotKind is which of the three kinds (bmcSlots) a read asked for by a
+// node in state s is.
+type slotKind uint8
+
+const (
+	slotFence slotKind = iota // a fence in flight: waits, first in line
+	slotLook                  // a suspect's first look: any free slot
+	slotWatch                 // the rest: never the reserved slots
+)
+
+func readKind(s fence.State) slotKind {
+	switch {
+	case s.FleetPhase().InFlight():
+		return slotFence
+	case s.Phase == fence.Suspect && s.Last.At.Before(s.Since):
+		return slotLook
 	}
-	return true
+	return slotWatch
 }

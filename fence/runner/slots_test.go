@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/bmcfence/bmcfence/fence"
 )
 
 // wakes records the nodes bmcSlots wakes.
@@ -26,18 +28,18 @@ func TestBMCSlotsKeepAReserveForFences(t *testing.T) {
 		s := newBMCSlots(tc.size, nil)
 		got := 0
 		for i := 0; i < tc.size; i++ {
-			if s.tryBackground("b") {
+			if s.tryWatch("b") {
 				got++
 			}
 		}
 		if got != tc.background {
-			t.Errorf("%d slots: %d background reads got one, want %d", tc.size, got, tc.background)
+			t.Errorf("%d slots: %d watching reads got one, want %d", tc.size, got, tc.background)
 		}
 		// A fence's calls take every slot left at once.
 		for i := got; i < tc.size; i++ {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			if err := s.acquire(ctx); err != nil {
-				t.Errorf("%d slots, %d held by background reads: a fence's call %d waited: %v", tc.size, got, i-got+1, err)
+				t.Errorf("%d slots, %d held by watching reads: a fence's call %d waited: %v", tc.size, got, i-got+1, err)
 			}
 			cancel()
 		}
@@ -55,12 +57,12 @@ func TestBMCSlotsServeFencesFirstAndWakeParkedReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"keep-off-1", "keep-off-2"} {
-		if !s.tryBackground(n) {
+		if !s.tryWatch(n) {
 			t.Fatalf("%s found no slot with one free beyond the reserve", n)
 		}
 	}
 	for _, n := range []string{"keep-off-3", "keep-off-3", "keep-off-4"} {
-		if s.tryBackground(n) {
+		if s.tryWatch(n) {
 			t.Fatalf("%s took the reserved slot", n)
 		}
 	}
@@ -89,14 +91,14 @@ func TestBMCSlotsServeFencesFirstAndWakeParkedReads(t *testing.T) {
 	// keep-off-4's own retry comes before the woken keep-off-3's: it
 	// takes the slot and is parked no more; keep-off-3 is parked again,
 	// and woken by the next slot that frees.
-	if !s.tryBackground("keep-off-4") {
+	if !s.tryWatch("keep-off-4") {
 		t.Fatal("keep-off-4 found no slot")
 	}
-	if s.tryBackground("keep-off-3") {
+	if s.tryWatch("keep-off-3") {
 		t.Fatal("keep-off-3 took the reserved slot")
 	}
 	s.release()
-	if !s.tryBackground("keep-off-3") {
+	if !s.tryWatch("keep-off-3") {
 		t.Fatal("the woken node found no slot")
 	}
 	for i := 0; i < 3; i++ {
@@ -105,8 +107,8 @@ func TestBMCSlotsServeFencesFirstAndWakeParkedReads(t *testing.T) {
 	if !slices.Equal(w.got, []string{"keep-off-3", "keep-off-3"}) {
 		t.Fatalf("woke %v, want keep-off-3 twice (keep-off-4 took its turn unwoken)", w.got)
 	}
-	if s.free != 4 || len(s.parked) != 0 || len(s.isParked) != 0 {
-		t.Fatalf("slots not all back: free %d, parked %v", s.free, s.parked)
+	if s.free != 4 || s.watches.len() != 0 || len(s.watches.in) != 0 {
+		t.Fatalf("slots not all back: free %d, parked %v", s.free, s.watches.order)
 	}
 }
 
@@ -139,6 +141,82 @@ func TestBMCSlotsAWaitThatEndsLosesNoSlot(t *testing.T) {
 		}
 		if s.free != 1 || len(s.waiting) != 0 {
 			t.Fatalf("handed over %v: free %d, waiting %d; want 1, 0", handedOver, s.free, len(s.waiting))
+		}
+	}
+}
+
+// A suspect's first look tells a power loss from a node that may run: it
+// takes any free slot, the reserved one too, and a parked first look is
+// woken before every watching read; but it never waits, and never goes
+// ahead of a fence in flight.
+func TestBMCSlotsLetAFirstLookTakeAnyFreeSlot(t *testing.T) {
+	var w wakes
+	s := newBMCSlots(2, w.wake) // one reserved
+	ctx := context.Background()
+	if !s.tryWatch("keep-off") {
+		t.Fatal("a watching read found no slot with one free beyond the reserve")
+	}
+	if s.tryWatch("suspect-reads-on") {
+		t.Fatal("a watching read took the reserved slot")
+	}
+	if !s.tryLook("look-1") {
+		t.Fatal("a first look did not get the free reserved slot")
+	}
+	if s.tryLook("look-2") {
+		t.Fatal("a first look got a slot with none free")
+	}
+	turn := s.queue() // a fence in flight waits, first in line
+	if turn == nil {
+		t.Fatal("a fence got a slot with none free")
+	}
+	s.release()
+	if err := s.await(ctx, turn); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.got) != 0 {
+		t.Fatalf("woke %v while a fence took the freed slot", w.got)
+	}
+	s.release() // free 1 (the reserved): the first look is woken, not the watching read
+	if !slices.Equal(w.got, []string{"look-2"}) {
+		t.Fatalf("woke %v, want look-2", w.got)
+	}
+	if s.tryWatch("suspect-reads-on") {
+		t.Fatal("a watching read went ahead of a parked first look")
+	}
+	if !s.tryLook("look-2") {
+		t.Fatal("the woken first look found no slot")
+	}
+	s.release()
+	s.release() // free 2 > reserved: the watching read's turn
+	if !slices.Equal(w.got, []string{"look-2", "suspect-reads-on"}) {
+		t.Fatalf("woke %v, want look-2 then suspect-reads-on", w.got)
+	}
+	if s.free != 2 {
+		t.Fatalf("free %d, want 2", s.free)
+	}
+}
+
+func TestReadKind(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		s    fence.State
+		want slotKind
+	}{
+		{"suspect, not read yet", fence.State{Phase: fence.Suspect, Since: t0}, slotLook},
+		{"suspect, read before it was", fence.State{Phase: fence.Suspect, Since: t0, Last: fence.Reading{At: t0.Add(-time.Minute)}}, slotLook},
+		{"suspect reading On", fence.State{Phase: fence.Suspect, Since: t0, Last: fence.Reading{At: t0.Add(time.Second), Power: fence.PowerOn}}, slotWatch},
+		{"suspect with a crash dump under way", fence.State{Phase: fence.Suspect, Since: t0, DiagnoseAt: t0}, slotFence},
+		{"powering off", fence.State{Phase: fence.PoweringOff}, slotFence},
+		{"confirming off", fence.State{Phase: fence.ConfirmingOff}, slotFence},
+		{"tainting", fence.State{Phase: fence.Tainting}, slotFence},
+		{"detaching (keep-off)", fence.State{Phase: fence.Detaching}, slotWatch},
+		{"stuck", fence.State{Phase: fence.Stuck}, slotWatch},
+		{"powering on", fence.State{Phase: fence.PoweringOn}, slotWatch},
+		{"healthy", fence.State{}, slotWatch},
+	} {
+		if got := readKind(tc.s); got != tc.want {
+			t.Errorf("%s: kind %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }
