@@ -70,8 +70,8 @@ type BMC struct {
 	// Timeout bounds each BMC operation.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// Concurrency bounds simultaneous BMC calls across all nodes; a
-	// quarter of them (at least one) only fences before their taint may
-	// use (fence/runner/slots.go).
+	// quarter of them (at least one) are kept from reads that only watch
+	// (fence/runner/slots.go).
 	Concurrency int `mapstructure:"concurrency"`
 	// ProbeInterval is how often each node's BMC is probed for
 	// fenceability (credentials, TLS, reachability, identity): one request
