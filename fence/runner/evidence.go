@@ -70,7 +70,14 @@ func (r *Runner) hostEvidence(ctx context.Context, name string, rec *record, rd 
 	if (h.Target == key || mutant.On(mutant.EvidenceTarget)) && !h.At.IsZero() && now.Sub(h.At) < r.evidenceInterval() {
 		return h
 	}
-	if err := r.acquire(ctx); err != nil {
+	// A fence in flight waits for its slot; a suspect's evidence is read
+	// only if a slot beyond the reserved ones is free now (slots.go): 500
+	// live suspects' evidence reads waited in the fences' line.
+	if readKind(rec.state) == slotFence {
+		if err := r.acquire(ctx); err != nil {
+			return h
+		}
+	} else if !r.slots.tryExtra() {
 		return h
 	}
 	defer r.release()

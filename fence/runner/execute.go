@@ -55,9 +55,16 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 			r.commit(rec, out.State)
 			rd, ok := r.readPower(ctx, name, rec, out.State)
 			if !ok {
-				// A read that does not wait found no BMC slot: the
-				// node is synced again when one frees, or after this.
-				return nil, slotRetry
+				// A read that does not wait found no BMC slot: it did
+				// not happen, so it is due again at once (readNow put
+				// NextReadAt a readInterval ahead), and the node is
+				// synced again when a slot frees, or after this.
+				rec.state.NextReadAt = time.Time{}
+				retry := slotRetry
+				if out.RecheckAfter > 0 && out.RecheckAfter < retry {
+					retry = out.RecheckAfter
+				}
+				return nil, retry
 			}
 			return &fence.Input{Kind: fence.InputReading, Reading: rd, Host: r.hostEvidence(ctx, name, rec, rd)}, 0
 		case fence.ActPowerOff, fence.ActPowerOn, fence.ActApplyTaint, fence.ActRemoveTaint, fence.ActForgetTaint:

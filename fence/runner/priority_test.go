@@ -194,3 +194,48 @@ func TestKeepOffReadsOnSlowBMCsDoNotStarveAFenceBeforeItsTaint(t *testing.T) {
 		t.Fatal(w.Violations)
 	}
 }
+
+// Found in review: a first look that found no slot committed the state
+// readNow decided, whose NextReadAt (now + readInterval) said the read was
+// under way. The wake when a slot freed, and the retry 2 s later, then
+// read nothing: the look came a readInterval late and the freed slot sat
+// idle. A read that did not happen is due again at once.
+func TestAReadThatFoundNoSlotIsTakenWhenOneFrees(t *testing.T) {
+	w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		w.AddNode(n, "a", machine.Timing{})
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if err := w.Node(n).BMC.Event(machine.EventPowerLoss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 30; i++ {
+		w.Clock.Step(time.Second)
+		w.Advance()
+	}
+	g := newGate()
+	g.hold("n2")
+	r := newRunner(t, w, fencesim.Cluster{W: w}, func(o *runner.Options) {
+		o.Inventory = gatedInventory{Cluster: fencesim.Cluster{W: w}, g: g}
+		o.BMCConcurrency = 1
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); r.Sync(context.Background(), "n2") }()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("n2's first look never reached its BMC")
+	}
+	if after, _ := r.Sync(context.Background(), "n1"); after > 2*time.Second {
+		t.Errorf("n1's look found no slot; its sync asks to come back in %s, want within 2 s (or on the wake)", after)
+	}
+	close(g.open)
+	<-done
+	w.Clock.Step(time.Second)
+	w.Advance()
+	after, _ := r.Sync(context.Background(), "n1") // the wake's sync, the slot free
+	if ph := w.Node("n1").Phase(); ph == fence.Suspect.String() {
+		t.Fatalf("n1 still %s on the sync after a slot freed (next sync in %s): its skipped read was not due", ph, after)
+	}
+}

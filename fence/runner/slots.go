@@ -152,18 +152,35 @@ func (s *bmcSlots) tryLook(node string) bool {
 }
 
 // tryWatch takes a slot for node's watching read if one is free beyond
-// the reserved ones, and no fence waits and no first look is parked.
-// Otherwise it parks node, to be woken when a slot frees, and reports
-// false.
+// the reserved ones and no fence waits. Otherwise it parks node, to be
+// woken when a slot frees, and reports false. A parked first look does not
+// bar it: that node may have left Suspect and never ask again (release
+// wakes looks first instead).
 func (s *bmcSlots) tryWatch(node string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.waiting) == 0 && s.looks.len() == 0 && s.free > s.reserved {
-		s.free--
+	if s.tryExtraLocked() {
 		s.watches.unpark(node)
 		return true
 	}
 	s.watches.park(node)
+	return false
+}
+
+// tryExtra takes a slot beyond the reserved ones if one is free and no
+// fence waits, for a read that is worth doing only now (a suspect's
+// hung-node evidence); it parks nobody.
+func (s *bmcSlots) tryExtra() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tryExtraLocked()
+}
+
+func (s *bmcSlots) tryExtraLocked() bool {
+	if len(s.waiting) == 0 && s.free > s.reserved {
+		s.free--
+		return true
+	}
 	return false
 }
 
@@ -179,13 +196,22 @@ func (s *bmcSlots) release() {
 		return
 	}
 	s.free++
-	wake, ok := s.looks.pop()
-	if !ok && s.free > s.reserved {
-		wake, ok = s.watches.pop()
+	var wake []string
+	if n, ok := s.looks.pop(); ok {
+		wake = append(wake, n)
+	}
+	if s.free > s.reserved {
+		// Woken with the look (which may have left Suspect and not come
+		// back): one of them takes the slot, the other parks again.
+		if n, ok := s.watches.pop(); ok {
+			wake = append(wake, n)
+		}
 	}
 	s.mu.Unlock()
-	if ok && s.wake != nil {
-		s.wake(wake)
+	if s.wake != nil {
+		for _, n := range wake {
+			s.wake(n)
+		}
 	}
 }
 

@@ -220,3 +220,30 @@ func TestReadKind(t *testing.T) {
 		}
 	}
 }
+
+// Found in review: a first look parked while the slots were busy, whose
+// node then left Suspect (its Lease renewed) and never asked again, kept
+// every watching read out while it stayed parked, and with every slot free
+// nothing released to pop it. Parked looks are woken first; they do not
+// bar a watching read from a slot beyond the reserve.
+func TestBMCSlotsAStaleParkedLookBarsNoWatchingRead(t *testing.T) {
+	var w wakes
+	s := newBMCSlots(4, w.wake) // one reserved
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if !s.tryLook(n) {
+			t.Fatal(n)
+		}
+	}
+	for _, n := range []string{"e", "f", "g", "h", "i"} {
+		if s.tryLook(n) {
+			t.Fatal(n)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		s.release()
+	}
+	// i renewed its Lease: Healthy, it never asks again.
+	if !s.tryWatch("suspect-reading-on") {
+		t.Fatalf("all %d slots free, no fence, yet a watching read got none (looks parked %v, woken %v)", s.free, s.looks.order, w.got)
+	}
+}
