@@ -145,7 +145,7 @@ const NoToken = "\x00no-fencing-token"
 // minRetry re-syncs at once (after a reload) without spinning.
 const minRetry = 10 * time.Millisecond
 
-// slotRetry is when a node whose background read found no BMC slot is
+// slotRetry is when a node whose read found no BMC slot (slots.go) is
 // synced again if no slot frees first (a freed slot wakes it).
 const slotRetry = 2 * time.Second
 
@@ -434,7 +434,7 @@ func (r *Runner) would(name string, rec *record, k fence.ActionKind, s fence.Sta
 	r.log.Warn(ev.Message, zap.String("node", name), zap.Bool("dryRun", true))
 }
 
-// acquire waits for a BMC slot, ahead of background reads (slots.go).
+// acquire waits for a BMC slot, as a fence in flight: first in line (slots.go).
 func (r *Runner) acquire(ctx context.Context) error { return r.slots.acquire(ctx) }
 
 // acquireFor takes a slot for a read of a node in state s (slots.go): a

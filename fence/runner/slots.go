@@ -93,7 +93,7 @@ func newBMCSlots(n int, wake func(node string)) *bmcSlots {
 	return &bmcSlots{free: n, reserved: reserved, wake: wake}
 }
 
-// acquire waits for a slot, ahead of every background read, until ctx
+// acquire waits for a slot, ahead of every read that does not wait, until ctx
 // ends.
 func (s *bmcSlots) acquire(ctx context.Context) error {
 	turn := s.queue()

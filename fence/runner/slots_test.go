@@ -17,7 +17,7 @@ func (w *wakes) wake(n string) { w.got = append(w.got, n) }
 
 func TestBMCSlotsKeepAReserveForFences(t *testing.T) {
 	for _, tc := range []struct {
-		size, background int // slots, and how many background reads get one
+		size, watching int // slots, and how many watching reads get one
 	}{
 		{1, 1}, // nothing to reserve: the one slot is shared, fences first
 		{2, 1},
@@ -32,8 +32,8 @@ func TestBMCSlotsKeepAReserveForFences(t *testing.T) {
 				got++
 			}
 		}
-		if got != tc.background {
-			t.Errorf("%d slots: %d watching reads got one, want %d", tc.size, got, tc.background)
+		if got != tc.watching {
+			t.Errorf("%d slots: %d watching reads got one, want %d", tc.size, got, tc.watching)
 		}
 		// A fence's calls take every slot left at once.
 		for i := got; i < tc.size; i++ {
@@ -80,7 +80,7 @@ func TestBMCSlotsServeFencesFirstAndWakeParkedReads(t *testing.T) {
 	if len(w.got) != 0 {
 		t.Fatalf("woke %v while a fence took the freed slot", w.got)
 	}
-	s.release() // the reserve is free again: no background read fits
+	s.release() // the reserve is free again: no watching read fits
 	if len(w.got) != 0 {
 		t.Fatalf("woke %v for the reserved slot", w.got)
 	}
