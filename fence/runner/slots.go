@@ -81,8 +81,6 @@ func (p *parkedNodes) pop() (string, bool) {
 	return node, true
 }
 
-func (p *parkedNodes) len() int { return len(p.order) }
-
 // newBMCSlots returns n slots, a quarter of them (at least one, when
 // there are two or more) reserved from watching reads.
 func newBMCSlots(n int, wake func(node string)) *bmcSlots {

@@ -107,7 +107,7 @@ func TestBMCSlotsServeFencesFirstAndWakeParkedReads(t *testing.T) {
 	if !slices.Equal(w.got, []string{"keep-off-3", "keep-off-3"}) {
 		t.Fatalf("woke %v, want keep-off-3 twice (keep-off-4 took its turn unwoken)", w.got)
 	}
-	if s.free != 4 || s.watches.len() != 0 || len(s.watches.in) != 0 {
+	if s.free != 4 || len(s.watches.order) != 0 || len(s.watches.in) != 0 {
 		t.Fatalf("slots not all back: free %d, parked %v", s.free, s.watches.order)
 	}
 }
