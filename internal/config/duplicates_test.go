@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -70,5 +72,49 @@ func TestSettleWindowOverridesAreValidated(t *testing.T) {
 	err := a.Validate()
 	if err == nil || !strings.Contains(err.Error(), "inventory.nodes[0] (w1).unassistedSettleWindow = 2s: not longer than policy.settleWindow = 6s") {
 		t.Errorf("Validate = %v", err)
+	}
+}
+
+// DuplicateTargets indexes entries instead of comparing every pair (a
+// chassis manager with a thousand systems at one address made the pairwise
+// version the agent's largest CPU cost at 1000 nodes). It must still refuse
+// exactly the entries bmc.SameBMC pairs, each naming the earliest other one.
+func TestDuplicateTargetsAgreesWithSameBMCPairwise(t *testing.T) {
+	addresses := []string{"https://10.0.0.5", "https://10.0.0.5:443", "HTTPS://10.0.0.5", "https://10.0.0.6", "ipmi://10.0.0.5"}
+	systems := []string{"", "1", "2", "3"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 500; round++ {
+		n := 1 + rng.IntN(8)
+		var names []string
+		var targets []bmc.Target
+		for i := 0; i < n; i++ {
+			e := NodeBMC{Name: fmt.Sprintf("w%d", i), Address: addresses[rng.IntN(len(addresses))], System: systems[rng.IntN(len(systems))]}
+			if strings.HasPrefix(e.Address, "ipmi:") {
+				e.System = "" // IPMI selects no system
+			}
+			tg, err := e.Target(BMCSettings{CredentialsSecret: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names, targets = append(names, e.Name), append(targets, tg)
+		}
+		want := map[string]string{} // node → the earliest other node on its BMC
+		for i := range targets {
+			for j := range targets {
+				if i != j && bmc.SameBMC(targets[i], targets[j]) {
+					want[names[i]] = names[j]
+					break
+				}
+			}
+		}
+		got := DuplicateTargets(names, targets)
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %v: refused %v, want %v", round, targets, got, want)
+		}
+		for name, other := range want {
+			if err := got[name]; err == nil || !strings.Contains(err.Error(), "the BMC of node "+other+":") {
+				t.Fatalf("round %d: %s refused with %v, want naming %s", round, name, err, other)
+			}
+		}
 	}
 }
