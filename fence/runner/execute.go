@@ -117,7 +117,18 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 				r.would(name, rec, a.Kind, out.State)
 				continue
 			}
-			if n, err := r.opts.Cluster.DeleteTerminatingPods(ctx, name, r.token(rec)); err != nil {
+			select {
+			case r.deleteSem <- struct{}{}:
+			default:
+				// Every force-delete permit is taken: skip this
+				// pass, and give the worker back (forceDeleteShare).
+				// detachPoll brings the node back for the next.
+				r.log.Debug("force-delete skipped: the other passes hold the permits", zap.String("node", name))
+				continue
+			}
+			n, err := r.opts.Cluster.DeleteTerminatingPods(ctx, name, r.token(rec))
+			<-r.deleteSem
+			if err != nil {
 				r.log.Warn("force-deleting terminating pods failed", zap.String("node", name), zap.Error(err))
 			} else if n > 0 {
 				r.log.Info("force-deleted terminating pods of a confirmed-off, tainted node", zap.String("node", name), zap.Int("pods", n))
