@@ -260,6 +260,13 @@ func (m *Metrics) Fenceable(node string, ok bool) bool {
 	return wasUnfenceable == ok
 }
 
+// Unfenceable reports whether the node's last probe failed.
+func (m *Metrics) Unfenceable(node string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unfenced[node]
+}
+
 // Risky marks a risky setting as in force (see config.Agent.Risks).
 func (m *Metrics) Risky(setting string) { m.risky.WithLabelValues(setting).Set(1) }
 
