@@ -143,6 +143,12 @@ func exhaustiveStates(now time.Time) []State {
 			out = append(out, s)
 		}
 	}
+	// Unsaved suspicions (on silence alone, not written yet): young, and
+	// older than suspectAfter (a sync came late).
+	for _, since := range []time.Duration{sec(10), sec(25)} {
+		out = append(out, State{Phase: Suspect, Since: now.Add(-since), FailureStart: t0, Unsaved: true},
+			State{Phase: Suspect, Since: now.Add(-since), FailureStart: t0, Unsaved: true, NextReadAt: now.Add(sec(3))})
+	}
 	return out
 }
 

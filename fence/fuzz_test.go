@@ -65,6 +65,8 @@ func fuzzCase(b []byte) (State, Input, time.Time) {
 		first := tm()
 		s.OffRun = OffRun{First: first, Last: first.Add(time.Duration(r.u8()) * 100 * time.Millisecond), Count: c}
 	}
+	// An unsaved suspicion is only ever a Suspect on silence alone.
+	s.Unsaved = s.Phase == Suspect && !s.Manual && !s.NotReadyFence && r.u8()%3 == 0
 	n := NodeView{
 		Ready:         Readiness(r.u8() % 3),
 		NotReadySince: tm(),

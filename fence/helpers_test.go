@@ -166,8 +166,20 @@ func checkInvariants(p Policy, before State, in Input, now time.Time, out Output
 	if out.RecheckAfter <= 0 {
 		return fmt.Errorf("RecheckAfter %s not positive", out.RecheckAfter)
 	}
-	if (s.Phase != before.Phase || has(out, ActPowerOff) || has(out, ActDiagnose) || has(out, ActApplyTaint) || has(out, ActRemoveTaint) || has(out, ActPowerOn)) && !has(out, ActPersist) {
+	// An unsaved suspicion (docs/design.md §1) is the one phase change
+	// not written: Healthy → Suspect on silence alone, and back, with
+	// nothing but reads, and nothing said.
+	unsaved := !has(out, ActPersist) && !has(out, ActEvent) &&
+		((before.Phase == Healthy && !before.Unsaved && s.Phase == Suspect && s.Unsaved && !s.Manual && !s.NotReadyFence) ||
+			(before.Phase == Suspect && before.Unsaved && (s.Phase == Healthy || s.Phase == Suspect && s.Unsaved)))
+	if (s.Phase != before.Phase && !unsaved || has(out, ActPowerOff) || has(out, ActDiagnose) || has(out, ActApplyTaint) || has(out, ActRemoveTaint) || has(out, ActPowerOn)) && !has(out, ActPersist) {
 		return fmt.Errorf("state change %v→%v with side effects %v but no Persist", before.Phase, s.Phase, kinds(out))
+	}
+	if s.Unsaved && (s.Phase != Suspect || has(out, ActPersist)) {
+		return fmt.Errorf("an unsaved suspicion in %v, persisted %v", s.Phase, has(out, ActPersist))
+	}
+	if s.Unsaved && before.Phase == Suspect && before.Unsaved && now.Sub(s.Since) >= p.SuspectAfter {
+		return fmt.Errorf("a suspicion %s old (suspectAfter %s) still unsaved", now.Sub(s.Since), p.SuspectAfter)
 	}
 	return nil
 }

@@ -121,6 +121,11 @@ type State struct {
 	// fence goes on without a dump (diagnose.go).
 	DiagnoseAt      time.Time
 	DiagnoseSkipped bool
+	// Unsaved: a suspicion entered from Healthy on the Lease's silence
+	// alone, not written yet (Step's output, "unsaved suspicions"). Never
+	// encoded: the annotation still holds the Healthy state before it, and
+	// a restarted agent or a new leader suspects afresh on its own clock.
+	Unsaved bool
 }
 
 // OffRun tracks "off and staying off": consecutive valid exact-Off readings.

@@ -16,7 +16,7 @@ const minRecheck = 10 * time.Millisecond
 // Step advances one node's state by one input. It is pure and deterministic:
 // the same (policy, state, input, now) always gives the same Output.
 func Step(p Policy, s State, in Input, now time.Time) Output {
-	st := stepper{p: p, s: s, in: in, now: now, prev: s.Phase}
+	st := stepper{p: p, s: s, in: in, now: now, prev: s.Phase, unsaved: s.Unsaved, suspectedAt: s.Since, sideEffct: in.Write}
 	st.run()
 	return st.output()
 }
@@ -27,6 +27,10 @@ type stepper struct {
 	in   Input
 	now  time.Time
 	prev Phase
+	// unsaved: the state stepped from was an unsaved suspicion, entered
+	// at suspectedAt.
+	unsaved     bool
+	suspectedAt time.Time
 
 	acts      []Action
 	sideEffct bool
@@ -109,8 +113,12 @@ func (st *stepper) handle() {
 }
 
 func (st *stepper) output() Output {
+	persist := st.s.Phase != st.prev || st.sideEffct
+	if st.unsaved || st.s.Unsaved {
+		persist = st.settleUnsaved()
+	}
 	acts := st.acts
-	if st.s.Phase != st.prev || st.sideEffct {
+	if persist {
 		acts = append(acts, Action{})
 		copy(acts[1:], acts)
 		acts[0] = Action{Kind: ActPersist}
@@ -683,6 +691,109 @@ func (st *stepper) healthy() {
 		return
 	}
 	st.enterSuspect(fmt.Sprintf("Lease silent for %s", SilentFor(n, st.now).Round(time.Second)))
+	// Unsaved only from a written Healthy: the annotation must say what
+	// a blip returns to. A human's fence, or one a health checker asked
+	// for, is written at once.
+	st.s.Unsaved = st.prev == Healthy && !st.unsaved && !st.s.Manual && !n.Remediation
+	st.suspectedAt = st.now
+}
+
+// Unsaved suspicions. A live node whose renewals reach a slow API server
+// late is silent for SuspectAfter and renews again seconds later: at 1000
+// nodes, while 100 power losses were fenced, such flips wrote the state
+// twice and sent an Event each, up to 714 writes a minute, to the API
+// server whose slowness caused them (docs/scale/n1000/storm.txt). Entering
+// Suspect on silence alone, and reading a machine that is On, decide
+// nothing and do nothing irreversible; so that suspicion stays in memory,
+// unwritten and unannounced, until it holds (suspicionHolds). A blip that
+// ends before then writes and says nothing. No side effect is affected:
+// any action with one is decided with a write first, as always.
+//
+// settleUnsaved reports whether this step's state is written, and drops
+// or adds the suspicion's announcement.
+func (st *stepper) settleUnsaved() bool {
+	said := map[string]bool{}
+	for _, a := range st.acts {
+		if a.Kind == ActEvent {
+			said[a.Event.Reason] = true
+		}
+	}
+	blip := func() bool {
+		for r := range said {
+			if r != "FenceSuspect" && r != "FenceWaiting" && r != "FenceRecovered" {
+				return false
+			}
+		}
+		return !st.sideEffct
+	}
+	switch {
+	case st.sideEffct || (st.s.Phase != Suspect && st.s.Phase != Healthy):
+	case st.s.Phase == Healthy:
+		// Back: the annotation still says Healthy. A blip's own Events
+		// go with it; anything else said (not fenceable, withdrawn) is
+		// said, and written.
+		st.s.Unsaved = false
+		if blip() {
+			st.acts = withoutEvents(st.acts)
+			return false
+		}
+		return true
+	case !st.suspicionHolds():
+		st.s.Unsaved = true
+		st.acts = withoutEvents(st.acts)
+		st.wake(st.p.SuspectAfter - st.now.Sub(st.s.Since))
+		return false
+	}
+	// It holds: written now, and announced (what the steps before said
+	// nothing of) before this step's own Events, unless it ended in a
+	// phase that is no fence (Maintenance, Healthy on a command): those
+	// steps say why themselves.
+	st.s.Unsaved = false
+	if said["FenceSuspect"] || !(st.s.Phase == Suspect || st.s.Phase.InFlight() || st.s.Phase == Stuck) {
+		return true
+	}
+	acts := st.acts
+	st.acts = nil
+	n := st.node()
+	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s), suspected since %s%s",
+		SilentFor(n, st.now).Round(time.Second), n.Ready, stamp(st.suspectedAt), st.kubeletPortSays())
+	if rd := st.s.Last; st.s.Phase == Suspect && !said["FenceWaiting"] && rd.Failure == "" && !rd.At.Before(st.suspectedAt) && (rd.Power == PowerOn || rd.Power == PowerPoweringOn) {
+		st.sayNotOff(rd)
+	}
+	st.acts = append(st.acts, acts...)
+	return true
+}
+
+// suspicionHolds: an unsaved suspicion that goes on is written once it has
+// lasted SuspectAfter (the node silent twice that, so `kubectl fence
+// status`, the history and a health checker's remediation see it), or
+// when anything but a machine read On happens: a failed or other reading,
+// or anything else worth an Event.
+func (st *stepper) suspicionHolds() bool {
+	if st.now.Sub(st.s.Since) >= st.p.SuspectAfter {
+		return true
+	}
+	if st.in.Kind == InputReading {
+		if rd := st.in.Reading; rd.Failure != "" || (rd.Power != PowerOn && rd.Power != PowerPoweringOn) {
+			return true
+		}
+	}
+	for _, a := range st.acts {
+		if a.Kind == ActEvent && a.Event.Reason != "FenceSuspect" && a.Event.Reason != "FenceWaiting" {
+			return true
+		}
+	}
+	return false
+}
+
+func withoutEvents(acts []Action) []Action {
+	out := acts[:0]
+	for _, a := range acts {
+		if a.Kind != ActEvent {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (st *stepper) enterSuspect(note string) {
@@ -814,6 +925,11 @@ func (st *stepper) noteNotOff(rd Reading) {
 	if prev := st.s.Evidence.last(); prev != nil && prev.Kind == RecReading && prev.Count > 1 {
 		return // the same answer as last time: already said
 	}
+	st.sayNotOff(rd)
+}
+
+// sayNotOff says why rd is not proof.
+func (st *stepper) sayNotOff(rd Reading) {
 	switch {
 	case rd.Power == PowerOff && rd.OSRunning:
 		st.event(true, "FenceBMCContradiction", "BMC reads Off but BootProgress says the OS is running; not proof of off")

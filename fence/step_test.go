@@ -61,8 +61,12 @@ func TestSilenceOfSuspectAfterTriggersABMCRead(t *testing.T) {
 	d.step(tick(view(), at(sec(19.9))), at(sec(19.9)))
 	d.wantPhase(Healthy)
 	out := d.suspect(view())
-	if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActReadPower}, kinds(out)); diff != "" {
+	// An unsaved suspicion: read, not written, not announced.
+	if diff := cmp.Diff([]ActionKind{ActReadPower}, kinds(out)); diff != "" {
 		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	if !d.s.Unsaved {
+		t.Error("the suspicion on silence alone is not unsaved")
 	}
 	if !d.s.FailureStart.Equal(t0) {
 		t.Errorf("FailureStart = %v, want the last heartbeat %v", d.s.FailureStart, t0)
@@ -113,7 +117,9 @@ func TestShutdownNodeIsConfirmedOffThroughOurOwnForceOff(t *testing.T) {
 	d.suspect(n)
 	out := d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
 	d.wantPhase(PoweringOff)
-	if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActPowerOff}, kinds(out)); diff != "" {
+	// The suspicion, unsaved until this reading, is announced
+	// (FenceSuspect), then the ForceOff (FencePowerOff).
+	if diff := cmp.Diff([]ActionKind{ActPersist, ActEvent, ActEvent, ActPowerOff}, kinds(out)); diff != "" {
 		t.Fatalf("on an Off reading (-want +got):\n%s", diff)
 	}
 	d.step(result(n, at(sec(20.3)), ActPowerOff, ""), at(sec(20.3)))
@@ -174,22 +180,40 @@ func TestOffReadingsThatDoNotCount(t *testing.T) {
 // for SuspectAfter the machine is booting; it comes back before FenceAfter
 // and is never touched.
 func TestRebootIsNeverTainted(t *testing.T) {
-	d := newDriver(t)
-	n := view()
-	d.suspect(n)
-	for _, r := range []struct {
-		s float64
-		p Power
-	}{{20.1, PowerPoweringOn}, {25.1, PowerOn}, {30.1, PowerOn}} {
-		if out := d.step(reading(n, at(sec(r.s)), r.p), at(sec(r.s))); has(out, ActPowerOff) || has(out, ActApplyTaint) {
-			t.Fatalf("acted on %v: %v", r.p, kinds(out))
+	for _, back := range []float64{31, 45} {
+		d := newDriver(t)
+		n := view()
+		d.suspect(n)
+		var said []string
+		for _, r := range []struct {
+			s float64
+			p Power
+		}{{20.1, PowerPoweringOn}, {25.1, PowerOn}, {30.1, PowerOn}, {35.1, PowerOn}, {40.1, PowerOn}} {
+			if r.s > back {
+				break
+			}
+			out := d.step(reading(n, at(sec(r.s)), r.p), at(sec(r.s)))
+			if has(out, ActPowerOff) || has(out, ActApplyTaint) {
+				t.Fatalf("acted on %v: %v", r.p, kinds(out))
+			}
+			said = append(said, eventReasons(out)...)
 		}
-	}
-	d.wantPhase(Suspect)
-	out := d.step(tick(view(heartbeat(sec(31))), at(sec(31))), at(sec(31)))
-	d.wantPhase(Healthy)
-	if !slices.Contains(eventReasons(out), "FenceRecovered") {
-		t.Errorf("events = %v, want FenceRecovered", eventReasons(out))
+		d.wantPhase(Suspect)
+		out := d.step(tick(view(heartbeat(sec(back))), at(sec(back))), at(sec(back)))
+		d.wantPhase(Healthy)
+		said = append(said, eventReasons(out)...)
+		// Back within suspectAfter of the suspicion, reading On: an
+		// unsaved suspicion, nothing written or said. Back later: it
+		// held (written at 40 s), and its end is said.
+		if back < 40 {
+			if len(said) > 0 || has(out, ActPersist) {
+				t.Errorf("back at %ss: said %v, actions %v; want nothing", fmtSec(back), said, kinds(out))
+			}
+			continue
+		}
+		if diff := cmp.Diff([]string{"FenceSuspect", "FenceWaiting", "FenceRecovered"}, said); diff != "" {
+			t.Errorf("back at %ss: events (-want +got):\n%s", fmtSec(back), diff)
+		}
 	}
 }
 
@@ -242,7 +266,7 @@ func TestUnreachableBMCBacksOffAndSaysSoOnce(t *testing.T) {
 	if diff := cmp.Diff(want, waits); diff != "" {
 		t.Errorf("backoff (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"FenceCannotVerify"}, events); diff != "" {
+	if diff := cmp.Diff([]string{"FenceSuspect", "FenceCannotVerify"}, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
@@ -848,5 +872,68 @@ func TestUnfenceableIsReportedOncePerEpisodeWithTheCommandToFenceItByHand(t *tes
 	}
 	if !events[0].ManualFence {
 		t.Errorf("the Event does not ask for the command that fences it by hand (Event.ManualFence): %q", msgs[0])
+	}
+}
+
+// Issue 22: a suspicion on silence alone is kept in memory (unsaved) while
+// its machine reads On; it is written, and announced, once it lasted
+// suspectAfter, and the Step asks to be woken for that.
+func TestAnUnsavedSuspicionIsWrittenWhenItLasts(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	out := d.step(reading(n, at(sec(20.1)), PowerOn), at(sec(20.1)))
+	if len(out.Actions) != 0 || !d.s.Unsaved {
+		t.Fatalf("a first read On: actions %v, unsaved %v; want none, unsaved", kinds(out), d.s.Unsaved)
+	}
+	if out.RecheckAfter > 20*time.Second {
+		t.Errorf("RecheckAfter %s, want at most the 20 s until the suspicion holds", out.RecheckAfter)
+	}
+	out = d.step(tick(n, at(sec(39.9))), at(sec(39.9)))
+	if has(out, ActPersist) || !d.s.Unsaved {
+		t.Fatalf("at 39.9 s: actions %v, unsaved %v; want no write yet", kinds(out), d.s.Unsaved)
+	}
+	out = d.step(tick(n, at(sec(40))), at(sec(40)))
+	d.wantPhase(Suspect)
+	if !has(out, ActPersist) || d.s.Unsaved {
+		t.Fatalf("at 40 s: actions %v, unsaved %v; want it written", kinds(out), d.s.Unsaved)
+	}
+	if diff := cmp.Diff([]string{"FenceSuspect", "FenceWaiting"}, eventReasons(out)); diff != "" {
+		t.Errorf("events when it holds (-want +got):\n%s", diff)
+	}
+	// Written once: the next read On writes nothing.
+	if out := d.step(reading(n, at(sec(45)), PowerOn), at(sec(45))); has(out, ActPersist) {
+		t.Errorf("a read On after the suspicion was written: %v", kinds(out))
+	}
+}
+
+// Found in review: an unsaved suspicion announced in the step that left it
+// (an Off reading, our ForceOff) named the new phase's start as its own;
+// and its end by a step that says something else (not fenceable) dropped
+// what that step said.
+func TestAnUnsavedSuspicionIsAnnouncedWithItsStartAndKeepsOtherWords(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.suspect(n)
+	out := d.step(reading(n, at(sec(30)), PowerOff), at(sec(30)))
+	d.wantPhase(PoweringOff)
+	var msg string
+	for _, a := range out.Actions {
+		if a.Kind == ActEvent && a.Event.Reason == "FenceSuspect" {
+			msg = a.Event.Message
+		}
+	}
+	if want := "suspected since " + stamp(at(sec(20))); !strings.Contains(msg, want) {
+		t.Errorf("FenceSuspect %q, want it to say %q", msg, want)
+	}
+
+	d = newDriver(t)
+	d.suspect(n)
+	excluded := n
+	excluded.Excluded = true
+	out = d.step(tick(excluded, at(sec(25))), at(sec(25)))
+	d.wantPhase(Healthy)
+	if !slices.Contains(eventReasons(out), "FenceNotFenceable") || !has(out, ActPersist) {
+		t.Errorf("an unsaved suspicion ended by an exclusion: %v, events %v; want FenceNotFenceable, written", kinds(out), eventReasons(out))
 	}
 }

@@ -364,6 +364,11 @@ type Input struct {
 	// (InputReading) of a node in a pre-taint phase whose BMC read On;
 	// zero otherwise. See hostevidence.go.
 	Host HostEvidence
+	// Write: the runner writes this step's state whatever Step decides
+	// (it takes over a state another process wrote). Step then treats
+	// the step as one worth writing: an unsaved suspicion is written,
+	// and announced, rather than left in memory.
+	Write bool
 }
 
 // Output is Step's answer. The runner executes Actions in order; if Persist

@@ -119,7 +119,9 @@ func TestKeepOffReadsOnSlowBMCsDoNotStarveAFenceBeforeItsTaint(t *testing.T) {
 	for _, n := range live {
 		w.Node(n).Partitioned = true
 	}
-	for i := 0; i < 30; i++ {
+	// Suspected at suspectAfter of silence, the suspicion is written
+	// (what Phase reads) once it lasted suspectAfter more.
+	for i := 0; i < 45; i++ {
 		syncFor(w, r, time.Second)
 	}
 	for _, n := range live {

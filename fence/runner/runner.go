@@ -898,6 +898,7 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	if rec.state.Phase != fence.Healthy || in.Kind != fence.InputTick {
 		in.Fleet = r.fleet(name, now)
 	}
+	in.Write = takeover
 	out := fence.Step(r.policy(name), rec.state, in, now)
 	if takeover {
 		out.State.Writer = r.opts.ID
