@@ -336,11 +336,11 @@ func (a *Agent) probeLoop(ctx context.Context) {
 const streamProbeEvery = 10
 
 // probeDue says whether node i of the sorted fleet is probed in this round:
-// always in the first, when its BMC's stream is not connected, or when its
-// last probe failed (a failure is checked again every round, so that the
-// node's return is noticed); else in one round of streamProbeEvery.
-func probeDue(round, i int, streamConnected, failing bool) bool {
-	return round == 0 || !streamConnected || failing || i%streamProbeEvery == round%streamProbeEvery
+// always in the first, when its BMC's stream is not connected, or when no
+// probe has answered for it yet (a node joined) or its last one failed (so
+// that its return is noticed); else in one round of streamProbeEvery.
+func probeDue(round, i int, streamConnected, unproven bool) bool {
+	return round == 0 || !streamConnected || unproven || i%streamProbeEvery == round%streamProbeEvery
 }
 
 // sleepUntil waits on the agent's clock until t; false when ctx ended.
@@ -378,7 +378,8 @@ func (a *Agent) probeAll(ctx context.Context, round int, start time.Time, interv
 		if n.View.Excluded {
 			continue
 		}
-		if !probeDue(round, i, streamConnected(events, n.Name), a.metrics.Unfenceable(n.Name)) {
+		probed, failed := a.metrics.Probed(n.Name)
+		if !probeDue(round, i, streamConnected(events, n.Name), !probed || failed) {
 			continue
 		}
 		if !a.sleepUntil(ctx, start.Add(phase+time.Duration(i)*slot)) {

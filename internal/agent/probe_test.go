@@ -4,8 +4,9 @@ import "testing"
 
 // Issue 19: at rest with events on, polls fall to what the streams do not
 // cover. A node whose BMC's stream is open is probed once in
-// streamProbeEvery rounds, staggered; one without a stream, or whose last
-// probe failed, every round; every node in the first.
+// streamProbeEvery rounds, staggered; one without a stream, or not yet
+// proven (never probed, or its last probe failed), every round; every
+// node in the first.
 func TestProbesFallWhileTheStreamIsOpen(t *testing.T) {
 	const nodes = 25
 	for _, c := range []struct {
@@ -15,7 +16,7 @@ func TestProbesFallWhileTheStreamIsOpen(t *testing.T) {
 	}{
 		{"no stream", false, false, streamProbeEvery},
 		{"stream open", true, false, 1},
-		{"stream open, last probe failed", true, true, streamProbeEvery},
+		{"stream open, not proven (new node, last probe failed)", true, true, streamProbeEvery},
 	} {
 		for i := 0; i < nodes; i++ {
 			if !probeDue(0, i, c.connected, c.failed) {

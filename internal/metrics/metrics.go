@@ -49,6 +49,8 @@ type Metrics struct {
 	mu       sync.Mutex
 	phases   map[string]fence.Phase
 	unfenced map[string]bool
+	// probed: the nodes a probe has answered for (Probed).
+	probed map[string]struct{}
 	// exists, when set, says whether a node still exists: per-node series
 	// are written only for nodes that do (SetNodes).
 	exists func(node string) bool
@@ -113,6 +115,7 @@ func New() *Metrics {
 		}, []string{"suite"}),
 		phases:   map[string]fence.Phase{},
 		unfenced: map[string]bool{},
+		probed:   map[string]struct{}{},
 	}
 	m.own = []prometheus.Collector{m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
 		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, m.ipmiSuite}
@@ -206,6 +209,7 @@ func (m *Metrics) forgetLocked(node string) {
 	}
 	m.fenceable.DeleteLabelValues(node)
 	delete(m.unfenced, node)
+	delete(m.probed, node)
 	m.unfenceable.Set(float64(len(m.unfenced)))
 }
 
@@ -248,6 +252,7 @@ func (m *Metrics) Fenceable(node string, ok bool) bool {
 		return false
 	}
 	wasUnfenceable := m.unfenced[node]
+	m.probed[node] = struct{}{}
 	v := 0.0
 	if ok {
 		v = 1
@@ -260,11 +265,13 @@ func (m *Metrics) Fenceable(node string, ok bool) bool {
 	return wasUnfenceable == ok
 }
 
-// Unfenceable reports whether the node's last probe failed.
-func (m *Metrics) Unfenceable(node string) bool {
+// Probed reports whether a probe has answered for the node (since it
+// was last forgotten), and whether that last answer was a failure.
+func (m *Metrics) Probed(node string) (probed, failed bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.unfenced[node]
+	_, probed = m.probed[node]
+	return probed, m.unfenced[node]
 }
 
 // Risky marks a risky setting as in force (see config.Agent.Risks).

@@ -118,3 +118,24 @@ bmcfence_storm_guard_refusals_total{reason="ZoneUnhealthy"} 0
 		t.Error(err)
 	}
 }
+
+// The probe schedule (internal/agent, probeDue) asks whether a node was
+// ever probed and how its last probe ended; a forgotten node starts over.
+func TestProbedRemembersTheLastAnswer(t *testing.T) {
+	m := New()
+	if probed, _ := m.Probed("w1"); probed {
+		t.Fatal("w1 probed before any probe")
+	}
+	m.Fenceable("w1", false)
+	if probed, failed := m.Probed("w1"); !probed || !failed {
+		t.Errorf("after a failed probe: probed %v failed %v", probed, failed)
+	}
+	m.Fenceable("w1", true)
+	if probed, failed := m.Probed("w1"); !probed || failed {
+		t.Errorf("after a good probe: probed %v failed %v", probed, failed)
+	}
+	m.Forget("w1")
+	if probed, _ := m.Probed("w1"); probed {
+		t.Error("w1 still probed after it was forgotten")
+	}
+}
