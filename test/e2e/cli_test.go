@@ -493,12 +493,15 @@ func TestCLIDrainPowerOffIsNeverFenced(t *testing.T) {
 // back, is Healthy again.
 func TestCLIAbortStopsTheAgentBeforePowerOff(t *testing.T) {
 	e := newEnv(t)
-	a := e.agent("a1", "policy:\n  fenceAfter: 30s\n")
+	// fenceAfter 60 s: the suspicion (its machine reading On) is written
+	// once it lasted suspectAfter, at 40 s of silence (docs/safety.md,
+	// "Unsaved suspicions"); the abort comes before the ForceOff at 60 s.
+	a := e.agent("a1", "policy:\n  fenceAfter: 60s\n")
 	e.waitFor(30*time.Second, "the agent leading", func() (bool, error) { return a.Leading(), nil })
 	if err := e.tb.KubeletStop("n5"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(60*time.Second, "the agent suspecting n5", func() (bool, error) { return e.phase("n5") != "Healthy", nil })
+	e.waitFor(75*time.Second, "the agent suspecting n5", func() (bool, error) { return e.phase("n5") != "Healthy", nil })
 	out, _, code := e.kf("abort", "n5", "--reason", "e2e: kernel debugging, leave it", "-o", "json")
 	if code != 0 {
 		t.Fatalf("abort: exit %d", code)
