@@ -724,7 +724,7 @@ func (st *stepper) settleUnsaved() bool {
 				return false
 			}
 		}
-		return !st.sideEffct
+		return true
 	}
 	switch {
 	case st.sideEffct || (st.s.Phase != Suspect && st.s.Phase != Healthy):
