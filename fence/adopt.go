@@ -40,7 +40,7 @@ func Adopt(p Policy, s State, writer string, n NodeView, now time.Time) State {
 	a.NextReadAt = time.Time{}
 	a.ReadFailures = 0
 	a.OffRun = OffRun{}
-	a.PowerOffAt, a.PowerOffAccepted, a.PowerOffs = time.Time{}, false, 0
+	a.PowerOffAt, a.PowerOffAccepted, a.PowerOffs, a.PowerOffSentAt = time.Time{}, false, 0, time.Time{}
 	a.NotReadyFence = keepNotReadyFence(p, a, n, now)
 	a.Target = ""
 	a.Last = Reading{}

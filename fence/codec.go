@@ -103,6 +103,7 @@ type wireState struct {
 	By            string       `json:"by,omitempty"`
 	OffRun        *wireRun     `json:"run,omitempty"`
 	PowerOffAt    int64        `json:"po,omitempty"`
+	PowerOffSent  int64        `json:"ps,omitempty"`
 	PowerOffs     int          `json:"pos,omitempty"`
 	PowerOnAt     int64        `json:"pn,omitempty"`
 	TaintedAt     int64        `json:"ta,omitempty"`
@@ -156,6 +157,7 @@ func Encode(s State) (string, error) {
 		Attested:      s.Attested,
 		By:            Clip(s.By, maxIDLen),
 		PowerOffAt:    nanos(s.PowerOffAt),
+		PowerOffSent:  nanos(s.PowerOffSentAt),
 		PowerOffs:     s.PowerOffs,
 		PowerOnAt:     nanos(s.PowerOnAt),
 		TaintedAt:     nanos(s.TaintedAt),
@@ -251,6 +253,7 @@ func (w wireState) state() (State, error) {
 	s.Since, s.FailureStart, s.AdmittedAt = fromNanos(w.Since), fromNanos(w.FailureStart), fromNanos(w.AdmittedAt)
 	s.Manual, s.Attested, s.By, s.PowerLoss = w.Manual, w.Attested, w.By, w.PowerLoss
 	s.PowerOffAt, s.PowerOffs, s.PowerOnAt = fromNanos(w.PowerOffAt), w.PowerOffs, fromNanos(w.PowerOnAt)
+	s.PowerOffSentAt = fromNanos(w.PowerOffSent)
 	s.TaintedAt, s.TaintOwned, s.FencedAt = fromNanos(w.TaintedAt), w.TaintOwned, fromNanos(w.FencedAt)
 	s.NextReadAt, s.ReadFailures, s.Warned = fromNanos(w.NextReadAt), w.ReadFailures, w.Warned
 	s.UnfenceableSaid = w.Unfenceable

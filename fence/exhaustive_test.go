@@ -164,7 +164,12 @@ func exhaustiveInputs(now time.Time) []Input {
 	ins = append(ins, Input{Kind: InputReading, Reading: Reading{At: now, Failure: "unreachable"}},
 		Input{Kind: InputReading, Reading: Reading{At: now, Power: PowerOff, Target: "bmc-b"}},
 		Input{Kind: InputResult, Result: Result{Action: ActPowerOff, Err: "409", AlreadyInState: true}},
-		Input{Kind: InputResult, Result: Result{Action: ActPowerOff, Target: "bmc-b"}})
+		Input{Kind: InputResult, Result: Result{Action: ActPowerOff, Target: "bmc-b"}},
+		// Sent just now, seconds ago (after a slow recheck), or with a
+		// time that is not of this ForceOff (before any decision).
+		Input{Kind: InputResult, Result: Result{Action: ActPowerOff, SentAt: now}},
+		Input{Kind: InputResult, Result: Result{Action: ActPowerOff, SentAt: now.Add(-sec(5))}},
+		Input{Kind: InputResult, Result: Result{Action: ActPowerOff, SentAt: t0.Add(-sec(1))}})
 	for k := ActPersist; k < numActionKinds; k++ {
 		ins = append(ins, Input{Kind: InputResult, Result: Result{Action: k}}, Input{Kind: InputResult, Result: Result{Action: k, Err: "boom"}})
 	}

@@ -93,6 +93,9 @@ func fuzzCase(b []byte) (State, Input, time.Time) {
 		}
 	case InputResult:
 		in.Result = Result{Action: ActionKind(r.u8() % uint8(numActionKinds))}
+		if r.u8()%2 == 0 {
+			in.Result.SentAt = tm() // of this ForceOff or not, later than now or not
+		}
 		switch r.u8() % 4 {
 		case 0:
 			in.Result.Err = "boom"

@@ -256,10 +256,16 @@ func docOurForceOff(s State) bool {
 // "for the rest of this fence no acceptance of this BMC counts"; "an Off
 // that begins later than ownOffWithin after an acceptance counts the same
 // way". An answer "already in that state" or a failed ForceOff is no
-// acceptance.
+// acceptance. ownOffWithin counts from the ForceOff's send (the runner's
+// PowerOffSentAt, when it is of this ForceOff: not before its decision),
+// else from its decision.
 func docOurs(p Policy, s State, run OffRun) bool {
+	sent := s.PowerOffAt
+	if !s.PowerOffSentAt.IsZero() && !s.PowerOffSentAt.Before(s.PowerOffAt) {
+		sent = s.PowerOffSentAt
+	}
 	return docOurForceOff(s) && s.PowerOffAccepted && !s.AcceptanceUntrusted &&
-		!run.First.After(s.PowerOffAt.Add(p.OwnOffWithin))
+		!run.First.After(sent.Add(p.OwnOffWithin))
 }
 
 // docSettled: settleReads consecutive reads spanning the window.

@@ -81,6 +81,10 @@ type State struct {
 	PowerOffAt       time.Time
 	PowerOffs        int
 	PowerOffAccepted bool
+	// PowerOffSentAt is when the runner sent that request (Result.SentAt):
+	// after PowerOffAt by the state write, the recheck and the identity
+	// check. Policy.OwnOffWithin counts from it (forceOffFrom).
+	PowerOffSentAt time.Time
 	// AcceptanceUntrusted: in this fence the BMC accepted a ForceOff and
 	// the machine read On after it anyway (ignored past
 	// Policy.OwnOffWithin, or undone after an Off). An acceptance from

@@ -293,10 +293,23 @@ func (st *stepper) oursFor(run OffRun) bool {
 	if st.s.AcceptanceUntrusted && Enabled(CheckUntrustedAcceptance) {
 		return false
 	}
-	if run.Count > 0 && run.First.After(st.s.PowerOffAt.Add(st.p.OwnOffWithin)) && Enabled(CheckOwnOffWithin) {
+	if run.Count > 0 && run.First.After(st.forceOffFrom().Add(st.p.OwnOffWithin)) && Enabled(CheckOwnOffWithin) {
 		return false
 	}
 	return true
+}
+
+// forceOffFrom is when our last ForceOff went out: the runner's send time
+// for it (PowerOffSentAt), which the state write, the recheck and the
+// identity check put after the decision (PowerOffAt) by up to 13 s on a
+// loaded API server; the decision when no send time of this ForceOff is
+// known. Never later than the BMC received it, so ownOffWithin still ends
+// within that long of the BMC's acceptance.
+func (st *stepper) forceOffFrom() time.Time {
+	if st.s.PowerOffSentAt.Before(st.s.PowerOffAt) {
+		return st.s.PowerOffAt
+	}
+	return st.s.PowerOffSentAt
 }
 
 // forceOffSent: a ForceOff of ours went out in this fence, after the
@@ -956,6 +969,7 @@ func (st *stepper) powerOffDue() bool {
 
 func (st *stepper) sendPowerOff(why string) {
 	st.s.PowerOffAt = st.now
+	st.s.PowerOffSentAt = time.Time{}
 	// The fleet's cooldown counts from the latest ForceOff, not only from
 	// the admission: a fence that sends again to a machine that may run
 	// and then leaves flight must not let the next one in at once.
@@ -1022,6 +1036,9 @@ func (st *stepper) poweringOff() {
 				return
 			case r.Err == "":
 				st.s.PowerOffAccepted = true
+				if !r.SentAt.Before(st.s.PowerOffAt) && !r.SentAt.After(st.now) {
+					st.s.PowerOffSentAt = r.SentAt
+				}
 				if st.readBackAtOnce() {
 					st.readNow()
 					return
@@ -1054,14 +1071,14 @@ func (st *stepper) poweringOff() {
 		st.s.ReadFailures = 0
 	}
 	if st.forceOffSent() && st.s.PowerOffAccepted && !st.s.AcceptanceUntrusted && rd.Failure == "" &&
-		(rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.now.Sub(st.s.PowerOffAt) >= st.p.OwnOffWithin {
+		(rd.Power == PowerOn || rd.Power == PowerPoweringOn) && st.now.Sub(st.forceOffFrom()) >= st.p.OwnOffWithin {
 		// Accepted, yet the machine still runs: this BMC accepts
 		// commands it ignores. Its acceptances prove nothing from now on,
 		// for whoever leads next too: persisted at once.
 		st.s.AcceptanceUntrusted = true
 		st.sideEffct = true
 		st.event(true, "FencePowerOffIgnored", "the BMC accepted our ForceOff at %s but the machine still reads %s; its acceptance no longer makes an Off ours: an Off must last %s",
-			stamp(st.s.PowerOffAt), rd.Power, st.p.UnassistedSettleWindow)
+			stamp(st.forceOffFrom()), rd.Power, st.p.UnassistedSettleWindow)
 	}
 	if st.forceOffSent() && !st.s.PowerOffAccepted && (rd.Power == PowerOn || rd.Power == PowerPoweringOn) {
 		// Our ForceOff did nothing (refused as "already off", or failed)

@@ -297,6 +297,10 @@ type Result struct {
 	NotSent bool
 	// Target is the BMC target a power command went to.
 	Target string
+	// SentAt is when the runner sent a power command, on its clock, right
+	// before the call: never later than the BMC received it. Zero when
+	// nothing was sent (and in shadow mode).
+	SentAt time.Time
 }
 
 // CommandKind is a human's request (from the CLI, through an annotation).

@@ -331,6 +331,9 @@ func (r *Runner) sideEffect(ctx context.Context, name string, rec *record, s fen
 		if k == fence.ActPowerOn {
 			call = ctrl.PowerOn
 		}
+		// Taken before the call: the engine counts ownOffWithin from it,
+		// and the BMC cannot have received the command earlier.
+		res.SentAt = r.opts.Clock.Now()
 		_, err := call(ctx)
 		if k == fence.ActPowerOff && s.Phase == fence.Detaching {
 			r.opts.Recorder.KeptOff(name)
