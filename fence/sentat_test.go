@@ -87,4 +87,42 @@ func TestAcceptedButIgnoredCountsFromTheSend(t *testing.T) {
 	}
 }
 
-var _ = time.Second
+// A ForceOff that went out 55 s after its decision (persist, recheck, slot
+// wait, identity check on a loaded API server), accepted, and ignored: the
+// machine reads On. The BMC must be found out (AcceptanceUntrusted) before
+// any second ForceOff goes out, or the second acceptance, followed by a
+// watchdog's power cycle, would make an Off that is not ours look ours.
+// powerTimeout counts from the send too, as ownOffWithin does; the policy
+// keeps ownOffWithin <= powerTimeout, so the finding comes first (found by
+// review: powerTimeout still counted from the decision).
+func TestAnIgnoredForceOffIsFoundOutBeforeItIsSentAgain(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		delay float64
+		pol   func(*Policy)
+	}{
+		{"defaults, sent 55 s after the decision", 55, func(*Policy) {}},
+		{"ownOffWithin = powerTimeout = 30 s, sent 3 s after", 3, func(p *Policy) { p.OwnOffWithin, p.PowerTimeout = 30*time.Second, 30*time.Second }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDriver(t)
+			tt.pol(&d.p)
+			n := view()
+			d.suspect(n)
+			d.step(reading(n, at(sec(20.1)), PowerOff), at(sec(20.2)))
+			sent := 20.2 + tt.delay
+			res := result(n, at(sec(sent+0.1)), ActPowerOff, "")
+			res.Result.SentAt = at(sec(sent))
+			d.step(res, at(sec(sent+0.1)))
+			for s := sent + 0.2; s < sent+120; s += 2 {
+				out := d.step(reading(n, at(sec(s)), PowerOn), at(sec(s)))
+				if has(out, ActPowerOff) && !d.s.AcceptanceUntrusted {
+					t.Fatalf("ForceOff sent again at %.1f s (%.1f s after the first went out) while the BMC that ignored it is still trusted", s, s-sent)
+				}
+			}
+			if !d.s.AcceptanceUntrusted {
+				t.Fatal("the BMC accepted a ForceOff the machine ignored for two minutes and is still trusted")
+			}
+		})
+	}
+}

@@ -401,7 +401,7 @@ func (st *stepper) targetChanged(target string) bool {
 	}
 	st.event(true, "FenceTargetChanged", "the node's BMC entry changed during the fence (%s → %s): nothing the old BMC said counts; starting over", old, target)
 	st.s.OffRun = OffRun{}
-	st.s.PowerOffAt, st.s.PowerOffAccepted, st.s.AcceptanceUntrusted = time.Time{}, false, false
+	st.s.PowerOffAt, st.s.PowerOffSentAt, st.s.PowerOffAccepted, st.s.AcceptanceUntrusted = time.Time{}, time.Time{}, false, false
 	st.s.NextReadAt = time.Time{}
 	st.enter(Suspect, "BMC target changed")
 	if st.in.Kind == InputReading {
@@ -816,7 +816,7 @@ func (st *stepper) enterSuspect(note string) {
 	st.s.NotReadyFence = false
 	st.s.Target = ""
 	st.s.OffRun = OffRun{}
-	st.s.PowerOffAt, st.s.PowerOffAccepted, st.s.AcceptanceUntrusted = time.Time{}, false, false
+	st.s.PowerOffAt, st.s.PowerOffSentAt, st.s.PowerOffAccepted, st.s.AcceptanceUntrusted = time.Time{}, time.Time{}, false, false
 	st.s.NextReadAt = time.Time{}
 	st.s.DiagnoseAt, st.s.DiagnoseSkipped = time.Time{}, false
 	st.enter(Suspect, note)
@@ -1087,7 +1087,10 @@ func (st *stepper) poweringOff() {
 		st.resendPowerOff(rd, fmt.Sprintf("the machine reads %s after the BMC did not act on our ForceOff", rd.Power))
 		return
 	}
-	if st.now.Sub(st.s.PowerOffAt) < st.p.PowerTimeout {
+	// powerTimeout counts from the send, as ownOffWithin does: with
+	// ownOffWithin <= powerTimeout (Policy.Validate) a BMC that accepted
+	// and ignored this ForceOff is found out above before it gets another.
+	if st.now.Sub(st.forceOffFrom()) < st.p.PowerTimeout {
 		st.scheduleRead(st.backoff(st.p.PowerPollInterval))
 		return
 	}
@@ -1152,7 +1155,7 @@ func (st *stepper) confirmingOff() {
 		return
 	}
 	st.enter(Tainting, "off settled")
-	how := "after our accepted ForceOff at " + stamp(st.s.PowerOffAt)
+	how := "after our accepted ForceOff at " + stamp(st.forceOffFrom())
 	if !st.ours() {
 		how = st.notOursWhy() + " (unassisted window)"
 	}
