@@ -27,14 +27,13 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	fences      *prometheus.CounterVec
-	phase       *prometheus.GaugeVec
+	nodes       *nodeSeries // bmcfence_node_phase, bmcfence_node_fenceable
 	refusals    *prometheus.CounterVec
 	bmcDuration *prometheus.HistogramVec
 	bmcErrors   *prometheus.CounterVec
 	toTaint     prometheus.Histogram
 	toDetach    prometheus.Histogram
 	failover    prometheus.Histogram
-	fenceable   *prometheus.GaugeVec
 	unfenceable prometheus.Gauge
 	risky       *prometheus.GaugeVec
 	build       *prometheus.GaugeVec
@@ -68,9 +67,6 @@ func New() *Metrics {
 		fences: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcfence_fences_total", Help: "Out-of-service taints applied, by result and reason (accepted: Off settled after our ForceOff the BMC accepted; unassisted: Off outlasted the unassisted window after the BMC did not act on our ForceOff; attested: a human confirmed).",
 		}, []string{"result", "reason"}),
-		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "bmcfence_node_phase", Help: "1 for the phase each node is in, 0 for the others.",
-		}, []string{"node", "phase"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcfence_storm_guard_refusals_total", Help: "Fences the storm guard refused, by reason.",
 		}, []string{"reason"}),
@@ -89,9 +85,6 @@ func New() *Metrics {
 		failover: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bmcfence_failover_seconds", Help: "From the failure's start until the node's pods and volumes are released.", Buckets: fenceBuckets,
 		}),
-		fenceable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "bmcfence_node_fenceable", Help: "1 when the node's BMC answered the last probe correctly, 0 when not.",
-		}, []string{"node"}),
 		unfenceable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "bmcfence_unfenceable_nodes", Help: "Nodes whose BMC failed the last probe or that have no BMC entry.",
 		}),
@@ -117,8 +110,9 @@ func New() *Metrics {
 		unfenced: map[string]bool{},
 		probed:   map[string]struct{}{},
 	}
-	m.own = []prometheus.Collector{m.fences, m.phase, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
-		m.fenceable, m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, m.ipmiSuite}
+	m.nodes = newNodeSeries(m)
+	m.own = []prometheus.Collector{m.fences, m.nodes, m.refusals, m.bmcDuration, m.bmcErrors, m.toTaint, m.toDetach, m.failover,
+		m.unfenceable, m.risky, m.build, m.keptOff, m.contradicts, m.collected, m.ipmiSuite}
 	m.eventStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bmcfence_event_streams", Help: "The leader's Redfish event streams (SSE, one per BMC) by state: connected; connecting; polling (the BMC offers none, refused it, or the stream broke: the engine learns from polling only).",
 	}, []string{"state"})
@@ -173,25 +167,16 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // RequestCollected counts a finished request deleted by its TTL.
 func (m *Metrics) RequestCollected(outcome string) { m.collected.WithLabelValues(outcome).Inc() }
 
-// Phase records a node's phase; only changes touch the gauges.
+// Phase records a node's phase (exported by nodeSeries).
 func (m *Metrics) Phase(node string, p fence.Phase) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	old, seen := m.phases[node]
-	if seen && old == p {
+	if old, seen := m.phases[node]; seen && old == p {
 		return
 	}
 	if m.gone(node) {
 		return
 	}
-	if !seen {
-		for _, q := range fence.Phases() {
-			m.phase.WithLabelValues(node, q.String()).Set(0)
-		}
-	} else {
-		m.phase.WithLabelValues(node, old.String()).Set(0)
-	}
-	m.phase.WithLabelValues(node, p.String()).Set(1)
 	m.phases[node] = p
 }
 
@@ -204,10 +189,6 @@ func (m *Metrics) Forget(node string) {
 
 func (m *Metrics) forgetLocked(node string) {
 	delete(m.phases, node)
-	for _, q := range fence.Phases() {
-		m.phase.DeleteLabelValues(node, q.String())
-	}
-	m.fenceable.DeleteLabelValues(node)
 	delete(m.unfenced, node)
 	delete(m.probed, node)
 	m.unfenceable.Set(float64(len(m.unfenced)))
@@ -253,14 +234,11 @@ func (m *Metrics) Fenceable(node string, ok bool) bool {
 	}
 	wasUnfenceable := m.unfenced[node]
 	m.probed[node] = struct{}{}
-	v := 0.0
 	if ok {
-		v = 1
 		delete(m.unfenced, node)
 	} else {
 		m.unfenced[node] = true
 	}
-	m.fenceable.WithLabelValues(node).Set(v)
 	m.unfenceable.Set(float64(len(m.unfenced)))
 	return wasUnfenceable == ok
 }

@@ -9,19 +9,42 @@ import (
 	"github.com/bmcfence/bmcfence/fence"
 )
 
+// One series per node: its phase at 1. The phases it left have none (the
+// gauge was one-hot over every phase: 12 000 series at 1000 nodes).
 func TestPhaseGaugeFollowsTheNode(t *testing.T) {
 	m := New()
 	m.Phase("w1", fence.Suspect)
 	m.Phase("w1", fence.Tainting)
-	if got := testutil.ToFloat64(m.phase.WithLabelValues("w1", "Tainting")); got != 1 {
-		t.Errorf("Tainting = %v, want 1", got)
-	}
-	if got := testutil.ToFloat64(m.phase.WithLabelValues("w1", "Suspect")); got != 0 {
-		t.Errorf("Suspect = %v, want 0 after leaving it", got)
+	m.Phase("w2", fence.Healthy)
+	want := `
+# HELP bmcfence_node_phase 1 for the phase each node is in: one series per node (the phases it is not in have none).
+# TYPE bmcfence_node_phase gauge
+bmcfence_node_phase{node="w1",phase="Tainting"} 1
+bmcfence_node_phase{node="w2",phase="Healthy"} 1
+`
+	if err := testutil.CollectAndCompare(m.nodes, strings.NewReader(want), "bmcfence_node_phase"); err != nil {
+		t.Error(err)
 	}
 	m.Forget("w1")
-	if n := testutil.CollectAndCount(m.phase); n != 0 {
-		t.Errorf("%d series left for a forgotten node", n)
+	m.Forget("w2")
+	if n := testutil.CollectAndCount(m.nodes, "bmcfence_node_phase"); n != 0 {
+		t.Errorf("%d series left for forgotten nodes", n)
+	}
+}
+
+func TestFenceableGaugeIsTheLastProbe(t *testing.T) {
+	m := New()
+	m.Fenceable("w1", true)
+	m.Fenceable("w2", true)
+	m.Fenceable("w2", false)
+	want := `
+# HELP bmcfence_node_fenceable 1 when the node's BMC answered the last probe correctly, 0 when not.
+# TYPE bmcfence_node_fenceable gauge
+bmcfence_node_fenceable{node="w1"} 1
+bmcfence_node_fenceable{node="w2"} 0
+`
+	if err := testutil.CollectAndCompare(m.nodes, strings.NewReader(want), "bmcfence_node_fenceable"); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -89,10 +112,10 @@ func TestSeriesOfAGoneNodeAreNotWritten(t *testing.T) {
 	if changed := m.Fenceable("w1", true); changed {
 		t.Error("Fenceable reported a change for a node that is gone")
 	}
-	if n := testutil.CollectAndCount(m.phase); n != 0 {
+	if n := testutil.CollectAndCount(m.nodes, "bmcfence_node_phase"); n != 0 {
 		t.Errorf("%d phase series left for a gone node", n)
 	}
-	if n := testutil.CollectAndCount(m.fenceable); n != 1 {
+	if n := testutil.CollectAndCount(m.nodes, "bmcfence_node_fenceable"); n != 1 {
 		t.Errorf("%d fenceable series, want w2's only", n)
 	}
 	if got := testutil.ToFloat64(m.unfenceable); got != 1 {
