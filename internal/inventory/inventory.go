@@ -174,6 +174,15 @@ func (i *Inventory) remember(secrets, fresh map[string]*corev1.Secret, now time.
 	}
 }
 
+// forgetSecret drops a cached Secret: the next Refresh reads it again. A
+// BMC that rejects the credentials calls it (Controller.refused): a rotated
+// password is then read at the next Refresh, whatever the Secret's age.
+func (i *Inventory) forgetSecret(key string) {
+	i.cacheMu.Lock()
+	delete(i.cached, key)
+	i.cacheMu.Unlock()
+}
+
 var _ runner.Inventory = (*Inventory)(nil)
 
 // New returns an empty inventory; call Refresh (or Run) to fill it.
@@ -272,17 +281,19 @@ func (i *Inventory) Refresh(ctx context.Context) {
 	cas := map[string][]byte{}
 	nodes := map[string]*Controller{}
 	resolved := map[string]bmc.Target{}
+	secretKeys := map[string]string{}
 	for name, e := range entries {
 		if err := i.policyError(e); err != nil {
 			problems[name] = err
 			continue
 		}
-		t, err := i.resolve(ctx, e, secrets, cas)
+		t, key, err := i.resolve(ctx, e, secrets, cas)
 		if err != nil {
 			problems[name] = fmt.Errorf("node %s: %w", name, err)
 			continue
 		}
 		resolved[name] = t
+		secretKeys[name] = key
 	}
 	// Two nodes on one BMC: both refused, each naming the other.
 	var names []string
@@ -315,7 +326,7 @@ func (i *Inventory) Refresh(ctx context.Context) {
 		i.mu.RLock()
 		old := i.nodes[name]
 		i.mu.RUnlock()
-		if old != nil && old.key == key {
+		if old != nil && old.key == key && old.secretKey == secretKeys[name] {
 			nodes[name] = old
 			continue
 		}
@@ -329,7 +340,8 @@ func (i *Inventory) Refresh(ctx context.Context) {
 			expectedUUID: e.ExpectedUUID, allowUnverified: e.AllowUnverifiedIdentity,
 			settings: e.Resolved(i.opts.Config.Defaults),
 			nodes:    i.opts.Nodes, obs: i.opts.Observer, log: i.opts.Log,
-			levels: levels,
+			levels:    levels,
+			secretKey: secretKeys[name], refused: i.forgetSecret,
 		}
 		if e.host != nil {
 			c.Source = "BareMetalHost " + e.host.Key() + " (" + e.via + ")"
@@ -460,11 +472,12 @@ func fromAnnotations(n *corev1.Node) (config.NodeBMC, bool) {
 	return e, true
 }
 
-// resolve completes a target with its credentials and CA bundle.
-func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*corev1.Secret, cas map[string][]byte) (bmc.Target, error) {
+// resolve completes a target with its credentials and CA bundle, and names
+// its credentials Secret's place in the cache (forgetSecret).
+func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*corev1.Secret, cas map[string][]byte) (bmc.Target, string, error) {
 	t, err := e.Target(i.opts.Config.Defaults)
 	if err != nil {
-		return t, err
+		return t, "", err
 	}
 	t.Timeout = i.opts.Timeout
 	s := e.Resolved(i.opts.Config.Defaults)
@@ -479,16 +492,16 @@ func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*co
 	if !ok {
 		sec, err = client.CoreV1().Secrets(ns).Get(ctx, s.CredentialsSecret, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return t, fmt.Errorf("credentials Secret %s/%s%s not found (keys: username, password)", ns, s.CredentialsSecret, where)
+			return t, "", fmt.Errorf("credentials Secret %s/%s%s not found (keys: username, password)", ns, s.CredentialsSecret, where)
 		}
 		if err != nil {
-			return t, fmt.Errorf("reading credentials Secret %s/%s%s: %w", ns, s.CredentialsSecret, where, err)
+			return t, "", fmt.Errorf("reading credentials Secret %s/%s%s: %w", ns, s.CredentialsSecret, where, err)
 		}
 		secrets[cacheKey] = sec
 	}
 	user, pass := strings.TrimSpace(string(sec.Data["username"])), strings.TrimRight(string(sec.Data["password"]), "\r\n")
 	if user == "" || pass == "" {
-		return t, fmt.Errorf("credentials Secret %s/%s%s needs non-empty keys username and password", ns, s.CredentialsSecret, where)
+		return t, "", fmt.Errorf("credentials Secret %s/%s%s needs non-empty keys username and password", ns, s.CredentialsSecret, where)
 	}
 	t.Credentials = bmc.Credentials{Username: user, Password: bmc.Secret(pass)}
 	if s.CAConfigMap != "" && t.Address.Scheme == "https" {
@@ -496,17 +509,17 @@ func (i *Inventory) resolve(ctx context.Context, e entry, secrets map[string]*co
 		if !ok {
 			cm, err := i.opts.Client.CoreV1().ConfigMaps(i.opts.Namespace).Get(ctx, s.CAConfigMap, metav1.GetOptions{})
 			if err != nil {
-				return t, fmt.Errorf("reading CA ConfigMap %s/%s: %w", i.opts.Namespace, s.CAConfigMap, err)
+				return t, "", fmt.Errorf("reading CA ConfigMap %s/%s: %w", i.opts.Namespace, s.CAConfigMap, err)
 			}
 			pem = []byte(cm.Data["ca.crt"])
 			if len(pem) == 0 {
-				return t, fmt.Errorf("CA ConfigMap %s/%s has no key ca.crt", i.opts.Namespace, s.CAConfigMap)
+				return t, "", fmt.Errorf("CA ConfigMap %s/%s has no key ca.crt", i.opts.Namespace, s.CAConfigMap)
 			}
 			cas[s.CAConfigMap] = pem
 		}
 		t.CACertificates = pem
 	}
-	return t.WithDefaults(), t.WithDefaults().Validate()
+	return t.WithDefaults(), cacheKey, t.WithDefaults().Validate()
 }
 
 // targetKey identifies an entry's settings, password included (hashed), so
@@ -554,6 +567,12 @@ type Controller struct {
 
 	// levels are the node's fencing levels below its BMC (levels.go).
 	levels []runner.PowerController
+
+	// secretKey names the credentials Secret in the inventory's cache;
+	// refused, called with it when the BMC rejects the credentials, has
+	// the next Refresh read that Secret again (forgetSecret).
+	secretKey string
+	refused   func(secretKey string)
 }
 
 var (
@@ -574,6 +593,9 @@ func (c *Controller) Policy(p fence.Policy) fence.Policy { return c.settings.Pol
 // credential leaves the inventory (invariant 10).
 func (c *Controller) observe(op bmc.Op, start time.Time, err error) error {
 	err = bmc.RedactCredentialsError(err, c.Target.Credentials)
+	if c.refused != nil && errors.Is(err, bmc.ErrAuth) {
+		c.refused(c.secretKey)
+	}
 	if c.obs != nil {
 		c.obs.BMC(c.Target.Address.Protocol, c.Vendor(), op, time.Since(start), err)
 	}

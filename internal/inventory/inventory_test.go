@@ -302,6 +302,37 @@ func TestSecretMaxAgeKeepsSecretsBetweenRefreshes(t *testing.T) {
 	}
 }
 
+// A BMC that rejects the credentials has its Secret read again at the next
+// Refresh, however young the cached copy: a rotated password is picked up
+// within a refresh, not at the end of SecretMaxAge.
+func TestRejectedCredentialsAreReadAgainAtTheNextRefresh(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1", System: "1"}}}
+	inv, f, client := newInventory(t, cfg, secret("shared", "admin", "old-pw"))
+	inv.opts.SecretMaxAge = time.Hour
+	ctx := context.Background()
+	inv.Refresh(ctx) // cached from here on
+	if _, err := client.CoreV1().Secrets(ns).Update(ctx, secret("shared", "admin", "new-pw"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inv.Refresh(ctx)
+	if got := f.targets[len(f.targets)-1].Credentials.Password.Reveal(); got != "old-pw" {
+		t.Fatalf("before any rejection: password %q, want the cached old-pw", got)
+	}
+	c, err := inv.Lookup("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk := c.ctrl.(*bmctest.Fake)
+	fk.Fail(fmt.Errorf("401: %w", bmc.ErrAuth), bmc.OpPowerStatus)
+	if _, err := c.PowerStatus(ctx); !errors.Is(err, bmc.ErrAuth) {
+		t.Fatalf("PowerStatus: %v, want ErrAuth", err)
+	}
+	inv.Refresh(ctx)
+	if got := f.targets[len(f.targets)-1].Credentials.Password.Reveal(); got != "new-pw" {
+		t.Errorf("after the BMC rejected the credentials: the controller was built with %q, want new-pw", got)
+	}
+}
+
 // suiteBMC answers every operation as a session of a given IPMI cipher
 // suite would.
 type suiteBMC struct {
