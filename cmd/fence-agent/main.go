@@ -29,6 +29,7 @@ import (
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
 	"github.com/bmcfence/bmcfence/internal/agent"
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/goruntime"
 	"github.com/bmcfence/bmcfence/internal/memlimit"
 	"github.com/bmcfence/bmcfence/internal/version"
 )
@@ -120,6 +121,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	} else {
 		log.Info("memory budget", zap.String("soft limit", budget.String()))
 	}
+	// One P and GOGC 50 unless the environment says otherwise
+	// (internal/goruntime): the agent at rest is small wake-ups, not work
+	// for two cores.
+	log.Info("Go runtime", zap.String("settings", goruntime.Apply(environ).String()))
 	restCfg, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		log.Error("cannot reach the cluster", zap.Error(err))

@@ -39,6 +39,13 @@ type Figures struct {
 	// GoMemLimit is the GOMEMLIMIT the agent ran with: deploy/base's
 	// DaemonSet's ("" when it sets none).
 	GoMemLimit string `json:"goMemLimit"`
+	// RSSAnonMiB and RSSFileMiB split RSSMiB at the end of the steady
+	// window: anonymous memory (heap, stacks) and the binary's pages.
+	RSSAnonMiB float64 `json:"rssAnonMiB,omitempty"`
+	RSSFileMiB float64 `json:"rssFileMiB,omitempty"`
+	// GoRuntime is the GOMAXPROCS and GOGC the agent ran with (its
+	// metrics).
+	GoEnv string `json:"goRuntime,omitempty"`
 	// CPUPercent of one core: utime+stime over the steady window.
 	CPUPercent     float64 `json:"cpuPercent"`
 	LoadAverage    float64 `json:"loadAverage"`

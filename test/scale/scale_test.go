@@ -468,6 +468,7 @@ func (h *harness) steady(ctx context.Context, dir string) {
 	bmc1 := h.bmcRequests()
 	ops1 := h.bmcOps()
 	rss, _ := h.agent.RSS()
+	anon, file, _ := h.agent.RSSParts()
 	// The peak counts the last reading too: sampled once a second, a
 	// 1000-node run's peak (233.3 MiB) came out below its final RSS (233.9).
 	peakRSS = max(peakRSS, rss)
@@ -481,16 +482,23 @@ func (h *harness) steady(ctx context.Context, dir string) {
 	f := h.figs
 	f.SteadySeconds, f.RSSMiB, f.PeakRSSMiB, f.HeapInUseMiB = el.Seconds(), mib(rss), mib(peakRSS), heap/(1<<20)
 	f.GoMemLimit = h.budget
+	f.RSSAnonMiB, f.RSSFileMiB = mib(anon), mib(file)
+	// The Go runtime's settings the agent chose (internal/goruntime), from
+	// its metrics.
+	procs, _ := h.agent.Metric("go_sched_gomaxprocs_threads")
+	gogc, _ := h.agent.Metric("go_gc_gogc_percent")
+	f.GoEnv = fmt.Sprintf("GOMAXPROCS %.0f, GOGC %.0f", procs, gogc)
 	budget := h.budget
 	if budget == "" {
 		budget = "none"
 	}
+	budget += ", " + f.GoEnv
 	f.CPUPercent, f.LoadAverage = cpu*100, load
 	f.APIRequestsSec = float64(api1-api0) / el.Seconds()
 	f.APIBytesInSec, f.APIBytesOutSec = float64(in1-in0)/el.Seconds(), float64(out1-out0)/el.Seconds()
 	f.BMCPerNodeMin, f.Goroutines, f.OpenFDs = perNodeMin, int(gor), int(fds)
-	fmt.Printf("scale: steady: %d nodes, %d pods, %s: agent RSS %.1f MiB (peak %.1f, heap in use %.1f, GOMEMLIMIT %s), CPU %.2f%% of a core (utime+stime; load average %.1f), API %.2f req/s, %.1f KiB/s in, %.1f KiB/s out, BMC %.2f req/node/min (mean %.1f/s, busiest second %d), goroutines %.0f, open fds %.0f\n",
-		n, h.pods, el.Round(time.Second), mib(rss), mib(peakRSS), heap/(1<<20), budget, cpu*100, load, f.APIRequestsSec,
+	fmt.Printf("scale: steady: %d nodes, %d pods, %s: agent RSS %.1f MiB (anonymous %.1f, binary %.1f; peak %.1f, heap in use %.1f, GOMEMLIMIT %s), CPU %.2f%% of a core (utime+stime; load average %.1f), API %.2f req/s, %.1f KiB/s in, %.1f KiB/s out, BMC %.2f req/node/min (mean %.1f/s, busiest second %d), goroutines %.0f, open fds %.0f\n",
+		n, h.pods, el.Round(time.Second), mib(rss), f.RSSAnonMiB, f.RSSFileMiB, mib(peakRSS), heap/(1<<20), budget, cpu*100, load, f.APIRequestsSec,
 		f.APIBytesInSec/1024, f.APIBytesOutSec/1024, perNodeMin, mean, peakSec, gor, fds)
 	// Where the BMC requests come from: the agent's own count of its BMC
 	// operations by kind (its metrics), per node per minute; the rest of

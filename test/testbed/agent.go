@@ -187,6 +187,18 @@ func (a *Agent) RSS() (int64, error) { return a.status("VmRSS:") }
 // (the kernel's high-water mark), in bytes.
 func (a *Agent) PeakRSS() (int64, error) { return a.status("VmHWM:") }
 
+// RSSParts returns the anonymous and the file-backed part of the
+// process's resident memory (RssAnon, RssFile), in bytes: the file part is
+// the binary's pages the process touched, which the kernel can drop and
+// read again under pressure.
+func (a *Agent) RSSParts() (anon, file int64, err error) {
+	if anon, err = a.status("RssAnon:"); err != nil {
+		return 0, 0, err
+	}
+	file, err = a.status("RssFile:")
+	return anon, file, err
+}
+
 // Pid is the agent's process ID.
 func (a *Agent) Pid() int { return a.cmd.Process.Pid }
 
