@@ -282,13 +282,15 @@ func (w wireState) state() (State, error) {
 	if len(w.Evidence) > EvidenceCap {
 		return bad("ev", fmt.Sprintf("%d records", len(w.Evidence)))
 	}
+	if len(w.Evidence) > 0 {
+		s.Evidence.recs = make([]Record, len(w.Evidence))
+	}
 	for i, wr := range w.Evidence {
 		r, ok := wr.record()
 		if !ok {
 			return bad(fmt.Sprintf("ev[%d]", i), wr)
 		}
 		s.Evidence.recs[i] = r
-		s.Evidence.n++
 	}
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -215,31 +216,29 @@ type Record struct {
 // holds a whole fence, and it keeps the annotation a few KiB.
 const EvidenceCap = 24
 
-// Evidence is a fixed-size ring of records, oldest overwritten first. A value
-// type, so copying a State copies it without allocating.
+// Evidence is the node's latest records, oldest first, at most EvidenceCap.
+// States are values the engine copies at every step: the records are never
+// written in place (add builds a new slice), so copies share them safely.
+// A Healthy node has none, and its State holds no array: an inline ring
+// made every State 2.5 KiB, copied by value at each step and held twice
+// per node (the runner's records were 7.5 MiB at 1000 nodes).
 type Evidence struct {
-	recs  [EvidenceCap]Record
-	start int
-	n     int
+	recs []Record
 }
 
 // Len returns the number of records held.
-func (e *Evidence) Len() int { return e.n }
+func (e *Evidence) Len() int { return len(e.recs) }
 
 // Records returns the records, oldest first.
-func (e *Evidence) Records() []Record {
-	out := make([]Record, e.n)
-	for i := range out {
-		out[i] = e.recs[(e.start+i)%EvidenceCap]
-	}
-	return out
-}
+func (e *Evidence) Records() []Record { return slices.Clone(e.recs) }
 
+// last returns a copy of the newest record, or nil.
 func (e *Evidence) last() *Record {
-	if e.n == 0 {
+	if len(e.recs) == 0 {
 		return nil
 	}
-	return &e.recs[(e.start+e.n-1)%EvidenceCap]
+	l := e.recs[len(e.recs)-1]
+	return &l
 }
 
 // MaxNoteLen bounds one evidence note (and the human's name and reason in
@@ -264,18 +263,19 @@ func (e *Evidence) add(r Record) {
 		r.Count = 1
 	}
 	r.Note = Clip(r.Note, MaxNoteLen)
-	if r.Kind == RecReading {
-		if l := e.last(); l != nil && l.Kind == RecReading && l.Power == r.Power && l.Note == r.Note && l.Phase == r.Phase {
+	n := len(e.recs)
+	if r.Kind == RecReading && n > 0 {
+		if l := e.recs[n-1]; l.Kind == RecReading && l.Power == r.Power && l.Note == r.Note && l.Phase == r.Phase {
 			l.Count++
 			l.Until = r.At
+			out := slices.Clone(e.recs)
+			out[n-1] = l
+			e.recs = out
 			return
 		}
 	}
-	if e.n < EvidenceCap {
-		e.recs[(e.start+e.n)%EvidenceCap] = r
-		e.n++
-		return
-	}
-	e.recs[e.start] = r
-	e.start = (e.start + 1) % EvidenceCap
+	drop := max(0, n+1-EvidenceCap)
+	out := make([]Record, 0, n+1-drop)
+	out = append(out, e.recs[drop:]...)
+	e.recs = append(out, r)
 }
