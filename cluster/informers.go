@@ -44,7 +44,10 @@ func vaNodeName(obj any) ([]string, error) {
 // anything else (tombstones) through.
 
 // slimNode drops what a node carries in bulk and we never read: managed
-// fields, the image list (often tens of KiB), last-applied configuration.
+// fields, the image list (often tens of KiB), last-applied configuration,
+// the resource lists, the volumes in use and attached, the runtime's
+// handlers and features. (Drains, which place pods by allocatable
+// resources, list Nodes from the API server themselves.)
 func slimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -52,6 +55,9 @@ func slimNode(obj any) (any, error) {
 	}
 	n.ManagedFields = nil
 	n.Status.Images = nil
+	n.Status.Capacity, n.Status.Allocatable = nil, nil
+	n.Status.VolumesInUse, n.Status.VolumesAttached = nil, nil
+	n.Status.RuntimeHandlers, n.Status.Features, n.Status.Config = nil, nil, nil
 	delete(n.Annotations, corev1.LastAppliedConfigAnnotation)
 	return n, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -567,6 +568,11 @@ func TestTransformsKeepWhatTheViewReads(t *testing.T) {
 
 	n := node("w1", ready(at(0)), withAnnotation(corev1.LastAppliedConfigAnnotation, "{}"), withAnnotation(AnnotationBMCAddress, "https://bmc"))
 	n.Status.Images = []corev1.ContainerImage{{Names: []string{"big/image"}}}
+	n.Status.Capacity = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}
+	n.Status.VolumesInUse = []corev1.UniqueVolumeName{"kubernetes.io/csi/x^vol-1"}
+	n.Status.VolumesAttached = []corev1.AttachedVolume{{Name: "kubernetes.io/csi/x^vol-1"}}
+	n.Status.RuntimeHandlers = []corev1.NodeRuntimeHandler{{Name: "runc"}}
 	n.Status.NodeInfo.SystemUUID = "4c4c4544-0001"
 	slimN, _ := slimNode(n.DeepCopy())
 	wantN := node("w1", ready(at(0)), withAnnotation(AnnotationBMCAddress, "https://bmc"))
