@@ -540,16 +540,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		var fired <-chan time.Time
 		if at, ok := due.next(); ok {
 			if !at.Equal(armed) {
-				// One timer, reset: the earliest wake moves with nearly
-				// every renewal at 1000 nodes, and a new timer each time
-				// was a sixth of this loop's CPU. (Go 1.23's Reset drops
-				// a value the old deadline left unread.)
-				if timer == nil {
-					timer = r.opts.Clock.NewTimer(at.Sub(now))
-				} else {
-					timer.Reset(at.Sub(now))
+				if timer != nil {
+					timer.Stop()
 				}
-				armed = at
+				timer, armed = r.opts.Clock.NewTimer(at.Sub(now)), at
 			}
 			fired = timer.C()
 		}
@@ -590,7 +584,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			due.remove(name)
 			ready.add(name)
 		case <-fired:
-			armed = time.Time{}
+			timer, armed = nil, time.Time{}
 		case <-resync.C():
 			for _, n := range r.opts.Cluster.Nodes() {
 				if !started[n.Name] {
