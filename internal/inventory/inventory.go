@@ -122,8 +122,9 @@ type Inventory struct {
 	watch *metal3Watch
 	kick  chan struct{}
 
-	// cached Secrets and when they were read (Options.SecretMaxAge); only
-	// Refresh touches them, under cacheMu.
+	// cached Secrets and when they were read (Options.SecretMaxAge):
+	// Refresh fills them, a BMC's rejection drops one (forgetSecret);
+	// under cacheMu.
 	cacheMu sync.Mutex
 	cached  map[string]cachedSecret
 }
@@ -174,13 +175,23 @@ func (i *Inventory) remember(secrets, fresh map[string]*corev1.Secret, now time.
 	}
 }
 
-// forgetSecret drops a cached Secret: the next Refresh reads it again. A
-// BMC that rejects the credentials calls it (Controller.refused): a rotated
-// password is then read at the next Refresh, whatever the Secret's age.
+// rereadAfterRejection is how old a cached Secret must be for a BMC's
+// rejection to drop it: a rotated password is read at the first rejection
+// after it (the copy is usually older), and a BMC that keeps rejecting
+// (wrong password, or a 403 for a role that lacks a privilege, which reads
+// the same) costs one read of its Secret in this time, no more than the
+// periodic re-reads of a 5-minute SecretMaxAge did.
+const rereadAfterRejection = 5 * time.Minute
+
+// forgetSecret drops a cached Secret older than rereadAfterRejection: the
+// next Refresh reads it again. A BMC that rejects the credentials calls it
+// (Controller.refused).
 func (i *Inventory) forgetSecret(key string) {
 	i.cacheMu.Lock()
-	delete(i.cached, key)
-	i.cacheMu.Unlock()
+	defer i.cacheMu.Unlock()
+	if c, ok := i.cached[key]; ok && time.Since(c.read) >= rereadAfterRejection {
+		delete(i.cached, key)
+	}
 }
 
 var _ runner.Inventory = (*Inventory)(nil)

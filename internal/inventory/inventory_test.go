@@ -303,8 +303,9 @@ func TestSecretMaxAgeKeepsSecretsBetweenRefreshes(t *testing.T) {
 }
 
 // A BMC that rejects the credentials has its Secret read again at the next
-// Refresh, however young the cached copy: a rotated password is picked up
-// within a refresh, not at the end of SecretMaxAge.
+// Refresh once the cached copy is rereadAfterRejection old: a rotated
+// password is picked up within a refresh, not at the end of SecretMaxAge,
+// and a BMC that keeps rejecting costs one read in rereadAfterRejection.
 func TestRejectedCredentialsAreReadAgainAtTheNextRefresh(t *testing.T) {
 	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1", System: "1"}}}
 	inv, f, client := newInventory(t, cfg, secret("shared", "admin", "old-pw"))
@@ -324,9 +325,24 @@ func TestRejectedCredentialsAreReadAgainAtTheNextRefresh(t *testing.T) {
 	}
 	fk := c.ctrl.(*bmctest.Fake)
 	fk.Fail(fmt.Errorf("401: %w", bmc.ErrAuth), bmc.OpPowerStatus)
-	if _, err := c.PowerStatus(ctx); !errors.Is(err, bmc.ErrAuth) {
-		t.Fatalf("PowerStatus: %v, want ErrAuth", err)
+	reject := func() {
+		t.Helper()
+		if _, err := c.PowerStatus(ctx); !errors.Is(err, bmc.ErrAuth) {
+			t.Fatalf("PowerStatus: %v, want ErrAuth", err)
+		}
 	}
+	reject() // the cached copy was read just now: kept
+	inv.Refresh(ctx)
+	if got := f.targets[len(f.targets)-1].Credentials.Password.Reveal(); got != "old-pw" {
+		t.Fatalf("a rejection right after the Secret was read: password %q, want the cached old-pw", got)
+	}
+	inv.cacheMu.Lock()
+	for k, cs := range inv.cached {
+		cs.read = cs.read.Add(-rereadAfterRejection)
+		inv.cached[k] = cs
+	}
+	inv.cacheMu.Unlock()
+	reject()
 	inv.Refresh(ctx)
 	if got := f.targets[len(f.targets)-1].Credentials.Password.Reveal(); got != "new-pw" {
 		t.Errorf("after the BMC rejected the credentials: the controller was built with %q, want new-pw", got)
