@@ -95,7 +95,7 @@ var rows = []Row{
 		alarm(stat("Unfenceable nodes", "Nodes whose BMC failed the last probe or that have no inventory entry: if they die, nothing moves their pods. kubectl fence check names the cause.", Count,
 			`max(bmcfence_unfenceable_nodes)`)),
 		stat("Nodes in a fence", "Nodes in any phase but Healthy and Maintenance.", Count,
-			`sum(bmcfence_node_phase{phase!~"Healthy|Maintenance"})`),
+			`sum(bmcfence_node_phase{phase!~"Healthy|Maintenance"}) or vector(0)`),
 		alarm(stat("Risky settings in force", "Settings that weaken a safety property (dry run, insecureSkipVerify, plain HTTP, ...): the agent logs each at start.", Count,
 			`count(bmcfence_risky_setting == 1) or vector(0)`)),
 		series("Nodes by phase", "How many nodes are in each phase of a fence (Healthy left out).", Count,
