@@ -378,7 +378,8 @@ func (c *Cluster) APIFreshAt() time.Time {
 func (c *Cluster) Changed() <-chan string { return c.changed }
 
 // NodeObject returns a copy of the cached Node (systemUUID, inventory
-// annotations). The cache drops managed fields and the image list.
+// annotations). The cache drops managed fields, the image list, the
+// resource lists and the volumes (slimNode).
 func (c *Cluster) NodeObject(name string) (*corev1.Node, bool) {
 	n, err := c.nodeLister.Get(name)
 	if err != nil {

@@ -43,7 +43,7 @@ func stateVariants(t *testing.T) []State {
 		for i := 0; i < v.NumField(); i++ {
 			f := v.Field(i)
 			if !f.CanSet() {
-				continue // Evidence's ring: records below
+				continue // Evidence's records: below
 			}
 			k++
 			switch {

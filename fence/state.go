@@ -219,9 +219,9 @@ const EvidenceCap = 24
 // Evidence is the node's latest records, oldest first, at most EvidenceCap.
 // States are values the engine copies at every step: the records are never
 // written in place (add builds a new slice), so copies share them safely.
-// A Healthy node has none, and its State holds no array: an inline ring
-// made every State 2.5 KiB, copied by value at each step and held twice
-// per node (the runner's records were 7.5 MiB at 1000 nodes).
+// A node that was never in a fence has none, and no State holds an array:
+// an inline ring made every State 2.5 KiB, copied by value at each step and
+// held twice per node (the runner's records were 7.5 MiB at 1000 nodes).
 type Evidence struct {
 	recs []Record
 }

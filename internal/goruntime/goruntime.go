@@ -39,7 +39,11 @@ func (s Setting) String() string {
 	if len(s.FromEnv) > 0 {
 		from = strings.Join(s.FromEnv, " and ") + " from the environment"
 	}
-	return fmt.Sprintf("GOMAXPROCS %d, GOGC %d (%s)", s.MaxProcs, s.GCPercent, from)
+	gc := fmt.Sprint(s.GCPercent)
+	if s.GCPercent < 0 {
+		gc = "off"
+	}
+	return fmt.Sprintf("GOMAXPROCS %d, GOGC %s (%s)", s.MaxProcs, gc, from)
 }
 
 // Apply sets GOMAXPROCS and GOGC to the defaults where environ does not

@@ -39,3 +39,9 @@ func TestApply(t *testing.T) {
 		})
 	}
 }
+
+func TestGCOffReadsOff(t *testing.T) {
+	if got := (Setting{MaxProcs: 1, GCPercent: -1, FromEnv: []string{"GOGC"}}).String(); got != "GOMAXPROCS 1, GOGC off (GOGC from the environment)" {
+		t.Errorf("String() = %q", got)
+	}
+}
