@@ -26,6 +26,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/bmcfence/bmcfence/internal/goruntime"
 )
 
 // Fraction of the container's memory limit taken as the soft limit when
@@ -83,7 +85,7 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // means the container's limit could not be read (the runtime's default, no
 // limit, stays); it is worth a log line, not a failure.
 func Apply(environ []string, root string) (Setting, error) {
-	if env, ok := lookup(environ, "GOMEMLIMIT"); ok && env != "" {
+	if env, ok := goruntime.Lookup(environ, "GOMEMLIMIT"); ok && env != "" {
 		return Setting{Bytes: debug.SetMemoryLimit(-1), Source: FromEnv}, nil
 	}
 	limit, file, err := cgroupLimit(root)
@@ -93,15 +95,6 @@ func Apply(environ []string, root string) (Setting, error) {
 	soft := int64(float64(limit) * Fraction)
 	debug.SetMemoryLimit(soft)
 	return Setting{Bytes: soft, Source: FromCgroup, Cgroup: limit, CgroupFile: file}, nil
-}
-
-func lookup(environ []string, key string) (string, bool) {
-	for i := len(environ) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(environ[i], "="); ok && k == key {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // cgroupLimit reads the memory limit of the cgroup this process is in: 0

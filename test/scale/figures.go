@@ -45,7 +45,7 @@ type Figures struct {
 	RSSFileMiB float64 `json:"rssFileMiB,omitempty"`
 	// GoRuntime is the GOMAXPROCS and GOGC the agent ran with (its
 	// metrics).
-	GoEnv string `json:"goRuntime,omitempty"`
+	GoRuntime string `json:"goRuntime,omitempty"`
 	// CPUPercent of one core: utime+stime over the steady window.
 	CPUPercent     float64 `json:"cpuPercent"`
 	LoadAverage    float64 `json:"loadAverage"`

@@ -487,12 +487,12 @@ func (h *harness) steady(ctx context.Context, dir string) {
 	// its metrics.
 	procs, _ := h.agent.Metric("go_sched_gomaxprocs_threads")
 	gogc, _ := h.agent.Metric("go_gc_gogc_percent")
-	f.GoEnv = fmt.Sprintf("GOMAXPROCS %.0f, GOGC %.0f", procs, gogc)
+	f.GoRuntime = fmt.Sprintf("GOMAXPROCS %.0f, GOGC %.0f", procs, gogc)
 	budget := h.budget
 	if budget == "" {
 		budget = "none"
 	}
-	budget += ", " + f.GoEnv
+	budget += ", " + f.GoRuntime
 	f.CPUPercent, f.LoadAverage = cpu*100, load
 	f.APIRequestsSec = float64(api1-api0) / el.Seconds()
 	f.APIBytesInSec, f.APIBytesOutSec = float64(in1-in0)/el.Seconds(), float64(out1-out0)/el.Seconds()
