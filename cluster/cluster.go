@@ -268,6 +268,19 @@ func (c *Cluster) Nodes() []runner.NodeInfo {
 	return out
 }
 
+// EachNodeState calls f with every node's name and raw state annotation
+// ("" when absent), in no order, under the cluster's lock: f must not call
+// back into the Cluster. It builds no view (Nodes builds every one).
+func (c *Cluster) EachNodeState(f func(name, state string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, e := range c.entries {
+		if e.node != nil {
+			f(name, e.node.Annotations[AnnotationState])
+		}
+	}
+}
+
 // Node returns one node's view; false when the node does not exist (or our
 // handlers have not seen it yet).
 func (c *Cluster) Node(name string) (runner.NodeInfo, bool) {

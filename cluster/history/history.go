@@ -67,9 +67,14 @@ const (
 // power-off; Fenced and Abandoned are fences'.
 const OutcomeCleared = "Cleared"
 
-// Nodes is what the recorder reads of *cluster.Cluster.
+// Nodes is what the recorder reads of *cluster.Cluster. A pass reads every
+// node's state annotation (EachNodeState) and builds the whole view only of
+// a node whose state changed (Node): at a thousand nodes, building every
+// view every resync (every 2 s) was 3.5 % of the agent's CPU at rest and
+// most of its garbage.
 type Nodes interface {
-	Nodes() []runner.NodeInfo
+	EachNodeState(f func(name, state string))
+	Node(name string) (runner.NodeInfo, bool)
 	RemediatedBy(node string) string
 }
 
@@ -241,22 +246,28 @@ func (r *Recorder) Run(ctx context.Context) error {
 
 // SyncAll syncs every node whose state changed since it last synced.
 func (r *Recorder) SyncAll(ctx context.Context) {
+	var changed []string
+	presentOverBudget := map[string]bool{}
 	r.mu.Lock()
 	r.pass++
 	pass := r.pass
-	r.mu.Unlock()
-	nodes := r.opts.Nodes.Nodes()
-	present := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		present[n.Name] = true
-		r.mu.Lock()
-		last, seen := r.synced[n.Name]
-		if seen && last.state == n.State {
-			r.synced[n.Name] = syncedState{state: n.State, pass: pass}
-			r.mu.Unlock()
-			continue
+	r.opts.Nodes.EachNodeState(func(name, state string) {
+		if _, over := r.overBudget[name]; over {
+			presentOverBudget[name] = true
 		}
-		r.mu.Unlock()
+		if last, seen := r.synced[name]; seen && last.state == state {
+			r.synced[name] = syncedState{state: state, pass: pass}
+			return
+		}
+		changed = append(changed, name)
+	})
+	r.mu.Unlock()
+	slices.Sort(changed)
+	for _, name := range changed {
+		n, ok := r.opts.Nodes.Node(name)
+		if !ok {
+			continue // deleted since: forgotten below
+		}
 		if err := r.Sync(ctx, n); err != nil {
 			r.opts.Log.Warn("fence record", zap.String("node", n.Name), zap.Error(err))
 			continue
@@ -280,7 +291,7 @@ func (r *Recorder) SyncAll(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for name := range r.overBudget {
-		if !present[name] {
+		if !presentOverBudget[name] {
 			delete(r.overBudget, name)
 		}
 	}

@@ -134,9 +134,25 @@ func TestMergeKeepsTheSameReadingInTwoPhases(t *testing.T) {
 type fakeNodes struct {
 	infos []runner.NodeInfo
 	by    map[string]string
+	built int // views built (Node calls)
 }
 
-func (f *fakeNodes) Nodes() []runner.NodeInfo        { return f.infos }
+func (f *fakeNodes) EachNodeState(fn func(name, state string)) {
+	for _, n := range f.infos {
+		fn(n.Name, n.State)
+	}
+}
+
+func (f *fakeNodes) Node(name string) (runner.NodeInfo, bool) {
+	f.built++
+	for _, n := range f.infos {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return runner.NodeInfo{}, false
+}
+
 func (f *fakeNodes) RemediatedBy(node string) string { return f.by[node] }
 
 func info(t *testing.T, st fence.State) runner.NodeInfo {
@@ -462,19 +478,32 @@ func TestSyncAllAtRestAsksNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r, err := New(Options{Client: client.FencingV1alpha1(), Nodes: &fakeNodes{infos: infos}, Clock: clocktesting.NewFakeClock(t0)})
+	nodes := &fakeNodes{infos: infos}
+	r, err := New(Options{Client: client.FencingV1alpha1(), Nodes: nodes, Clock: clocktesting.NewFakeClock(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	r.SyncAll(ctx)
 	client.ClearActions()
+	nodes.built = 0
 	for range 10 {
 		r.SyncAll(ctx)
 	}
 	if got := len(client.Actions()); got != 0 {
 		t.Errorf("10 resyncs of 1000 nodes at rest made %d requests (first: %v), want none", got, client.Actions()[0])
+	}
+	// Nor does it build a node's view (a thousand every 2 s was 3.5 % of
+	// the agent's CPU): only a node whose state changed is read whole.
+	if nodes.built != 0 {
+		t.Errorf("10 resyncs of 1000 nodes at rest built %d node views, want none", nodes.built)
+	}
+	nodes.infos[3].State = healthy
+	r.SyncAll(ctx)
+	if nodes.built != 1 {
+		t.Errorf("a resync after one node's state changed built %d node views, want 1", nodes.built)
 	}
 }
 
