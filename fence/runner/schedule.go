@@ -33,6 +33,15 @@ func (h *dueHeap) set(name string, at time.Time) {
 	heap.Push(h, e)
 }
 
+// at is name's due time; ok is false when it has none (queued, running or
+// not started).
+func (h *dueHeap) at(name string) (at time.Time, ok bool) {
+	if e, ok := h.index[name]; ok {
+		return e.at, true
+	}
+	return time.Time{}, false
+}
+
 // remove forgets name's due time, if it has one.
 func (h *dueHeap) remove(name string) {
 	if e, ok := h.index[name]; ok {

@@ -94,6 +94,13 @@ const (
 	// server recheck right before the ForceOff asks the same question
 	// later and stops the ForceOff; this rule is the earlier line.)
 	LeaseReadCurrent Name = "lease-read-current"
+	// QuietRenewalsOnly: the runner's scheduling loop keeps a node's due
+	// time, handing no sync to a worker, only for a renewal of a quiet
+	// Healthy node (a sync that would step nothing). The mutant keeps it
+	// for any change of a node that is due later: a human's request, a
+	// Ready turning False, a state someone else wrote wait for the node's
+	// next wake.
+	QuietRenewalsOnly Name = "quiet-renewals-only"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -121,5 +128,6 @@ func All() []Mutant {
 		{Name: EvidenceTarget, Packages: []string{"./fence", "./fence/runner"}, Run: "HungNodeEvidence"},
 		{Name: EvidenceAfterDiagnose, Packages: []string{"./fence"}, Run: "DiagnoseThenOnlyEvidence"},
 		{Name: LeaseReadCurrent, Packages: []string{"./fence/runner"}, Run: "LiveLeaseRead"},
+		{Name: QuietRenewalsOnly, Packages: []string{"./fence/runner"}, Run: "QuietNodesRenewals"},
 	}
 }
