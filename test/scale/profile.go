@@ -18,7 +18,10 @@ import (
 // profiles saves the agent's CPU profile (over -profile, after the steady
 // window, so that profiling does not count in its CPU figure) and its heap
 // profile (after a GC: what is live), with `go tool pprof -top` of each
-// beside them: cpu.pprof, cpu.top.txt, heap.pprof, heap.top.txt.
+// beside them: cpu.pprof, cpu.top.txt, heap.pprof, heap.top.txt; and,
+// for the memory's breakdown (the Go collector's memstats: heap in use,
+// idle and released, stacks, runtime), its /metrics as metrics.txt and
+// its goroutines grouped by stack as goroutines.txt.
 func (h *harness) profiles(dir string) {
 	if *flagProfile <= 0 {
 		return
@@ -34,10 +37,16 @@ func (h *harness) profiles(dir string) {
 	}{
 		{"cpu.pprof", fmt.Sprintf("%sprofile?seconds=%d", base, int(flagProfile.Seconds())), "", *flagProfile + time.Minute},
 		{"heap.pprof", base + "heap?gc=1", "inuse_space", time.Minute},
+		{"metrics.txt", h.agent.MetricsURL() + "/metrics", "", time.Minute},
+		{"goroutines.txt", base + "goroutine?debug=1", "", time.Minute},
 	} {
 		path := filepath.Join(dir, p.file)
 		if err := fetch(p.url, path, p.timeout); err != nil {
 			h.t.Logf("no %s: %v", p.file, err)
+			continue
+		}
+		if filepath.Ext(path) != ".pprof" {
+			fmt.Printf("scale: profile: %s\n", path)
 			continue
 		}
 		args := []string{"tool", "pprof", "-top", "-nodecount=30"}
