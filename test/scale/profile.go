@@ -66,6 +66,24 @@ func (h *harness) profiles(dir string) {
 	}
 }
 
+// heapAtStart saves the agent's heap profile as the steady window starts
+// (heap-start.pprof, no GC forced): its allocation counts are cumulative,
+// so what the agent allocates at rest is the difference,
+//
+//	go tool pprof -sample_index=alloc_space -base heap-start.pprof heap.pprof
+func (h *harness) heapAtStart(dir string) {
+	if *flagProfile <= 0 {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		h.t.Error(err)
+		return
+	}
+	if err := fetch(h.agent.MetricsURL()+"/debug/pprof/heap", filepath.Join(dir, "heap-start.pprof"), time.Minute); err != nil {
+		h.t.Logf("no heap-start.pprof: %v", err)
+	}
+}
+
 func fetch(url, path string, timeout time.Duration) error {
 	resp, err := testbed.MetricsClient(timeout).Get(url)
 	if err != nil {

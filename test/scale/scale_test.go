@@ -436,6 +436,7 @@ func (h *harness) fenceableCount() (int, error) {
 
 func (h *harness) steady(ctx context.Context, dir string) {
 	n := len(h.tb.Nodes)
+	h.heapAtStart(dir)
 	ops0 := h.bmcOps()
 	cpu0, _ := h.agent.CPUTime()
 	api0 := h.apiRequests(ctx)
