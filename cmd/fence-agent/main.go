@@ -121,7 +121,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	} else {
 		log.Info("memory budget", zap.String("soft limit", budget.String()))
 	}
-	// One P and GOGC 50 unless the environment says otherwise
+	// One P and GOGC 20 unless the environment says otherwise
 	// (internal/goruntime): the agent at rest is small wake-ups, not work
 	// for two cores.
 	log.Info("Go runtime", zap.String("settings", goruntime.Apply(environ).String()))

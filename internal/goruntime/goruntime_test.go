@@ -16,8 +16,8 @@ func TestApply(t *testing.T) {
 		wantGC    int
 		wantText  string
 	}{
-		{"defaults", []string{"HOME=/"}, DefaultMaxProcs, DefaultGCPercent, "GOMAXPROCS 1, GOGC 50 (the agent's defaults)"},
-		{"empty values are unset", []string{"GOMAXPROCS=", "GOGC="}, DefaultMaxProcs, DefaultGCPercent, "GOMAXPROCS 1, GOGC 50 (the agent's defaults)"},
+		{"defaults", []string{"HOME=/"}, DefaultMaxProcs, DefaultGCPercent, "GOMAXPROCS 1, GOGC 20 (the agent's defaults)"},
+		{"empty values are unset", []string{"GOMAXPROCS=", "GOGC="}, DefaultMaxProcs, DefaultGCPercent, "GOMAXPROCS 1, GOGC 20 (the agent's defaults)"},
 		// The runtime read the variables at start; Apply leaves what it
 		// set (here set by hand, as the runtime would have).
 		{"the environment wins", []string{"GOMAXPROCS=3", "GOGC=80"}, 3, 80, "GOMAXPROCS 3, GOGC 80 (GOMAXPROCS and GOGC from the environment)"},
