@@ -351,46 +351,12 @@ func (s *Stream) discover(ctx context.Context, ops *Client) (uri string, minDela
 
 // stream opens one SSE connection and reads it until it ends. opened
 // reports whether the BMC accepted it; err says why it ended.
-//
-// The opening is connect's; this function only reads, and keeps a small
-// frame: a connected stream waits in a read for as long as nothing
-// happens, and the runtime halves an idle goroutine's stack only while it
-// uses under a quarter of it. With the opening's locals (1.3 KiB) in the
-// waiting frames, a stream's goroutine used about 4.8 KiB and kept a
-// 16 KiB stack; without them it fits in 8 KiB (1000 BMCs: 8 MiB;
-// TestConnectedStreamFootprint, build tag footprint, prints it).
 func (s *Stream) stream(ctx context.Context, ops *Client, uri string, sink func(PowerEvent)) (opened bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	body, nc, logout, connectedAt, err := s.connect(ctx, ops, uri)
-	if err != nil {
-		return false, err
-	}
-	// Closing the connection ends the body too (and unblocks a read);
-	// resp.Body.Close would read a chunked body to its end first.
-	defer nc.close()
-	if logout != nil {
-		defer logout()
-	}
-	err = s.read(body, connectedAt, sink)
-	if ctx.Err() != nil {
-		return true, ctx.Err()
-	}
-	if err == nil {
-		return true, errors.New("the BMC closed the stream (iDRAC closes a stream idle for an hour)")
-	}
-	return true, s.client.opError(OpEvents, s.client.classify(ctx, err))
-}
-
-// connect opens the stream: the session (if the target uses one), the GET
-// on a connection of its own, the answer checked. On success the stream
-// is connected (its state says so, since connectedAt) and body reads its
-// events; the caller closes nc, then calls logout (nil without a session).
-// ctx must end when the stream does: it closes the connection.
-func (s *Stream) connect(ctx context.Context, ops *Client, uri string) (body io.Reader, nc *streamConn, logout func(), connectedAt time.Time, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.client.base+uri, nil)
 	if err != nil {
-		return nil, nil, nil, time.Time{}, err
+		return false, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("OData-Version", "4.0")
@@ -408,22 +374,13 @@ func (s *Stream) connect(ctx context.Context, ops *Client, uri string) (body io.
 		err := cn.login()
 		lcancel()
 		if err != nil {
-			return nil, nil, nil, time.Time{}, s.client.opError(OpEvents, s.client.classify(ctx, err))
+			return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
 		}
 		cn.ctx = ctx
-		logout = cn.logout
+		defer cn.logout()
 		req.Header.Set("X-Auth-Token", cn.token)
 	} else {
 		req.SetBasicAuth(t.Credentials.Username, t.Credentials.Password.Reveal())
-	}
-	fail := func(err error) (io.Reader, *streamConn, func(), time.Time, error) {
-		if nc != nil {
-			nc.close()
-		}
-		if logout != nil {
-			logout()
-		}
-		return nil, nil, nil, time.Time{}, err
 	}
 	// Discovery's (and the login's) kept-alive connection is not needed
 	// any more: closed now, not after idleConnTimeout, its two goroutines
@@ -432,33 +389,43 @@ func (s *Stream) connect(ctx context.Context, ops *Client, uri string) (body io.
 	ops.CloseIdleConnections()
 	resp, body, nc, err := s.open(ctx, req)
 	if err != nil {
-		return fail(s.client.opError(OpEvents, s.client.classify(ctx, err)))
+		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
 	}
+	// Closing the connection ends the body too (and unblocks a read);
+	// resp.Body.Close would read a chunked body to its end first.
+	defer nc.close()
 	if resp.StatusCode != http.StatusOK {
-		buf := make([]byte, 64<<10)
-		n, _ := bufio.NewReader(resp.Body).Read(buf)
-		herr := newHTTPError(http.MethodGet, uri, &response{status: resp.StatusCode, header: resp.Header, body: buf[:n]}, t.Credentials)
+		body := make([]byte, 64<<10)
+		n, _ := bufio.NewReader(resp.Body).Read(body)
+		herr := newHTTPError(http.MethodGet, uri, &response{status: resp.StatusCode, header: resp.Header, body: body[:n]}, t.Credentials)
 		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-			return fail(fmt.Errorf("%w (GET %s answered %d)", errNoSSE, uri, resp.StatusCode))
+			return false, fmt.Errorf("%w (GET %s answered %d)", errNoSSE, uri, resp.StatusCode)
 		}
-		return fail(s.client.opError(OpEvents, s.client.classifyHTTP(herr)))
+		return false, s.client.opError(OpEvents, s.client.classifyHTTP(herr))
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
-		return fail(s.client.opError(OpEvents, fmt.Errorf("%w: GET %s answered Content-Type %q, not text/event-stream", bmc.ErrBMC, uri, truncateText(ct, 60))))
+		return false, s.client.opError(OpEvents, fmt.Errorf("%w: GET %s answered Content-Type %q, not text/event-stream", bmc.ErrBMC, uri, truncateText(ct, 60)))
 	}
-	// Open: no deadline from here on (an idle stream is silent for as long
-	// as nothing happens; TCP keep-alive finds a dead BMC).
+	// Open: no deadline from here on (an idle stream is silent for as
+	// long as nothing happens; TCP keep-alive finds a dead BMC).
 	if err := nc.SetDeadline(time.Time{}); err != nil {
-		return fail(s.client.opError(OpEvents, s.client.classify(ctx, err)))
+		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
 	}
-	connectedAt = s.clock.Now()
+	connectedAt := s.clock.Now()
 	s.update(func(st *StreamState) {
 		st.Mode, st.Reason, st.URI, st.NextAttempt, st.Failures = StreamConnected, "", uri, time.Time{}, 0
 		st.Connects++
 	})
 	// body reads the connection without the request and the answer: their
 	// headers and URLs (1.7 KiB) are not held by a stream that is read.
-	return body, nc, logout, connectedAt, nil
+	err = s.read(body, connectedAt, sink)
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	if err == nil {
+		return true, errors.New("the BMC closed the stream (iDRAC closes a stream idle for an hour)")
+	}
+	return true, s.client.opError(OpEvents, s.client.classify(ctx, err))
 }
 
 // streamConn is an open stream's connection, closed when its context ends.
