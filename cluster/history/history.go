@@ -119,6 +119,8 @@ type Recorder struct {
 	budget     float64
 	budgetAt   time.Time
 	overBudget map[string]time.Time
+	// present is SyncAll's set of the nodes of its pass (SyncAll's only).
+	present map[string]bool
 }
 
 type syncedState struct {
@@ -247,14 +249,18 @@ func (r *Recorder) Run(ctx context.Context) error {
 // SyncAll syncs every node whose state changed since it last synced.
 func (r *Recorder) SyncAll(ctx context.Context) {
 	var changed []string
-	presentOverBudget := map[string]bool{}
+	// present: every node of this pass, for the over-budget cleanup below
+	// (a node goes over budget during the pass, in Sync). Kept between
+	// passes and cleared, so a pass allocates no map.
+	if r.present == nil {
+		r.present = map[string]bool{}
+	}
+	clear(r.present)
 	r.mu.Lock()
 	r.pass++
 	pass := r.pass
 	r.opts.Nodes.EachNodeState(func(name, state string) {
-		if _, over := r.overBudget[name]; over {
-			presentOverBudget[name] = true
-		}
+		r.present[name] = true
 		if last, seen := r.synced[name]; seen && last.state == state {
 			r.synced[name] = syncedState{state: state, pass: pass}
 			return
@@ -291,7 +297,7 @@ func (r *Recorder) SyncAll(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for name := range r.overBudget {
-		if !presentOverBudget[name] {
+		if !r.present[name] {
 			delete(r.overBudget, name)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"testing"
 	"time"
 
@@ -541,5 +543,28 @@ func TestSyncDoesNotWaitForTheInformer(t *testing.T) {
 	}
 	if len(l.Items) != 1 || l.Items[0].Status.FinishedAt == nil || l.Items[0].Status.Phase != "Healthy" {
 		t.Errorf("records %+v, want one, closed", l.Items)
+	}
+}
+
+// A suspicion over the budget is said once (one Info line), not at every
+// resync: SyncAll keeps it over budget from one pass to the next, and
+// tries it again at each (the budget refills while it lasts).
+func TestSuspicionOverBudgetIsLoggedOnceAcrossResyncs(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	r := newRecorder(t, client, clk)
+	core, logs := observer.New(zap.InfoLevel)
+	r.opts.Log = zap.New(core)
+	var infos []runner.NodeInfo
+	for i := range suspicionBurst + 1 {
+		infos = append(infos, nodeState(t, fmt.Sprintf("n%02d", i), fence.State{Phase: fence.Suspect, FailureStart: t0}))
+	}
+	r.opts.Nodes = &fakeNodes{infos: infos}
+	ctx := context.Background()
+	for range 5 {
+		r.SyncAll(ctx)
+	}
+	if got := logs.FilterMessageSnippet("suspicion not recorded").Len(); got != 1 {
+		t.Errorf("5 resyncs of %d suspected nodes (one over the budget) logged %d over-budget lines, want 1", len(infos), got)
 	}
 }

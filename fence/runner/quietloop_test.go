@@ -53,6 +53,15 @@ func TestRunHandsAQuietNodesRenewalsToNoWorker(t *testing.T) {
 	if got := runner.Handed(r) - before; got != 0 {
 		t.Errorf("100 renewals of a quiet node handed %d syncs to workers, want none", got)
 	}
+	// A renewal that moves the node's signs of life (the kubelet renews
+	// every LeaseRenewInterval), before the wake its last tick asked for.
+	w.Clock.Step(fencesim.LeaseRenewInterval)
+	w.Advance()
+	w.Notify("n1")
+	waitFor("the loop to take the renewal", func() bool { return len(changed) == 0 })
+	if got := runner.Handed(r) - before; got != 0 {
+		t.Errorf("a renewal %s later handed %d syncs to workers, want none", fencesim.LeaseRenewInterval, got)
+	}
 	w.Request("n1", fence.Command{Kind: fence.CmdUnfence, User: "alice", SeenAt: w.Clock.Now()})
 	waitFor("the request's sync", func() bool { return runner.Handed(r) > before })
 }
