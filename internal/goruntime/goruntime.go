@@ -12,7 +12,7 @@
 // what is live instead of twice: the live heap is small and changes
 // slowly, and at rest the agent allocates about 1.3 MB/s (three quarters
 // of it decoding Lease renewals), so collecting more often costs little.
-// At 1000 nodes (make scale, one run, same cluster): GOGC 50 held RSS at
+// At 1000 nodes (make scale, both on one cluster): GOGC 50 held RSS at
 // 134.6 MiB and GOGC 20 at 121.2 MiB, the collector's share of the CPU
 // profile 0.18 → 0.27 % of a core (GOGC 100 to 50 had given RSS 188 →
 // 162 MiB with one P).

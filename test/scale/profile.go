@@ -26,10 +26,6 @@ func (h *harness) profiles(dir string) {
 	if *flagProfile <= 0 {
 		return
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		h.t.Error(err)
-		return
-	}
 	base := h.agent.MetricsURL() + "/debug/pprof/"
 	for _, p := range []struct {
 		file, url, index string
@@ -40,9 +36,8 @@ func (h *harness) profiles(dir string) {
 		{"metrics.txt", h.agent.MetricsURL() + "/metrics", "", time.Minute},
 		{"goroutines.txt", base + "goroutine?debug=1", "", time.Minute},
 	} {
-		path := filepath.Join(dir, p.file)
-		if err := fetch(p.url, path, p.timeout); err != nil {
-			h.t.Logf("no %s: %v", p.file, err)
+		path, ok := h.save(dir, p.file, p.url, p.timeout)
+		if !ok {
 			continue
 		}
 		if filepath.Ext(path) != ".pprof" {
@@ -72,16 +67,24 @@ func (h *harness) profiles(dir string) {
 //
 //	go tool pprof -sample_index=alloc_space -base heap-start.pprof heap.pprof
 func (h *harness) heapAtStart(dir string) {
-	if *flagProfile <= 0 {
-		return
+	if *flagProfile > 0 {
+		h.save(dir, "heap-start.pprof", h.agent.MetricsURL()+"/debug/pprof/heap", time.Minute)
 	}
+}
+
+// save fetches url into dir/file; ok is false (and the test says why) when
+// it could not.
+func (h *harness) save(dir, file, url string, timeout time.Duration) (path string, ok bool) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		h.t.Error(err)
-		return
+		return "", false
 	}
-	if err := fetch(h.agent.MetricsURL()+"/debug/pprof/heap", filepath.Join(dir, "heap-start.pprof"), time.Minute); err != nil {
-		h.t.Logf("no heap-start.pprof: %v", err)
+	path = filepath.Join(dir, file)
+	if err := fetch(url, path, timeout); err != nil {
+		h.t.Logf("no %s: %v", file, err)
+		return "", false
 	}
+	return path, true
 }
 
 func fetch(url, path string, timeout time.Duration) error {
