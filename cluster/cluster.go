@@ -18,13 +18,13 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 var _ runner.Cluster = (*Cluster)(nil)
@@ -62,7 +62,7 @@ type Options struct {
 // Cluster is the runner's view of Kubernetes, backed by informers, and the
 // writes it needs. Its methods are safe for concurrent use.
 type Cluster struct {
-	client      kubernetes.Interface
+	client      kube.Interface
 	clock       clock.PassiveClock
 	log         *zap.Logger
 	component   string
@@ -134,7 +134,7 @@ func rvAfter(a, b string) bool {
 
 // New builds a Cluster. Its informers run from Start; writes and Events
 // work at once (the CLI needs no informers for them).
-func New(client kubernetes.Interface, opts Options) (*Cluster, error) {
+func New(client kube.Interface, opts Options) (*Cluster, error) {
 	if client == nil {
 		return nil, errors.New("cluster: nil client")
 	}

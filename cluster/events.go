@@ -9,12 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 // eventCorrelation tunes client-go's Event spam filter, a per-node token
@@ -42,7 +42,7 @@ type events struct {
 	waiters map[string]chan struct{}
 }
 
-func newEvents(client kubernetes.Interface, component string) *events {
+func newEvents(client kube.Interface, component string) *events {
 	ev := &events{waiters: map[string]chan struct{}{}}
 	ev.broadcaster = record.NewBroadcaster(record.WithCorrelatorOptions(eventCorrelation))
 	ev.broadcaster.StartRecordingToSink(flushSink{

@@ -9,10 +9,11 @@ import (
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
+
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 // Leader election timing, kube-controller-manager's defaults and for the same
@@ -73,7 +74,7 @@ func (o *LeaderOptions) defaults() error {
 // (ReleaseOnCancel) only after run has returned, so a standby never starts
 // while our work is still winding down. RunLeader returns nil when ctx ends,
 // or an error at once for invalid options.
-func RunLeader(ctx context.Context, client kubernetes.Interface, opts LeaderOptions, run func(ctx context.Context)) error {
+func RunLeader(ctx context.Context, client kube.Interface, opts LeaderOptions, run func(ctx context.Context)) error {
 	if err := opts.defaults(); err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func RunLeader(ctx context.Context, client kubernetes.Interface, opts LeaderOpti
 
 // campaign runs one leaderelection.LeaderElector until it stops leading (or
 // gives up at the end of ctx), and returns once run has returned too.
-func campaign(ctx context.Context, client kubernetes.Interface, opts LeaderOptions, run func(context.Context)) error {
+func campaign(ctx context.Context, client kube.Interface, opts LeaderOptions, run func(context.Context)) error {
 	// The elector's context outlives ctx until run has returned: cancelling
 	// it is what releases the Lease.
 	electCtx, release := context.WithCancel(context.WithoutCancel(ctx))
@@ -151,7 +152,7 @@ func campaign(ctx context.Context, client kubernetes.Interface, opts LeaderOptio
 	return nil
 }
 
-func newElector(client kubernetes.Interface, opts LeaderOptions, started func(context.Context), stopped func()) (*leaderelection.LeaderElector, error) {
+func newElector(client kube.Interface, opts LeaderOptions, started func(context.Context), stopped func()) (*leaderelection.LeaderElector, error) {
 	var lock resourcelock.Interface = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
 		Client:     client.CoordinationV1(),

@@ -20,8 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 // kured's defaults (github.com/kubereboot/kured: --ds-namespace,
@@ -57,7 +58,7 @@ func DefaultKuredLock() KuredLock {
 
 // PlannedOptions configure WatchPlanned.
 type PlannedOptions struct {
-	Client kubernetes.Interface
+	Client kube.Interface
 	// Dynamic reads NodeMaintenances and Machines; nil: neither is watched.
 	Dynamic dynamic.Interface
 	// Discovery tells whether a CRD is served. Default: Client's.

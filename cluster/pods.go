@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 // podSummary is all the cache keeps of a pod bound to a node: what counting
@@ -180,7 +181,7 @@ const podPageSize = 500
 // summarizing each page before asking for the next, and returns the
 // summaries as one list (a runtime.Object the reflector can take apart) at
 // the list's resourceVersion.
-func listPodSummaries(ctx context.Context, core kubernetes.Interface, o metav1.ListOptions) (runtime.Object, error) {
+func listPodSummaries(ctx context.Context, core kube.Interface, o metav1.ListOptions) (runtime.Object, error) {
 	// Pages of the most recent state (resourceVersion ""): a list at "0" is
 	// served whole from the API server's cache, whatever the limit, and a
 	// relist's last-seen version with a limit asks for exactly that version

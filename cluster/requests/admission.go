@@ -16,12 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned/typed/fencing/v1alpha1"
+	"github.com/bmcfence/bmcfence/internal/kube"
 	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
@@ -86,7 +86,7 @@ type admissionKey struct {
 // every replica from the agent's start, not only while leading: a standby
 // that becomes the leader can vouch for requests created after it started.
 type Guard struct {
-	client   kubernetes.Interface
+	client   kube.Interface
 	requests fencingclient.BMCFenceRequestInterface
 	clock    clock.WithTicker
 	log      *zap.Logger
@@ -115,7 +115,7 @@ type Guard struct {
 }
 
 // NewGuard builds a Guard; Run starts it.
-func NewGuard(client kubernetes.Interface, reqs fencingclient.BMCFenceRequestInterface, clk clock.WithTicker, log *zap.Logger) *Guard {
+func NewGuard(client kube.Interface, reqs fencingclient.BMCFenceRequestInterface, clk clock.WithTicker, log *zap.Logger) *Guard {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}

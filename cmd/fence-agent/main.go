@@ -21,7 +21,6 @@ import (
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -30,6 +29,7 @@ import (
 	"github.com/bmcfence/bmcfence/internal/agent"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/goruntime"
+	"github.com/bmcfence/bmcfence/internal/kube"
 	"github.com/bmcfence/bmcfence/internal/memlimit"
 	"github.com/bmcfence/bmcfence/internal/version"
 )
@@ -140,7 +140,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	// watch), so the higher ceiling costs nothing there; the API server's
 	// priority and fairness still bounds it.
 	restCfg.QPS, restCfg.Burst = apiQPS, apiBurst
-	client, err := kubernetes.NewForConfig(withProtobuf(restCfg))
+	client, err := kube.NewForConfig(withProtobuf(restCfg))
 	if err != nil {
 		log.Error("cannot build a client", zap.Error(err))
 		return exitFailed

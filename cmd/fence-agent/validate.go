@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 // validateTimeout bounds the whole cluster part of validate: a check-only
@@ -82,7 +82,7 @@ var errUnreachable = errors.New("cluster unreachable")
 // in-cluster), and also through $KUBECONFIG or ~/.kube/config, as kubectl
 // would, so an operator can check before deploying. No client and no error
 // means no cluster is configured.
-func validateClient(kubeconfig string, environ []string) (kubernetes.Interface, *rest.Config, string, error) {
+func validateClient(kubeconfig string, environ []string) (kube.Interface, *rest.Config, string, error) {
 	var rc *rest.Config
 	var how string
 	switch {
@@ -108,7 +108,7 @@ func validateClient(kubeconfig string, environ []string) (kubernetes.Interface, 
 		rc, how = c, "your kubeconfig"
 	}
 	rc.Timeout = validateTimeout
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -125,7 +125,7 @@ func lookupEnv(environ []string, key string) (string, bool) {
 }
 
 // checkReferences reads every Secret and CA ConfigMap the inventory names.
-func checkReferences(ctx context.Context, client kubernetes.Interface, cfg config.Agent) []error {
+func checkReferences(ctx context.Context, client kube.Interface, cfg config.Agent) []error {
 	// name → the nodes that use it (or "inventory.defaults")
 	secrets, configMaps := map[string][]string{}, map[string][]string{}
 	inv := cfg.Inventory

@@ -7,11 +7,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 // checkBareMetalHosts checks, with inventory.source metal3 or both, every
@@ -20,7 +20,7 @@ import (
 // credentials Secret, its Node. Problems go to stderr, one line each;
 // warnings (a host tied to no node, one being provisioned) and the summary
 // to stdout. It reports whether there was no problem.
-func checkBareMetalHosts(ctx context.Context, client kubernetes.Interface, rc *rest.Config, cfg config.Agent, stdout, stderr io.Writer) bool {
+func checkBareMetalHosts(ctx context.Context, client kube.Interface, rc *rest.Config, cfg config.Agent, stdout, stderr io.Writer) bool {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		fmt.Fprintf(stderr, "fence-agent validate: BareMetalHosts: %v\n", err)

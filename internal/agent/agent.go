@@ -24,7 +24,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	fencingv1alpha1 "github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
@@ -39,6 +38,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/kube"
 	"github.com/bmcfence/bmcfence/internal/metrics"
 	"github.com/bmcfence/bmcfence/internal/powerevents"
 	"github.com/bmcfence/bmcfence/internal/version"
@@ -75,7 +75,7 @@ var (
 type Agent struct {
 	cfg     config.Agent
 	log     *zap.Logger
-	client  kubernetes.Interface
+	client  kube.Interface
 	clock   clock.WithTicker
 	cluster *cluster.Cluster
 	inv     *inventory.Inventory
@@ -137,7 +137,7 @@ func (a *Agent) WithRemediation(fencing fencingclient.Interface, dyn dynamic.Int
 }
 
 // New builds an agent from a validated configuration.
-func New(cfg config.Agent, log *zap.Logger, client kubernetes.Interface, opts ...Option) (*Agent, error) {
+func New(cfg config.Agent, log *zap.Logger, client kube.Interface, opts ...Option) (*Agent, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)

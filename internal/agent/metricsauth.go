@@ -11,9 +11,9 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/bmcfence/bmcfence/internal/kube"
 	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
@@ -33,7 +33,7 @@ const (
 // (SubjectAccessReview), e.g. a ClusterRole with nonResourceURLs
 // ["/metrics"] and verbs ["get"].
 type kubeAuth struct {
-	client kubernetes.Interface
+	client kube.Interface
 	clock  clock.PassiveClock
 
 	mu    sync.Mutex
@@ -45,7 +45,7 @@ type authDecision struct {
 	expires time.Time
 }
 
-func newKubeAuth(client kubernetes.Interface, clk clock.PassiveClock) *kubeAuth {
+func newKubeAuth(client kube.Interface, clk clock.PassiveClock) *kubeAuth {
 	return &kubeAuth{client: client, clock: clk, cache: map[cacheKey]authDecision{}}
 }
 

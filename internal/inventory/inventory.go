@@ -26,7 +26,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/dial"
@@ -35,6 +34,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/internal/kube"
 	"github.com/bmcfence/bmcfence/pdu"
 )
 
@@ -71,7 +71,7 @@ type Options struct {
 	Config    config.Inventory
 	Namespace string
 	Timeout   time.Duration
-	Client    kubernetes.Interface
+	Client    kube.Interface
 	Nodes     NodeSource
 	Observer  Observer
 	Log       *zap.Logger

@@ -11,10 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 // ErrManagementKubeconfig is wrapped when inventory.metal3.kubeconfigSecret
@@ -28,7 +28,7 @@ var ErrManagementKubeconfig = errors.New("inventory.metal3.kubeconfigSecret")
 type metal3Source struct {
 	dynamic dynamic.Interface
 	// core reads the hosts' credentials Secrets.
-	core kubernetes.Interface
+	core kube.Interface
 	// remote: a management cluster (its Secrets are cached apart from the
 	// agent's own, which may have the same namespace and name).
 	remote bool
@@ -73,7 +73,7 @@ func (i *Inventory) metal3Source(ctx context.Context) (*metal3Source, error) {
 // --flatten` writes one): the agent's image has no files to point at and
 // no programs for exec credential plugins. where names the cluster for
 // messages (never its credentials).
-func ManagementClients(ctx context.Context, client kubernetes.Interface, namespace, name string) (dynamic.Interface, kubernetes.Interface, string, error) {
+func ManagementClients(ctx context.Context, client kube.Interface, namespace, name string) (dynamic.Interface, kube.Interface, string, error) {
 	sec, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil, "", fmt.Errorf("%w: Secret %s/%s not found (create it: kubectl -n %s create secret generic %s --from-file=%s=./management.kubeconfig)",
@@ -116,7 +116,7 @@ func ManagementClients(ctx context.Context, client kubernetes.Interface, namespa
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: %s: %v", ErrManagementKubeconfig, where, err)
 	}
-	core, err := kubernetes.NewForConfig(rc)
+	core, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: %s: %v", ErrManagementKubeconfig, where, err)
 	}

@@ -8,10 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/bmcfence/bmcfence/bmc/dial"
+	"github.com/bmcfence/bmcfence/internal/kube"
 	"github.com/bmcfence/bmcfence/pdu"
 )
 
@@ -19,7 +19,7 @@ import (
 // in the ConfigMap the agent reads (OutletProofsConfigMap, key: the node's
 // name, value: a JSON list of proofs): it creates the ConfigMap when it is
 // absent and replaces an earlier proof of the same outlet for that node.
-func RecordOutletProof(ctx context.Context, c kubernetes.Interface, namespace, node string, p pdu.OutletProof) error {
+func RecordOutletProof(ctx context.Context, c kube.Interface, namespace, node string, p pdu.OutletProof) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cms := c.CoreV1().ConfigMaps(namespace)
 		cm, err := cms.Get(ctx, OutletProofsConfigMap, metav1.GetOptions{})

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/bmcfence/bmcfence/internal/kube"
 
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/cluster"
@@ -94,7 +94,7 @@ type Options struct {
 	// get the namespace and ServiceAccount, read the inventory's Secrets and
 	// ConfigMaps, and create SubjectAccessReviews (else the RBAC check
 	// warns that it could not be made).
-	Client kubernetes.Interface
+	Client kube.Interface
 	// Inventory is the agent's inventory (the same configuration the agent
 	// runs with). Run refreshes it first, so the check sees the Secrets as
 	// they are now.
