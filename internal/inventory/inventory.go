@@ -307,8 +307,7 @@ func (i *Inventory) Refresh(ctx context.Context) {
 		secretKeys[name] = key
 	}
 	// Two nodes on one BMC: both refused, each naming the other.
-	var names []string
-	var targets []bmc.Target
+	names, targets := make([]string, 0, len(resolved)), make([]bmc.Target, 0, len(resolved))
 	for name, t := range resolved {
 		names, targets = append(names, name), append(targets, t)
 	}
@@ -394,13 +393,9 @@ func (i *Inventory) policyError(e entry) error {
 		subject += " (BareMetalHost " + e.host.Key() + ")"
 	case e.annotated:
 		subject += " (annotations)"
-	default:
-		for j, n := range i.opts.Config.Nodes {
-			if n.Name == e.Name {
-				field = fmt.Sprintf("inventory.nodes[%d]", j)
-				subject = fmt.Sprintf("%s (%s)", field, e.Name)
-			}
-		}
+	case e.fileIndex >= 0:
+		field = "inventory.nodes[" + strconv.Itoa(e.fileIndex) + "]"
+		subject = field + " (" + e.Name + ")"
 	}
 	return config.NodePolicyError(base, i.opts.Config.Defaults, subject, field, e.BMCSettings)
 }
@@ -420,6 +415,9 @@ type entry struct {
 	// annotated: the entry comes from the node's bmcfence.dev/bmc-*
 	// annotations.
 	annotated bool
+	// fileIndex is the entry's index in the file's inventory.nodes (-1:
+	// not from the file), for the messages that name it.
+	fileIndex int
 }
 
 // entries merges the sources: BareMetalHosts (source metal3 or both), then
@@ -435,19 +433,19 @@ func (i *Inventory) entries(ctx context.Context) (map[string]entry, map[string]e
 	if !i.opts.Config.UsesConfigMap() {
 		return out, problems
 	}
-	set := func(e config.NodeBMC, annotated bool) {
-		out[e.Name] = entry{NodeBMC: e, secretNamespace: i.opts.Namespace, annotated: annotated}
+	set := func(e config.NodeBMC, annotated bool, fileIndex int) {
+		out[e.Name] = entry{NodeBMC: e, secretNamespace: i.opts.Namespace, annotated: annotated, fileIndex: fileIndex}
 		delete(problems, e.Name)
 	}
 	if i.opts.Config.FromAnnotations {
 		for _, n := range i.nodeObjects() {
 			if e, ok := fromAnnotations(n); ok {
-				set(e, true)
+				set(e, true, -1)
 			}
 		}
 	}
-	for _, e := range i.opts.Config.Nodes {
-		set(e, false)
+	for j, e := range i.opts.Config.Nodes {
+		set(e, false, j)
 	}
 	return out, problems
 }

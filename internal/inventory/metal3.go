@@ -169,7 +169,7 @@ func metal3Entry(node string, m metal3.Match, d config.BMCSettings) (entry, erro
 	if addr.Via != "" {
 		via += "; " + addr.Via
 	}
-	return entry{NodeBMC: e, secretNamespace: h.Namespace, host: &h, via: via}, nil
+	return entry{NodeBMC: e, secretNamespace: h.Namespace, host: &h, via: via, fileIndex: -1}, nil
 }
 
 // reportHostProblems logs each host's problem once per change: an
