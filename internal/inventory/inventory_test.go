@@ -448,3 +448,17 @@ func TestBMCOperationsNameTheVendorOnceIdentified(t *testing.T) {
 		t.Errorf("observed %q, want %q", obs, want)
 	}
 }
+
+// A file entry's policy problem names the entry by its index in
+// inventory.nodes, as the config's own checks do.
+func TestFileEntryPolicyProblemNamesItsIndex(t *testing.T) {
+	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{
+		{Name: "w1", Address: "https://10.0.0.1"},
+		{Name: "w2", Address: "https://10.0.0.2", BMCSettings: config.BMCSettings{UnassistedSettleWindow: 2 * time.Second}},
+	}}
+	inv, _, _ := newInventory(t, cfg, secret("shared", "admin", "pw"))
+	p := inv.Problems()
+	if len(p) != 1 || p["w2"] == nil || !strings.Contains(p["w2"].Error(), "inventory.nodes[1] (w2).unassistedSettleWindow = 2s") {
+		t.Fatalf("problems = %v, want w2's, naming inventory.nodes[1]", p)
+	}
+}
