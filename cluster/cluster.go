@@ -93,7 +93,10 @@ type Cluster struct {
 	requests     map[string]pendingRequest
 	requestTaken func(node, id string)
 	// nodeGone is told the name of every deleted node (OnNodeDeleted).
-	nodeGone  []func(node string)
+	nodeGone []func(node string)
+	// stateGen counts node additions, deletions and state annotation
+	// changes (StateGeneration).
+	stateGen  uint64
 	freshAt   time.Time
 	watchErrs map[string]error
 	// planned: per node, the open planned-reboot signals of other tools
@@ -279,6 +282,14 @@ func (c *Cluster) EachNodeState(f func(name, state string)) {
 			f(name, e.node.Annotations[AnnotationState])
 		}
 	}
+}
+
+// StateGeneration changes whenever a node is added or deleted or its state
+// annotation changes (cluster/history skips its pass when it has not).
+func (c *Cluster) StateGeneration() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stateGen
 }
 
 // Node returns one node's view; false when the node does not exist (or our
@@ -488,6 +499,9 @@ func (c *Cluster) adoptNode(n *corev1.Node) {
 func (c *Cluster) takeNodeLocked(e *entry, n *corev1.Node, now time.Time) error {
 	e.obs.observeNode(n, now)
 	reqErr := e.obs.observeRequest(n, now)
+	if e.node == nil || e.node.Annotations[AnnotationState] != n.Annotations[AnnotationState] {
+		c.stateGen++
+	}
 	e.node, e.stale = n, true
 	return reqErr
 }
@@ -508,6 +522,9 @@ func (c *Cluster) nodeDeleted(obj any) {
 		return
 	}
 	c.mu.Lock()
+	if e := c.entries[n.Name]; e != nil && e.node != nil {
+		c.stateGen++
+	}
 	delete(c.entries, n.Name)
 	gone := slices.Clone(c.nodeGone)
 	c.mu.Unlock()

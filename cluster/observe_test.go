@@ -602,3 +602,37 @@ func TestTransformsKeepWhatTheViewReads(t *testing.T) {
 		}
 	}
 }
+
+// The state generation (cluster/history skips its pass while it stands)
+// moves when a node comes, goes or changes its state annotation, and not on
+// anything else a node or its Lease does at rest.
+func TestStateGenerationMovesOnlyWithNodesAndTheirState(t *testing.T) {
+	h := newHarness(t)
+	steps := []struct {
+		what  string
+		do    func()
+		moves bool
+	}{
+		{"a node appears", func() { h.deliver(node("w1", ready(at(0)))) }, true},
+		{"its Lease renews", func() { h.deliver(lease("w1", at(10*time.Second))) }, false},
+		{"its heartbeat and labels change", func() {
+			n := node("w1", ready(at(20*time.Second)), rv("2"))
+			n.Labels = map[string]string{"zone": "a"}
+			h.deliver(n)
+		}, false},
+		{"its state annotation is written", func() {
+			h.deliver(node("w1", ready(at(20*time.Second)), rv("3"), withAnnotation(AnnotationState, `{"phase":"Suspect"}`)))
+		}, true},
+		{"the same state comes again", func() {
+			h.deliver(node("w1", ready(at(30*time.Second)), rv("4"), withAnnotation(AnnotationState, `{"phase":"Suspect"}`)))
+		}, false},
+		{"the node is deleted", func() { h.remove(node("w1", rv("4"))) }, true},
+	}
+	for _, s := range steps {
+		before := h.c.StateGeneration()
+		s.do()
+		if moved := h.c.StateGeneration() != before; moved != s.moves {
+			t.Errorf("%s: generation moved = %v, want %v", s.what, moved, s.moves)
+		}
+	}
+}
