@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,26 +70,32 @@ func TestStartSyncsEveryInformer(t *testing.T) {
 }
 
 func TestStartSaysWhatDidNotSync(t *testing.T) {
-	client := fake.NewClientset(node("w1"))
-	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New(`User "system:serviceaccount:x:bmcfence" cannot list resource "pods"`))
-	})
-	c, err := New(client, Options{SyncTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	// pods: a shared informer's; leases: the bare reflector's
+	// (leaseInformer), which reports its errors itself.
+	for _, resource := range []string{"pods", "leases"} {
+		t.Run(resource, func(t *testing.T) {
+			client := fake.NewClientset(node("w1"))
+			client.PrependReactor("list", resource, func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", fmt.Errorf(`User "system:serviceaccount:x:bmcfence" cannot list resource %q`, resource))
+			})
+			c, err := New(client, Options{SyncTimeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			err = c.Start(ctx)
+			var se *CacheSyncError
+			if !errors.As(err, &se) {
+				t.Fatalf("Start = %v, want a *CacheSyncError", err)
+			}
+			if diff := cmp.Diff([]string{resource}, se.Unsynced); diff != "" {
+				t.Errorf("Unsynced (-want +got):\n%s", diff)
+			}
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("Start = %v, want it to carry the Forbidden list error", err)
+			}
+			t.Logf("the operator reads: %v", err)
+		})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	err = c.Start(ctx)
-	var se *CacheSyncError
-	if !errors.As(err, &se) {
-		t.Fatalf("Start = %v, want a *CacheSyncError", err)
-	}
-	if diff := cmp.Diff([]string{"pods"}, se.Unsynced); diff != "" {
-		t.Errorf("Unsynced (-want +got):\n%s", diff)
-	}
-	if !apierrors.IsForbidden(err) {
-		t.Errorf("Start = %v, want it to carry the Forbidden list error", err)
-	}
-	t.Logf("the operator reads: %v", err)
 }
