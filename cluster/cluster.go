@@ -57,17 +57,22 @@ type Options struct {
 	// SyncTimeout bounds Start's wait for the caches. Default
 	// DefaultSyncTimeout.
 	SyncTimeout time.Duration
+	// LeaseListPeriod is how often the node Leases are listed
+	// (leasePoller). Default DefaultLeaseListPeriod.
+	LeaseListPeriod time.Duration
 }
 
 // Cluster is the runner's view of Kubernetes, backed by informers, and the
 // writes it needs. Its methods are safe for concurrent use.
 type Cluster struct {
-	client      kube.Interface
-	clock       clock.PassiveClock
-	log         *zap.Logger
-	component   string
-	resync      time.Duration
-	syncTimeout time.Duration
+	client    kube.Interface
+	clock     clock.PassiveClock
+	log       *zap.Logger
+	component string
+	resync    time.Duration
+	// leaseListPeriod: see Options.LeaseListPeriod.
+	leaseListPeriod time.Duration
+	syncTimeout     time.Duration
 
 	informers    []namedInformer
 	nodeInformer cache.SharedIndexInformer
@@ -156,17 +161,21 @@ func New(client kube.Interface, opts Options) (*Cluster, error) {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = DefaultSyncTimeout
 	}
+	if opts.LeaseListPeriod <= 0 {
+		opts.LeaseListPeriod = DefaultLeaseListPeriod
+	}
 	c := &Cluster{
-		client:       client,
-		clock:        opts.Clock,
-		log:          opts.Log,
-		component:    opts.Component,
-		resync:       opts.ResyncPeriod,
-		syncTimeout:  opts.SyncTimeout,
-		changed:      make(chan string, changedBuffer),
-		entries:      map[string]*entry{},
-		watchErrs:    map[string]error{},
-		writeBackoff: writeBackoff,
+		client:          client,
+		clock:           opts.Clock,
+		log:             opts.Log,
+		component:       opts.Component,
+		resync:          opts.ResyncPeriod,
+		syncTimeout:     opts.SyncTimeout,
+		leaseListPeriod: opts.LeaseListPeriod,
+		changed:         make(chan string, changedBuffer),
+		entries:         map[string]*entry{},
+		watchErrs:       map[string]error{},
+		writeBackoff:    writeBackoff,
 	}
 	if err := c.newInformers(); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -377,20 +386,15 @@ func byIndex[T any](idx cache.Indexer, node string) []T {
 	return out
 }
 
-// APIFreshAt is when our informers last proved the view fresh: the last
-// Lease event carrying a new resourceVersion, or the last completed list of
-// Leases (start-up and every relist). Leases are the proof because every
-// live kubelet renews its Lease every 10 s, so a healthy watch delivers one
-// every few seconds, and because they are what silence is judged from: if
-// the Lease watch stalls, every node would look silent, and the storm guard
-// must see that the view, not the fleet, is stale. Not counted: informer
-// resyncs (they replay our own cache) and events of the other informers (a
-// flowing Node watch says nothing about a stalled Lease watch). A relist is
-// stamped when its list returns, a moment before the handlers have taken in
-// every Lease; the runner's Recheck against the server covers that moment.
-// A cluster whose every kubelet is dead produces no Lease events: its view
-// goes stale, and the storm guard refuses to fence, as it should when
-// everything looks dead at once.
+// APIFreshAt is when our view was last proven fresh: the start of the last
+// list of the Leases whose every Lease our handlers took in (leasePoller
+// lists them every LeaseListPeriod, a consistent read). Leases are the
+// proof because they are what silence is judged from: if the lists stop
+// (the API server unreachable, a list failing), every node would look
+// silent, and the storm guard must see that the view, not the fleet, is
+// stale. Nothing else counts: events of the other informers (a flowing
+// Node watch says nothing about the Leases), and a single Lease taken in
+// (it says nothing about the others).
 func (c *Cluster) APIFreshAt() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -552,28 +556,19 @@ func (c *Cluster) HasNode(name string) bool {
 	return e != nil && e.node != nil
 }
 
-func (c *Cluster) leaseAdded(obj any) { c.observeLease(obj, true) }
+func (c *Cluster) leaseAdded(obj any)      { c.observeLease(obj) }
+func (c *Cluster) leaseUpdated(_, obj any) { c.observeLease(obj) }
 
-func (c *Cluster) leaseUpdated(oldObj, newObj any) {
-	o, ok1 := oldObj.(*coordinationv1.Lease)
-	n, ok2 := newObj.(*coordinationv1.Lease)
-	// Same resourceVersion: a resync or a relist replaying what we have.
-	c.observeLease(newObj, ok1 && ok2 && o.ResourceVersion != n.ResourceVersion)
-}
-
-// observeLease credits a heartbeat when the renewal time changed; fromServer
-// says the event carries news from the API server (it proves the watch is
-// flowing).
-func (c *Cluster) observeLease(obj any, fromServer bool) {
+// observeLease credits a heartbeat when the renewal time changed. It proves
+// nothing about the view's freshness: only a completed list does
+// (onLeaseList).
+func (c *Cluster) observeLease(obj any) {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok {
 		return
 	}
 	now := c.clock.Now()
 	c.mu.Lock()
-	if fromServer {
-		c.freshAt = now
-	}
 	e := c.entryLocked(l.Name, now)
 	// A renewal changes only the signs of life, which infoLocked reads
 	// from the observation: the built view stays.
@@ -592,18 +587,21 @@ func (c *Cluster) leaseDeleted(obj any) {
 		return
 	}
 	c.mu.Lock()
-	c.freshAt = c.clock.Now()
 	if e := c.entries[l.Name]; e != nil && e.node == nil {
 		delete(c.entries, l.Name) // a Lease without a Node: nothing to keep
 	}
 	c.mu.Unlock()
 }
 
-// onLeaseList stamps a completed list of Leases: a fresh snapshot.
-func (c *Cluster) onLeaseList() {
-	now := c.clock.Now()
+// onLeaseList stamps a list of the Leases that started at start and whose
+// every Lease our handlers have taken in: the view is fresh as of start.
+// Its start, not its end: a consistent list holds every write committed
+// before the request, and any write after it may be missing.
+func (c *Cluster) onLeaseList(start time.Time) {
 	c.mu.Lock()
-	c.freshAt = now
+	if start.After(c.freshAt) {
+		c.freshAt = start
+	}
 	c.mu.Unlock()
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // byNodeName indexes Pods and VolumeAttachments by spec.nodeName.
@@ -104,9 +105,8 @@ type informerSpec struct {
 
 // newInformers builds the Node, Lease, Pod and VolumeAttachment informers.
 // They are built from plain ListWatches rather than a SharedInformerFactory
-// so the Lease list can stamp APIFreshAt (see onLeaseList) and the Pod list
-// can carry its field selector. The Leases' is a bare reflector
-// (leaseInformer): a hundred renewals a second at a thousand nodes.
+// so the Pod list can carry its field selector. The Leases are listed
+// every LeaseListPeriod instead (leasePoller).
 func (c *Cluster) newInformers() error {
 	core, coord, storage := c.client.CoreV1(), c.client.CoordinationV1(), c.client.StorageV1()
 	leases := coord.Leases(corev1.NamespaceNodeLease)
@@ -119,17 +119,8 @@ func (c *Cluster) newInformers() error {
 			return core.Nodes().Watch(ctx, o)
 		},
 	}, {
-		name: "leases", example: &coordinationv1.Lease{}, transform: slimLease,
-		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := leases.List(ctx, o)
-			if err == nil && l.Continue == "" {
-				c.onLeaseList()
-			}
-			return l, err
-		},
-		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return leases.Watch(ctx, o)
-		},
+		// Listed, not watched: leasePoller.
+		name: "leases", transform: slimLease,
 	}, {
 		// Pods are cached as summaries (podSummary), listed in pages.
 		name: "pods", example: &corev1.Pod{}, transform: summarizePod,
@@ -155,10 +146,20 @@ func (c *Cluster) newInformers() error {
 	for _, s := range specs {
 		if s.name == "leases" {
 			name := s.name
-			lw := &cache.ListWatch{ListWithContextFunc: s.list, WatchFuncWithContext: s.watch}
-			store := newHandlingStore(c.handler(name), s.transform)
-			inf := newLeaseInformer(lw, s.example, store, func(err error) { c.noteWatchError(name, err) })
-			c.informers = append(c.informers, namedInformer{name: name, informer: inf, handlerSynced: inf.HasSynced, transform: s.transform})
+			poller := &leasePoller{
+				list: func(ctx context.Context) (*coordinationv1.LeaseList, error) {
+					// No resourceVersion: a consistent read, as
+					// onLeaseList's stamp requires.
+					return leases.List(ctx, metav1.ListOptions{})
+				},
+				store:  newHandlingStore(c.handler(name), s.transform),
+				period: c.leaseListPeriod,
+				now:    c.clock.Now,
+				timer:  clock.RealClock{},
+				onList: c.onLeaseList,
+				onErr:  func(err error) { c.noteWatchError(name, err) },
+			}
+			c.informers = append(c.informers, namedInformer{name: name, informer: poller, handlerSynced: poller.HasSynced, transform: s.transform})
 			continue
 		}
 		inf := cache.NewSharedIndexInformerWithOptions(

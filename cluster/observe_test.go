@@ -518,32 +518,21 @@ func TestPodStatusChurnDoesNotNotify(t *testing.T) {
 	}
 }
 
-func TestAPIFreshAtFollowsLeaseEventsOnly(t *testing.T) {
+// Only a list of the Leases proves the view fresh (TestALeaseListStampsItsStart):
+// no object taken in does, a Lease renewal included.
+func TestAPIFreshAtFollowsLeaseListsOnly(t *testing.T) {
 	h := newHarness(t)
-	if !h.c.APIFreshAt().IsZero() {
-		t.Fatalf("APIFreshAt = %v before any event, want zero", h.c.APIFreshAt())
-	}
-	steps := []struct {
-		at   time.Duration
-		obj  runtime.Object
-		want time.Time
-	}{
-		{at: 1 * time.Second, obj: node("w1"), want: time.Time{}},
-		{at: 2 * time.Second, obj: lease("w1", at(0)), want: at(2 * time.Second)},
-		{at: 3 * time.Second, obj: pod("db", "db-0", "w1"), want: at(2 * time.Second)},
-		{at: 4 * time.Second, obj: va("csi-1", "w1", "pv-1"), want: at(2 * time.Second)},
-		// A resync: same resourceVersion, replayed from our own cache.
-		{at: 5 * time.Second, obj: lease("w1", at(0)), want: at(2 * time.Second)},
-		// Another node's renewal proves the watch flows.
-		{at: 6 * time.Second, obj: lease("w2", at(6*time.Second)), want: at(6 * time.Second)},
-		{at: 7 * time.Second, obj: lease("w1", at(7*time.Second)), want: at(7 * time.Second)},
-	}
-	for _, s := range steps {
-		h.clock.SetTime(at(s.at))
-		h.deliver(s.obj)
-		if got := h.c.APIFreshAt(); !got.Equal(s.want) {
-			t.Errorf("after %T at +%s: APIFreshAt = %v, want %v", s.obj, s.at, got, s.want)
+	for i, obj := range []runtime.Object{node("w1"), lease("w1", at(0)), pod("db", "db-0", "w1"), va("csi-1", "w1", "pv-1"), lease("w1", at(7*time.Second))} {
+		h.clock.SetTime(at(time.Duration(i+1) * time.Second))
+		h.deliver(obj)
+		if got := h.c.APIFreshAt(); !got.IsZero() {
+			t.Errorf("after %T: APIFreshAt = %v, want zero (no list yet)", obj, got)
 		}
+	}
+	h.c.onLeaseList(at(10 * time.Second))
+	h.c.onLeaseList(at(9 * time.Second)) // an older list finishing late
+	if got := h.c.APIFreshAt(); !got.Equal(at(10 * time.Second)) {
+		t.Errorf("APIFreshAt = %v, want the newest list's start +10s", got)
 	}
 }
 

@@ -101,6 +101,11 @@ const (
 	// Ready turning False, a state someone else wrote wait for the node's
 	// next wake.
 	QuietRenewalsOnly Name = "quiet-renewals-only"
+	// LeaseListStart: a list of the node Leases proves the view fresh as
+	// of the list's start (cluster.APIFreshAt). The mutant stamps its end:
+	// a renewal written during the list, and missing from it, would be
+	// counted as silence.
+	LeaseListStart Name = "lease-list-start"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -129,5 +134,6 @@ func All() []Mutant {
 		{Name: EvidenceAfterDiagnose, Packages: []string{"./fence"}, Run: "DiagnoseThenOnlyEvidence"},
 		{Name: LeaseReadCurrent, Packages: []string{"./fence/runner"}, Run: "LiveLeaseRead"},
 		{Name: QuietRenewalsOnly, Packages: []string{"./fence/runner"}, Run: "QuietNodesRenewals"},
+		{Name: LeaseListStart, Packages: []string{"./cluster"}, Run: "LeaseList"},
 	}
 }

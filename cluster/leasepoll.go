@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/bmcfence/bmcfence/internal/mutant"
+)
+
+// DefaultLeaseListPeriod is how often the agent lists the node Leases.
+const DefaultLeaseListPeriod = 2 * time.Second
+
+// leasePoller keeps our view of the node Leases by listing them all every
+// period, instead of watching them.
+//
+// Every kubelet renews its Lease every 10 s: at a thousand nodes a watch
+// delivers a hundred events a second, each a wake-up of several goroutines
+// (the HTTP/2 reader, the watch decoder, the informer's queue and
+// listeners) and most of the agent's CPU at rest (make scale's profiles).
+// A list every 2 s reads each Lease five times as often but in one
+// response: one wake-up, a few milliseconds of decoding.
+//
+// What it changes in what we know: a renewal is taken in up to a period
+// (plus the list's time) after the kubelet wrote it, and stamped when we
+// take it in, on our clock. Silence is judged from that stamp, so it can
+// only look shorter than it is (a fence may start up to a period later,
+// never sooner). The view is fresh as of each list's start (onLeaseList),
+// a consistent read (no resourceVersion: every write committed before the
+// request is in the answer), whichever node renewed; a list that fails
+// stamps nothing, and the view ages until one succeeds.
+type leasePoller struct {
+	list   func(ctx context.Context) (*coordinationv1.LeaseList, error)
+	store  *handlingStore
+	period time.Duration
+	// now stamps a list's start (the Cluster's clock); timer waits
+	// between lists.
+	now     func() time.Time
+	timer   clock.Clock
+	onList  func(start time.Time)
+	onErr   func(error)
+	stopped atomic.Bool
+}
+
+// leaseListTimeout bounds one list: one that takes longer is abandoned and
+// the view ages, as the storm guard expects of a slow API server.
+const leaseListTimeout = 30 * time.Second
+
+// RunWithContext lists every period until ctx ends; a failed list is
+// retried at the next period.
+func (p *leasePoller) RunWithContext(ctx context.Context) {
+	defer p.stopped.Store(true)
+	for {
+		if err := p.poll(ctx); err != nil && ctx.Err() == nil {
+			p.onErr(err)
+		}
+		t := p.timer.NewTimer(p.period)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// poll lists the Leases once, hands the changes to the handlers, and then
+// stamps the list's start.
+func (p *leasePoller) poll(ctx context.Context) error {
+	start := p.now()
+	ctx, cancel := context.WithTimeout(ctx, leaseListTimeout)
+	defer cancel()
+	l, err := p.list(ctx)
+	if err != nil {
+		return err
+	}
+	if l.Continue != "" {
+		return errors.New("the Lease list came in pages although none was asked for")
+	}
+	items := make([]any, len(l.Items))
+	for i := range l.Items {
+		items[i] = &l.Items[i]
+	}
+	if err := p.store.Replace(items); err != nil {
+		return err
+	}
+	if mutant.On(mutant.LeaseListStart) {
+		start = p.now() // the mutant: the list's end
+	}
+	p.onList(start)
+	return nil
+}
+
+func (p *leasePoller) HasSynced() bool { return p.store.synced.Load() }
+
+func (p *leasePoller) IsStopped() bool { return p.stopped.Load() }
+
+func (p *leasePoller) GetIndexer() cache.Indexer { return p.store.items }
+
+// handlingStore keeps the transformed objects of each list and calls the
+// handler for each change, as a shared informer would on a relist: Add for
+// a new object (initial during the first list), Update (old, new) for one
+// whose resourceVersion changed, a tombstone Delete for one no longer
+// listed. An object listed again unchanged calls nothing.
+type handlingStore struct {
+	mu        sync.Mutex // one list at a time, each with its handler calls
+	items     cache.Indexer
+	handler   cache.ResourceEventHandler
+	transform cache.TransformFunc
+	synced    atomic.Bool // a first list reached the handler
+}
+
+func newHandlingStore(h cache.ResourceEventHandler, transform cache.TransformFunc) *handlingStore {
+	return &handlingStore{items: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), handler: h, transform: transform}
+}
+
+// Replace takes in a complete list.
+func (s *handlingStore) Replace(list []any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	initial := !s.synced.Load()
+	listed := make(map[string]bool, len(list))
+	for _, obj := range list {
+		key, err := cache.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return err
+		}
+		listed[key] = true
+		old, exists, err := s.items.GetByKey(key)
+		if err != nil {
+			return err
+		}
+		if exists && sameVersion(old, obj) {
+			continue
+		}
+		if obj, err = s.transform(obj); err != nil {
+			return err
+		}
+		if err := s.items.Update(obj); err != nil {
+			return err
+		}
+		if exists {
+			s.handler.OnUpdate(old, obj)
+		} else {
+			s.handler.OnAdd(obj, initial)
+		}
+	}
+	for _, key := range s.items.ListKeys() {
+		if listed[key] {
+			continue
+		}
+		old, exists, err := s.items.GetByKey(key)
+		if err != nil || !exists {
+			continue
+		}
+		if err := s.items.Delete(old); err != nil {
+			return err
+		}
+		// Deleted between two lists: what a shared informer hands its
+		// handlers after a relist too.
+		s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
+	}
+	s.synced.Store(true)
+	return nil
+}
+
+func sameVersion(a, b any) bool {
+	x, ok1 := a.(interface{ GetResourceVersion() string })
+	y, ok2 := b.(interface{ GetResourceVersion() string })
+	return ok1 && ok2 && x.GetResourceVersion() != "" && x.GetResourceVersion() == y.GetResourceVersion()
+}
