@@ -319,3 +319,16 @@ func (h *harness) changed() []string {
 		}
 	}
 }
+
+// leasePoller is the Cluster's Lease poller (not running: the harness
+// delivers objects itself).
+func (h *harness) leasePoller() *leasePoller {
+	h.t.Helper()
+	for _, ni := range h.c.informers {
+		if p, ok := ni.informer.(*leasePoller); ok {
+			return p
+		}
+	}
+	h.t.Fatal("no Lease poller")
+	return nil
+}

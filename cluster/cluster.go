@@ -57,8 +57,9 @@ type Options struct {
 	// SyncTimeout bounds Start's wait for the caches. Default
 	// DefaultSyncTimeout.
 	SyncTimeout time.Duration
-	// LeaseListPeriod is how often the node Leases are listed
-	// (leasePoller). Default DefaultLeaseListPeriod.
+	// LeaseListPeriod, when set, is the fixed time between two lists of
+	// the node Leases (tests); by default it grows with the fleet, 2 s at
+	// 1000 nodes (leaseListPeriod).
 	LeaseListPeriod time.Duration
 }
 
@@ -161,8 +162,8 @@ func New(client kube.Interface, opts Options) (*Cluster, error) {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = DefaultSyncTimeout
 	}
-	if opts.LeaseListPeriod <= 0 {
-		opts.LeaseListPeriod = DefaultLeaseListPeriod
+	if opts.LeaseListPeriod < 0 {
+		return nil, fmt.Errorf("cluster: negative LeaseListPeriod %s", opts.LeaseListPeriod)
 	}
 	c := &Cluster{
 		client:          client,
@@ -228,7 +229,7 @@ func (e *CacheSyncError) Error() string {
 	if err := errors.Join(e.Errs...); err != nil {
 		msg += " (last errors: " + strings.ReplaceAll(err.Error(), "\n", "; ") + ")"
 	}
-	return msg + "; check the API server address and RBAC: list/watch nodes, pods, volumeattachments, and leases in " + corev1.NamespaceNodeLease
+	return msg + "; check the API server address and RBAC: list/watch nodes, pods and volumeattachments, list leases in " + corev1.NamespaceNodeLease
 }
 
 func (e *CacheSyncError) Unwrap() []error { return e.Errs }

@@ -158,6 +158,7 @@ func (c *Cluster) newInformers() error {
 				timer:  clock.RealClock{},
 				onList: c.onLeaseList,
 				onErr:  func(err error) { c.noteWatchError(name, err) },
+				log:    c.log,
 			}
 			c.informers = append(c.informers, namedInformer{name: name, informer: poller, handlerSynced: poller.HasSynced, transform: s.transform})
 			continue
@@ -222,7 +223,7 @@ type namedInformer struct {
 }
 
 // informer is what the Cluster runs of a shared informer, and of the Lease
-// watch (leaseInformer).
+// lists (leasePoller).
 type informer interface {
 	RunWithContext(ctx context.Context)
 	HasSynced() bool

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -14,11 +15,34 @@ import (
 	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
-// DefaultLeaseListPeriod is how often the agent lists the node Leases.
-const DefaultLeaseListPeriod = 2 * time.Second
+// How often the agent lists the node Leases: the period grows with the
+// fleet, leaseListCost per Lease in the last list, between
+// minLeaseListPeriod and maxLeaseListPeriod. The agent then decodes about
+// 500 Leases a second at most, whatever the fleet (a watch decodes one a
+// node every 10 s: 100 a second at 1000 nodes), a small fleet's renewals
+// are taken in within half a second, and 1000 nodes are listed every 2 s.
+const (
+	leaseListCost      = 2 * time.Millisecond
+	minLeaseListPeriod = 500 * time.Millisecond
+	maxLeaseListPeriod = 4 * time.Second
+)
 
-// leasePoller keeps our view of the node Leases by listing them all every
-// period, instead of watching them.
+// leaseListPeriod is the period after a list of n Leases.
+func leaseListPeriod(n int) time.Duration {
+	return min(max(time.Duration(n)*leaseListCost, minLeaseListPeriod), maxLeaseListPeriod)
+}
+
+// After a failed list the next waits longer, doubling from
+// minLeaseListRetry up to maxLeaseListRetry, and the failure is reported
+// once, then at most once per leaseListReport while lists keep failing.
+const (
+	minLeaseListRetry = time.Second
+	maxLeaseListRetry = 8 * time.Second
+	leaseListReport   = time.Minute
+)
+
+// leasePoller keeps our view of the node Leases by listing them all,
+// instead of watching them.
 //
 // Every kubelet renews its Lease every 10 s: at a thousand nodes a watch
 // delivers a hundred events a second, each a wake-up of several goroutines
@@ -36,15 +60,21 @@ const DefaultLeaseListPeriod = 2 * time.Second
 // request is in the answer), whichever node renewed; a list that fails
 // stamps nothing, and the view ages until one succeeds.
 type leasePoller struct {
-	list   func(ctx context.Context) (*coordinationv1.LeaseList, error)
-	store  *handlingStore
+	list  func(ctx context.Context) (*coordinationv1.LeaseList, error)
+	store *handlingStore
+	// period, when set, is the fixed time between lists (tests);
+	// otherwise leaseListPeriod of the last list.
 	period time.Duration
 	// now stamps a list's start (the Cluster's clock); timer waits
 	// between lists.
-	now     func() time.Time
-	timer   clock.Clock
-	onList  func(start time.Time)
+	now    func() time.Time
+	timer  clock.Clock
+	onList func(start time.Time)
+	// onErr records and reports a failed list (its first failure, then
+	// once per leaseListReport); log says the lists work again.
 	onErr   func(error)
+	log     *zap.Logger
+	synced  atomic.Bool // a first list was taken in and stamped
 	stopped atomic.Bool
 }
 
@@ -52,15 +82,35 @@ type leasePoller struct {
 // the view ages, as the storm guard expects of a slow API server.
 const leaseListTimeout = 30 * time.Second
 
-// RunWithContext lists every period until ctx ends; a failed list is
-// retried at the next period.
+// RunWithContext lists until ctx ends.
 func (p *leasePoller) RunWithContext(ctx context.Context) {
 	defer p.stopped.Store(true)
+	wait := p.period
+	var failing int
+	var reported time.Time
 	for {
-		if err := p.poll(ctx); err != nil && ctx.Err() == nil {
-			p.onErr(err)
+		n, err := p.poll(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			failing++
+			if failing == 1 || p.now().Sub(reported) >= leaseListReport {
+				p.onErr(err)
+				reported = p.now()
+			}
+			wait = min(minLeaseListRetry<<min(failing-1, 8), maxLeaseListRetry)
+		default:
+			if failing > 0 && p.log != nil {
+				p.log.Info("listing the node Leases again", zap.Int("failed lists", failing))
+			}
+			failing = 0
+			wait = p.period
+			if wait <= 0 {
+				wait = leaseListPeriod(n)
+			}
 		}
-		t := p.timer.NewTimer(p.period)
+		t := p.timer.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -71,33 +121,35 @@ func (p *leasePoller) RunWithContext(ctx context.Context) {
 }
 
 // poll lists the Leases once, hands the changes to the handlers, and then
-// stamps the list's start.
-func (p *leasePoller) poll(ctx context.Context) error {
+// stamps the list's start. It returns how many Leases it listed.
+func (p *leasePoller) poll(ctx context.Context) (int, error) {
 	start := p.now()
 	ctx, cancel := context.WithTimeout(ctx, leaseListTimeout)
 	defer cancel()
 	l, err := p.list(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if l.Continue != "" {
-		return errors.New("the Lease list came in pages although none was asked for")
+		return 0, errors.New("the Lease list came in pages although none was asked for")
 	}
 	items := make([]any, len(l.Items))
 	for i := range l.Items {
 		items[i] = &l.Items[i]
 	}
 	if err := p.store.Replace(items); err != nil {
-		return err
+		return 0, err
 	}
 	if mutant.On(mutant.LeaseListStart) {
 		start = p.now() // the mutant: the list's end
 	}
 	p.onList(start)
-	return nil
+	p.synced.Store(true)
+	return len(items), nil
 }
 
-func (p *leasePoller) HasSynced() bool { return p.store.synced.Load() }
+// HasSynced: a first list reached the handlers and proved the view fresh.
+func (p *leasePoller) HasSynced() bool { return p.synced.Load() }
 
 func (p *leasePoller) IsStopped() bool { return p.stopped.Load() }
 
@@ -113,7 +165,7 @@ type handlingStore struct {
 	items     cache.Indexer
 	handler   cache.ResourceEventHandler
 	transform cache.TransformFunc
-	synced    atomic.Bool // a first list reached the handler
+	listed    bool // a first list reached the handler
 }
 
 func newHandlingStore(h cache.ResourceEventHandler, transform cache.TransformFunc) *handlingStore {
@@ -124,7 +176,7 @@ func newHandlingStore(h cache.ResourceEventHandler, transform cache.TransformFun
 func (s *handlingStore) Replace(list []any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	initial := !s.synced.Load()
+	initial := !s.listed
 	listed := make(map[string]bool, len(list))
 	for _, obj := range list {
 		key, err := cache.MetaNamespaceKeyFunc(obj)
@@ -166,7 +218,7 @@ func (s *handlingStore) Replace(list []any) error {
 		// handlers after a relist too.
 		s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
 	}
-	s.synced.Store(true)
+	s.listed = true
 	return nil
 }
 

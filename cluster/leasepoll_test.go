@@ -3,12 +3,15 @@ package cluster
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // recordingHandler writes down each handler call as "add w1 (initial)",
@@ -53,9 +56,6 @@ func TestHandlingStoreCallsTheHandlersAsAnInformer(t *testing.T) {
 	fat := withRV(lease("w1", at(0)), "1")
 	fat.Labels = map[string]string{"big": "yes"}
 	must(s.Replace([]any{fat, withRV(lease("w2", at(0)), "1")}))
-	if !s.synced.Load() {
-		t.Error("not synced after the first list")
-	}
 	must(s.Replace([]any{withRV(lease("w1", at(0)), "1"), withRV(lease("w2", at(0)), "1"), withRV(lease("w3", at(0)), "2")}))
 	must(s.Replace([]any{withRV(lease("w1", at(20)), "3"), withRV(lease("w3", at(0)), "2")}))
 	want := []string{
@@ -80,12 +80,7 @@ func TestHandlingStoreCallsTheHandlersAsAnInformer(t *testing.T) {
 // brings in is stamped at its end. A list that fails proves nothing.
 func TestALeaseListStampsItsStart(t *testing.T) {
 	h := newHarness(t)
-	var p *leasePoller
-	for _, ni := range h.c.informers {
-		if ni.name == "leases" {
-			p = ni.informer.(*leasePoller)
-		}
-	}
+	p := h.leasePoller()
 	fail := false
 	p.list = func(context.Context) (*coordinationv1.LeaseList, error) {
 		h.clock.Step(3 * time.Second) // the list takes 3 s
@@ -96,7 +91,7 @@ func TestALeaseListStampsItsStart(t *testing.T) {
 	}
 	h.deliver(node("w1", ready(at(0))))
 	h.clock.SetTime(at(10 * time.Second))
-	if err := p.poll(context.Background()); err != nil {
+	if _, err := p.poll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.c.APIFreshAt(); !got.Equal(at(10 * time.Second)) {
@@ -109,10 +104,108 @@ func TestALeaseListStampsItsStart(t *testing.T) {
 	}
 	fail = true
 	h.clock.SetTime(at(20 * time.Second))
-	if err := p.poll(context.Background()); err == nil {
+	if _, err := p.poll(context.Background()); err == nil {
 		t.Fatal("a failed list reported no error")
 	}
 	if got := h.c.APIFreshAt(); !got.Equal(at(10 * time.Second)) {
 		t.Errorf("APIFreshAt = %v after a failed list, want the last good list's start +10s", got)
+	}
+}
+
+// A list is taken in by the handlers before its stamp: a handler that runs
+// while the list is taken in never sees the stamp of the list it is part
+// of, and Start (HasSynced) waits for the stamp.
+func TestALeaseListIsTakenInBeforeItIsStamped(t *testing.T) {
+	h := newHarness(t)
+	p := h.leasePoller()
+	var seen []time.Time
+	handlers := p.store.handler
+	p.store.handler = cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(obj any, initial bool) {
+		seen = append(seen, h.c.APIFreshAt())
+		handlers.OnAdd(obj, initial)
+	}}
+	p.list = func(context.Context) (*coordinationv1.LeaseList, error) {
+		if p.HasSynced() {
+			t.Error("synced before the first list returned")
+		}
+		return &coordinationv1.LeaseList{Items: []coordinationv1.Lease{*lease("w1", at(0)), *lease("w2", at(0))}}, nil
+	}
+	h.clock.SetTime(at(10 * time.Second))
+	if _, err := p.poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range seen {
+		if !f.IsZero() {
+			t.Errorf("a handler saw APIFreshAt %v while its list was being taken in", f)
+		}
+	}
+	if len(seen) != 2 || !p.HasSynced() || !h.c.APIFreshAt().Equal(at(10*time.Second)) {
+		t.Errorf("after the list: %d adds, synced %v, APIFreshAt %v", len(seen), p.HasSynced(), h.c.APIFreshAt())
+	}
+}
+
+func TestLeaseListPeriodGrowsWithTheFleet(t *testing.T) {
+	for _, tt := range []struct {
+		leases int
+		want   time.Duration
+	}{{0, 500 * time.Millisecond}, {12, 500 * time.Millisecond}, {250, 500 * time.Millisecond}, {300, 600 * time.Millisecond},
+		{1000, 2 * time.Second}, {2000, 4 * time.Second}, {10000, 4 * time.Second}} {
+		if got := leaseListPeriod(tt.leases); got != tt.want {
+			t.Errorf("leaseListPeriod(%d) = %s, want %s", tt.leases, got, tt.want)
+		}
+	}
+}
+
+// Lists that keep failing are retried later and later (1, 2, 4, 8, 8 s)
+// and reported once, then once a minute; the first list that works goes
+// back to the fleet's period.
+func TestFailingLeaseListsBackOffAndAreReportedOnce(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	var mu sync.Mutex
+	var starts []string
+	reports := 0
+	p := &leasePoller{
+		list: func(context.Context) (*coordinationv1.LeaseList, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			starts = append(starts, clk.Since(t0).String())
+			if len(starts) <= 11 {
+				return nil, errors.New("the API server is away")
+			}
+			return &coordinationv1.LeaseList{}, nil
+		},
+		store:  newHandlingStore(&recordingHandler{}, slimLease),
+		now:    clk.Now,
+		timer:  clk,
+		onList: func(time.Time) {},
+		onErr:  func(error) { mu.Lock(); reports++; mu.Unlock() },
+	}
+	listed := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(starts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.RunWithContext(ctx); close(done) }()
+	for listed() < 13 {
+		if clk.HasWaiters() {
+			clk.Step(500 * time.Millisecond)
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	<-done
+	if !p.IsStopped() {
+		t.Error("not stopped after its context ended")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"0s", "1s", "3s", "7s", "15s", "23s", "31s", "39s", "47s", "55s", "1m3s", "1m11s", "1m11.5s"}
+	if diff := cmp.Diff(want, starts[:13]); diff != "" {
+		t.Errorf("list starts (-want +got):\n%s", diff)
+	}
+	if reports != 2 {
+		t.Errorf("%d reports of eleven failed lists over 63 s, want 2 (the first, then a minute later)", reports)
 	}
 }

@@ -70,8 +70,8 @@ func TestStartSyncsEveryInformer(t *testing.T) {
 }
 
 func TestStartSaysWhatDidNotSync(t *testing.T) {
-	// pods: a shared informer's; leases: the bare reflector's
-	// (leaseInformer), which reports its errors itself.
+	// pods: a shared informer's; leases: leasePoller's, which reports
+	// its errors itself.
 	for _, resource := range []string{"pods", "leases"} {
 		t.Run(resource, func(t *testing.T) {
 			client := fake.NewClientset(node("w1"))

@@ -134,8 +134,8 @@ type NodeView struct {
 	// LeaseReadAt is when a live read of the node's Lease (and Node) from
 	// the API server started that found the renewal this view holds still
 	// the latest: the node did not renew between that renewal and then, so
-	// for this node our view was fresh at LeaseReadAt whatever the other
-	// nodes' renewals say (APIFreshAt). The runner sets it only for the
+	// for this node our view was fresh at LeaseReadAt whatever the last
+	// list of the Leases says (APIFreshAt). The runner sets it only for the
 	// view whose HeartbeatAt the read compared with, and only for a read
 	// that found no newer renewal, no newer Ready heartbeat and a Lease
 	// (docs/safety.md, "Power events: a live Lease read"). Zero: no such
@@ -171,8 +171,9 @@ type FleetView struct {
 	// LastFenceAt is the latest admission of a fence on any other node, or
 	// ForceOff of one since.
 	LastFenceAt time.Time
-	// APIFreshAt is when our view of the API server was last proven fresh
-	// (an observed lease renewal of any node, a relist).
+	// APIFreshAt is when our view of the API server was last proven fresh:
+	// the start of the last complete list of the Leases, read before the
+	// node's view.
 	APIFreshAt time.Time
 	// ControlPlaneNodes counts every control-plane node, this one and
 	// those in maintenance included: the etcd members. ControlPlaneInFlight

@@ -88,7 +88,7 @@ func (r *Runner) readLease(ctx context.Context, rec *record, info NodeInfo) {
 	case c.LeaseRenewed && !mutant.On(mutant.LeaseReadCurrent):
 		// The server holds a renewal (or a Ready heartbeat) our view
 		// has not taken in: nothing proven; the view catches up
-		// through the watch.
+		// through the next list of the Leases.
 		r.log.Debug("live Lease read found a newer renewal; no proof", zap.String("node", info.Name))
 		return
 	}

@@ -196,3 +196,69 @@ func since(ts []time.Time) []string {
 	}
 	return out
 }
+
+// thawAfterRead is the lease-read world whose frozen view thaws (a list of
+// the Leases completes) right after the runner's k-th read of n1's view
+// once armed: the read returns the old view, and the proof of freshness
+// that follows it covers a renewal that view lacks.
+type thawAfterRead struct {
+	*leaseReads
+	mu    sync.Mutex
+	armed int // thaw after this many more reads of n1 (0: not armed)
+}
+
+func (c *thawAfterRead) Node(name string) (runner.NodeInfo, bool) {
+	info, ok := c.leaseReads.Node(name)
+	if name == "n1" {
+		c.mu.Lock()
+		if c.armed > 0 {
+			c.armed--
+			if c.armed == 0 {
+				c.W.ThawAPI()
+			}
+		}
+		c.mu.Unlock()
+	}
+	return info, ok
+}
+
+// A step decides on the node's view and on how fresh the view was proven:
+// the proof must be the one that view was read under. The Leases are
+// listed every 2 s, so a list can complete between a step's read of the
+// node and its read of the proof; paired the other way round, the step
+// sees an old renewal with a newer proof, and the event's early ForceOff
+// takes the view's silence for a missed renewal. Here n1 renewed at +30 s
+// behind a frozen view (which holds +20 s), lost its power at +31 s, and
+// its BMC pushed the event: every step of n1 whose view lacks the +30 s
+// renewal must count the view as stale since +21 s, whatever read came
+// after it.
+func TestAStepUsesTheFreshnessProofItsViewWasReadUnder(t *testing.T) {
+	for k := 1; k <= 3; k++ {
+		w := fencesim.NewWorld(t0, fence.DefaultPolicy(), 1)
+		for _, n := range []string{"n1", "n2", "n3"} {
+			w.AddNode(n, "a", machine.Timing{})
+		}
+		c := &thawAfterRead{leaseReads: &leaseReads{cluster: &cluster{Cluster: fencesim.Cluster{W: w}}}}
+		ev := &offEvents{}
+		r := newRunner(t, w, c, func(o *runner.Options) {
+			o.Events = ev
+			o.BeforeAct = func(node string, kind fence.ActionKind, _ fence.State) {
+				if node == "n1" && kind == fence.ActPowerOff {
+					t.Errorf("thaw after read %d: ForceOff of n1 decided at +%s, 3 s after its last renewal (+30 s)", k, w.Clock.Now().Sub(t0))
+				}
+			}
+		})
+		runUntil(w, r, time.Second, t0.Add(21*time.Second)) // n1 renewed at +20 s
+		w.FreezeAPI()
+		runUntil(w, r, time.Second, t0.Add(31*time.Second)) // renewed at +30 s, unseen
+		if err := w.Node("n1").BMC.Event(machine.EventPowerLoss); err != nil {
+			t.Fatal(err)
+		}
+		ev.set(w.Clock.Now())
+		runUntil(w, r, time.Second, t0.Add(33*time.Second))
+		c.mu.Lock()
+		c.armed = k
+		c.mu.Unlock()
+		runUntil(w, r, time.Second, t0.Add(35*time.Second))
+	}
+}

@@ -754,6 +754,12 @@ func (rec *record) wrote(raw string) {
 // deleted. Sync is exported for the deterministic simulation, which calls it
 // directly with a fake clock.
 func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, gone bool) {
+	// The proof of the view's freshness is read before the view: a list of
+	// the Leases that completes between the two would pair the node's old
+	// renewal with a proof that covers a newer one (the view then looks
+	// fresh and silent when it is neither). Read first, the proof can only
+	// be older than the view, which is the safe side.
+	fresh := r.opts.Cluster.APIFreshAt()
 	info, ok := r.opts.Cluster.Node(name)
 	if !ok {
 		r.opts.Recorder.Phase(name, fence.Healthy)
@@ -792,7 +798,7 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		ackID = info.CommandID
 	}
 	for i := 0; i < maxStepsPerSync; i++ {
-		out, decided := r.decide(name, rec, info, in)
+		out, decided := r.decide(name, rec, info, fresh, in)
 		next, retry := r.execute(ctx, name, rec, out, ackID, decided)
 		// What execute committed is what others see; a reservation whose
 		// persist failed is withdrawn.
@@ -809,6 +815,7 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 			return out.RecheckAfter, false
 		}
 		in = *next
+		fresh = r.opts.Cluster.APIFreshAt()
 		if info, ok = r.opts.Cluster.Node(name); !ok {
 			return 0, true
 		}
@@ -925,7 +932,7 @@ func sameButSignsOfLife(a, b fence.NodeView) bool {
 // it decided on. The state is adopted onto our clock first when another
 // process wrote it (invariant 5). Under admitMu, what the Step admitted is
 // published before any other worker reads the fleet (invariant 6).
-func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input) (fence.Output, fence.NodeView) {
+func (r *Runner) decide(name string, rec *record, info NodeInfo, fresh time.Time, in fence.Input) (fence.Output, fence.NodeView) {
 	atomic := fence.Enabled(fence.CheckAdmission)
 	if atomic {
 		r.admitMu.Lock()
@@ -952,7 +959,10 @@ func (r *Runner) decide(name string, rec *record, info NodeInfo, in fence.Input)
 	// taint. Such a step gets the zero view, which admits nothing (its
 	// API view is never fresh), so a mistake here refuses, never admits.
 	if rec.state.Phase != fence.Healthy || in.Kind != fence.InputTick {
-		in.Fleet = r.fleet(name, now)
+		if mutant.On(mutant.FreshBeforeView) {
+			fresh = r.opts.Cluster.APIFreshAt() // the mutant: read after the view
+		}
+		in.Fleet = r.fleet(name, now, fresh)
 	}
 	in.Write = takeover
 	out := fence.Step(r.policy(name), rec.state, in, now)
@@ -1006,9 +1016,10 @@ func (r *Runner) Notify(name string) {
 // written by another process, does: in a split brain, until leader election
 // sorts it out, two agents act, and each must count the other's fences
 // (invariant 6). Another process's admission counts for the cooldown from
-// when we first saw it, on our clock.
-func (r *Runner) fleet(self string, now time.Time) fence.FleetView {
-	f := fence.FleetView{APIFreshAt: r.opts.Cluster.APIFreshAt()}
+// when we first saw it, on our clock. fresh is the proof of the view's
+// freshness read before the node's view (Sync).
+func (r *Runner) fleet(self string, now, fresh time.Time) fence.FleetView {
+	f := fence.FleetView{APIFreshAt: fresh}
 	var lastPersisted time.Time
 	zones := map[string]*fence.ZoneHealth{}
 	var order []string

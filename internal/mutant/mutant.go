@@ -106,6 +106,11 @@ const (
 	// a renewal written during the list, and missing from it, would be
 	// counted as silence.
 	LeaseListStart Name = "lease-list-start"
+	// FreshBeforeView: a runner step reads the proof of the view's
+	// freshness (APIFreshAt) before the node's view. The mutant reads it
+	// when deciding, after the view: a list completing in between pairs an
+	// old renewal with a newer proof.
+	FreshBeforeView Name = "fresh-before-view"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -135,5 +140,6 @@ func All() []Mutant {
 		{Name: LeaseReadCurrent, Packages: []string{"./fence/runner"}, Run: "LiveLeaseRead"},
 		{Name: QuietRenewalsOnly, Packages: []string{"./fence/runner"}, Run: "QuietNodesRenewals"},
 		{Name: LeaseListStart, Packages: []string{"./cluster"}, Run: "LeaseList"},
+		{Name: FreshBeforeView, Packages: []string{"./fence/runner"}, Run: "FreshnessProof"},
 	}
 }

@@ -207,7 +207,7 @@ func TestRBAC(t *testing.T) {
 			contains: "system:serviceaccount:bmcfence-system:bmcfence-agent has every permission the agent uses"},
 		{name: "nothing granted names every rule", react: func(c *fake.Clientset) { grant(c) }, want: StatusFail,
 			contains: "may not: get, list, watch, patch nodes; get, list, watch, delete pods; get, list, watch volumeattachments.storage.k8s.io; " +
-				"get, list, watch leases.coordination.k8s.io in kube-node-lease; get, update leases.coordination.k8s.io bmcfence-agent in bmcfence-system; " +
+				"get, list leases.coordination.k8s.io in kube-node-lease; get, update leases.coordination.k8s.io bmcfence-agent in bmcfence-system; " +
 				"create leases.coordination.k8s.io in bmcfence-system; create, patch events in default; create tokenreviews.authentication.k8s.io; " +
 				"create subjectaccessreviews.authorization.k8s.io; get, list, watch validatingadmissionpolicies.admissionregistration.k8s.io bmcfence-request-identity; get, list, watch validatingadmissionpolicybindings.admissionregistration.k8s.io bmcfence-request-identity; get secrets in bmcfence-system; get configmaps in bmcfence-system; apply deploy/base/rbac.yaml"},
 		{name: "missing verbs are named", want: StatusFail,

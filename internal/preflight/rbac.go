@@ -38,8 +38,9 @@ func agentPermissions(ns, leaseName string) []permission {
 		{Resource: "pods", Verbs: []string{"get", "list", "watch", "delete"}},
 		// Detaching waits for the node's volumes to be released.
 		{Group: "storage.k8s.io", Resource: "volumeattachments", Verbs: []string{"get", "list", "watch"}},
-		// Node heartbeats: the kubelets' Leases.
-		{Group: "coordination.k8s.io", Resource: "leases", Namespace: corev1.NamespaceNodeLease, Verbs: []string{"get", "list", "watch"}},
+		// Node heartbeats: the kubelets' Leases, listed (not watched) and
+		// read one by one before a ForceOff.
+		{Group: "coordination.k8s.io", Resource: "leases", Namespace: corev1.NamespaceNodeLease, Verbs: []string{"get", "list"}},
 		// The agent's own leader Lease, by name (create cannot be granted
 		// by name).
 		{Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: leaseName, Verbs: []string{"get", "update"}},
