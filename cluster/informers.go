@@ -150,7 +150,7 @@ func (c *Cluster) newInformers() error {
 				list: func(ctx context.Context) (*coordinationv1.LeaseList, error) {
 					// No resourceVersion: a consistent read, as
 					// onLeaseList's stamp requires.
-					return leases.List(ctx, metav1.ListOptions{})
+					return listLeases(ctx, coord.RESTClient(), leases)
 				},
 				store:  newHandlingStore(c.handler(name), s.transform),
 				period: c.leaseListPeriod,

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,10 +20,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -901,3 +904,74 @@ func ignoreNotFound(err error) error {
 	}
 	return err
 }
+
+// The agent's client asks for protobuf (cmd/fence-agent's withProtobuf),
+// and its Lease lists are read field by field (decodeLeaseList): on the
+// real API server, they hold what the typed list slimmed holds.
+func TestIntegrationLeaseListReadsProtobuf(t *testing.T) {
+	t.Parallel()
+	cp := controlPlane(t)
+	ctx := testContext(t, time.Minute)
+	var mu sync.Mutex
+	var contentType string
+	cfg := cp.RESTConfig()
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && strings.HasSuffix(r.URL.Path, "/namespaces/kube-node-lease/leases") {
+				mu.Lock()
+				contentType = resp.Header.Get("Content-Type")
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "wire-read", Labels: map[string]string{"x": "y"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("wire-read"), RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := listLeases(ctx, client.CoordinationV1().RESTClient(), leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if !strings.HasPrefix(contentType, runtime.ContentTypeProtobuf) {
+		t.Errorf("the Lease list came as %q, want protobuf", contentType)
+	}
+	mu.Unlock()
+	typed, err := leases.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*coordinationv1.Lease{}
+	for i := range typed.Items {
+		s, _ := slimLease(&typed.Items[i])
+		want[typed.Items[i].Name] = s.(*coordinationv1.Lease)
+	}
+	if len(got.Items) == 0 || want["wire-read"] == nil {
+		t.Fatalf("%d Leases read, typed list %d", len(got.Items), len(typed.Items))
+	}
+	for i := range got.Items {
+		g := &got.Items[i]
+		w := want[g.Name]
+		if w == nil || w.ResourceVersion != g.ResourceVersion {
+			continue // renewed between the two lists
+		}
+		if diff := cmp.Diff(w, g); diff != "" {
+			t.Errorf("Lease %s (-typed, slimmed +read field by field):\n%s", g.Name, diff)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

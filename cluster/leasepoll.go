@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,7 +130,7 @@ func (p *leasePoller) poll(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if l.Continue != "" {
-		return 0, errors.New("the Lease list came in pages although none was asked for")
+		return 0, errLeaseListPaged
 	}
 	items := make([]any, len(l.Items))
 	for i := range l.Items {

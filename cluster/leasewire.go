@@ -1,0 +1,240 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+)
+
+// The API server's protobuf envelope: these four bytes, then a
+// runtime.Unknown whose raw field holds the object (k8s.io/apimachinery's
+// runtime/serializer/protobuf).
+var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
+
+// Field numbers, from the generated.proto files of k8s.io/api and
+// k8s.io/apimachinery (stable: protobuf field numbers are part of
+// Kubernetes' API compatibility).
+const (
+	unknownRaw = 2 // runtime.Unknown.raw
+
+	leaseListMetadata = 1 // LeaseList.metadata
+	leaseListItems    = 2 // LeaseList.items
+	listMetaContinue  = 3 // ListMeta.continue
+
+	leaseMetadata = 1 // Lease.metadata
+	leaseSpec     = 2 // Lease.spec
+
+	metaName            = 1 // ObjectMeta.name
+	metaNamespace       = 3 // ObjectMeta.namespace
+	metaUID             = 5 // ObjectMeta.uid
+	metaResourceVersion = 6 // ObjectMeta.resourceVersion
+
+	specHolderIdentity = 1 // LeaseSpec.holderIdentity
+	specRenewTime      = 4 // LeaseSpec.renewTime
+
+	microSeconds = 1 // MicroTime.seconds
+	microNanos   = 2 // MicroTime.nanos
+)
+
+// decodeLeaseList reads a LeaseList in the API server's protobuf encoding
+// and keeps of each Lease only what slimLease keeps (name, namespace, UID,
+// resourceVersion, holder, renewal time), skipping the rest unread: the
+// managed fields and labels a full decode would build, for a thousand
+// Leases every 2 s, only to drop them. ok is false when b is not protobuf
+// (an API server that answered JSON): the caller decodes it in full.
+func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err error) {
+	if !bytes.HasPrefix(b, protobufMagic) {
+		return nil, false, nil
+	}
+	raw, err := field(b[len(protobufMagic):], unknownRaw)
+	if err != nil {
+		return nil, true, fmt.Errorf("the Lease list's envelope: %w", err)
+	}
+	err = each(raw, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		if num == leaseListMetadata {
+			if c, err := field(v, listMetaContinue); err == nil && len(c) > 0 {
+				return errLeaseListPaged
+			}
+			return nil
+		}
+		if num != leaseListItems {
+			return nil
+		}
+		l, err := decodeLease(v)
+		if err != nil {
+			return err
+		}
+		leases = append(leases, l)
+		return nil
+	})
+	if err != nil {
+		return nil, true, fmt.Errorf("the Lease list: %w", err)
+	}
+	return leases, true, nil
+}
+
+func decodeLease(b []byte) (coordinationv1.Lease, error) {
+	var l coordinationv1.Lease
+	err := each(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case leaseMetadata:
+			return each(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
+				if typ != protowire.BytesType {
+					return nil
+				}
+				switch num {
+				case metaName:
+					l.Name = string(v)
+				case metaNamespace:
+					l.Namespace = string(v)
+				case metaUID:
+					l.UID = types.UID(v)
+				case metaResourceVersion:
+					l.ResourceVersion = string(v)
+				}
+				return nil
+			})
+		case leaseSpec:
+			return each(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
+				if typ != protowire.BytesType {
+					return nil
+				}
+				switch num {
+				case specHolderIdentity:
+					h := string(v)
+					l.Spec.HolderIdentity = &h
+				case specRenewTime:
+					t, err := decodeMicroTime(v)
+					if err != nil {
+						return fmt.Errorf("renewTime: %w", err)
+					}
+					l.Spec.RenewTime = &t
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	return l, err
+}
+
+func decodeMicroTime(b []byte) (metav1.MicroTime, error) {
+	var sec, nsec int64
+	err := each(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.VarintType {
+			return nil
+		}
+		x, n := protowire.ConsumeVarint(v)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		switch num {
+		case microSeconds:
+			sec = int64(x)
+		case microNanos:
+			nsec = int64(int32(x))
+		}
+		return nil
+	})
+	// As the generated Unmarshal builds it: time.Unix(...).Local().
+	return metav1.NewMicroTime(time.Unix(sec, nsec).Local()), err
+}
+
+// field returns the last occurrence of a length-delimited field (protobuf's
+// rule for a repeated singular field: the last wins).
+func field(b []byte, want protowire.Number) ([]byte, error) {
+	var out []byte
+	found := false
+	err := each(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num == want && typ == protowire.BytesType {
+			out, found = v, true
+		}
+		return nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("no field %d", want)
+	}
+	return out, err
+}
+
+// each calls f with every field of the message b: its number, its wire
+// type, and its value (a length-delimited field's contents, a varint's
+// encoding, a fixed field's bytes).
+func each(b []byte, f func(protowire.Number, protowire.Type, []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v []byte
+		switch typ {
+		case protowire.BytesType:
+			x, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			v, n = x, m
+		default:
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			v, n = b[:m], m
+		}
+		if err := f(num, typ, v); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+var errLeaseListPaged = errors.New("the Lease list came in pages although none was asked for")
+
+// listLeases lists the node Leases, a consistent read (no
+// resourceVersion). Through a real REST client it reads the response's
+// bytes itself (decodeLeaseList); a fake client's typed List otherwise.
+func listLeases(ctx context.Context, rci rest.Interface, typed coordinationclient.LeaseInterface) (*coordinationv1.LeaseList, error) {
+	rc, ok := rci.(*rest.RESTClient)
+	if !ok || rc == nil {
+		return typed.List(ctx, metav1.ListOptions{})
+	}
+	b, err := rc.Get().Namespace(corev1.NamespaceNodeLease).Resource("leases").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items, ok, err := decodeLeaseList(b)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return &coordinationv1.LeaseList{Items: items}, nil
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, &coordinationv1.LeaseList{})
+	if err != nil {
+		return nil, fmt.Errorf("the Lease list: %w", err)
+	}
+	l, ok := obj.(*coordinationv1.LeaseList)
+	if !ok {
+		return nil, fmt.Errorf("the Lease list: got a %T", obj)
+	}
+	return l, nil
+}
