@@ -148,8 +148,8 @@ func TestLeaseListPeriodGrowsWithTheFleet(t *testing.T) {
 	for _, tt := range []struct {
 		leases int
 		want   time.Duration
-	}{{0, 500 * time.Millisecond}, {12, 500 * time.Millisecond}, {250, 500 * time.Millisecond}, {300, 600 * time.Millisecond},
-		{1000, 2 * time.Second}, {2000, 4 * time.Second}, {10000, 4 * time.Second}} {
+	}{{0, 500 * time.Millisecond}, {12, 500 * time.Millisecond}, {500, 500 * time.Millisecond}, {600, 600 * time.Millisecond},
+		{1000, time.Second}, {4000, 4 * time.Second}, {10000, 4 * time.Second}} {
 		if got := leaseListPeriod(tt.leases); got != tt.want {
 			t.Errorf("leaseListPeriod(%d) = %s, want %s", tt.leases, got, tt.want)
 		}

@@ -51,7 +51,7 @@ const (
 // and keeps of each Lease only what slimLease keeps (name, namespace, UID,
 // resourceVersion, holder, renewal time), skipping the rest unread: the
 // managed fields and labels a full decode would build, for a thousand
-// Leases every 2 s, only to drop them. ok is false when b is not protobuf
+// Leases every second, only to drop them. ok is false when b is not protobuf
 // (an API server that answered JSON): the caller decodes it in full.
 func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err error) {
 	if !bytes.HasPrefix(b, protobufMagic) {

@@ -206,7 +206,7 @@ func suggestFlag(fs *pflag.FlagSet, err error) string {
 }
 
 // withProtobuf is cfg for the built-in types: protobuf on the wire, not
-// compressed. The agent lists a thousand nodes' Leases every 2 s: decoding
+// compressed. The agent lists a thousand nodes' Leases every second: decoding
 // them from protobuf instead of JSON takes a fraction of the CPU and
 // garbage, and the initial lists of nodes and pods are smaller and faster.
 // The API server gzips a response over 128 KiB (a list of a thousand
