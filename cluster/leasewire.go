@@ -26,7 +26,9 @@ var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 // k8s.io/apimachinery (stable: protobuf field numbers are part of
 // Kubernetes' API compatibility).
 const (
-	unknownRaw = 2 // runtime.Unknown.raw
+	unknownTypeMeta = 1 // runtime.Unknown.typeMeta
+	unknownRaw      = 2 // runtime.Unknown.raw
+	typeMetaKind    = 2 // runtime.TypeMeta.kind
 
 	leaseListMetadata = 1 // LeaseList.metadata
 	leaseListItems    = 2 // LeaseList.items
@@ -57,7 +59,13 @@ func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err erro
 	if !bytes.HasPrefix(b, protobufMagic) {
 		return nil, false, nil
 	}
-	raw, err := field(b[len(protobufMagic):], unknownRaw)
+	env := b[len(protobufMagic):]
+	if tm, err := field(env, unknownTypeMeta); err != nil {
+		return nil, true, fmt.Errorf("the Lease list's envelope: %w", err)
+	} else if kind, err := field(tm, typeMetaKind); err != nil || string(kind) != "LeaseList" {
+		return nil, false, nil // another kind: the full decode says what
+	}
+	raw, err := field(env, unknownRaw)
 	if err != nil {
 		return nil, true, fmt.Errorf("the Lease list's envelope: %w", err)
 	}
@@ -87,17 +95,33 @@ func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err erro
 	return leases, true, nil
 }
 
+// wantType refuses a known field sent with another wire type, as the full
+// decode does: skipping it would read a renewal as absent (the node looks
+// silent) or a name as empty.
+func wantType(num protowire.Number, typ, want protowire.Type) error {
+	if typ != want {
+		return fmt.Errorf("field %d has wire type %d, want %d", num, typ, want)
+	}
+	return nil
+}
+
 func decodeLease(b []byte) (coordinationv1.Lease, error) {
 	var l coordinationv1.Lease
 	err := each(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
-		if typ != protowire.BytesType {
-			return nil
+		switch num {
+		case leaseMetadata, leaseSpec:
+			if err := wantType(num, typ, protowire.BytesType); err != nil {
+				return err
+			}
 		}
 		switch num {
 		case leaseMetadata:
 			return each(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
-				if typ != protowire.BytesType {
-					return nil
+				switch num {
+				case metaName, metaNamespace, metaUID, metaResourceVersion:
+					if err := wantType(num, typ, protowire.BytesType); err != nil {
+						return err
+					}
 				}
 				switch num {
 				case metaName:
@@ -113,8 +137,11 @@ func decodeLease(b []byte) (coordinationv1.Lease, error) {
 			})
 		case leaseSpec:
 			return each(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
-				if typ != protowire.BytesType {
-					return nil
+				switch num {
+				case specHolderIdentity, specRenewTime:
+					if err := wantType(num, typ, protowire.BytesType); err != nil {
+						return err
+					}
 				}
 				switch num {
 				case specHolderIdentity:
@@ -136,9 +163,19 @@ func decodeLease(b []byte) (coordinationv1.Lease, error) {
 }
 
 func decodeMicroTime(b []byte) (metav1.MicroTime, error) {
+	if len(b) == 0 {
+		// A zero time is sent as an empty message: no renewal time, as
+		// MicroTime.Unmarshal reads it (not the epoch).
+		return metav1.MicroTime{}, nil
+	}
 	var sec, nsec int64
 	err := each(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
-		if typ != protowire.VarintType {
+		switch num {
+		case microSeconds, microNanos:
+			if err := wantType(num, typ, protowire.VarintType); err != nil {
+				return err
+			}
+		default:
 			return nil
 		}
 		x, n := protowire.ConsumeVarint(v)
@@ -153,7 +190,8 @@ func decodeMicroTime(b []byte) (metav1.MicroTime, error) {
 		}
 		return nil
 	})
-	// As the generated Unmarshal builds it: time.Unix(...).Local().
+	// As MicroTime.Unmarshal builds it: microseconds, local time.
+	nsec = int64(time.Duration(nsec).Truncate(time.Microsecond))
 	return metav1.NewMicroTime(time.Unix(sec, nsec).Local()), err
 }
 
@@ -217,7 +255,11 @@ func listLeases(ctx context.Context, rci rest.Interface, typed coordinationclien
 	if !ok || rc == nil {
 		return typed.List(ctx, metav1.ListOptions{})
 	}
-	b, err := rc.Get().Namespace(corev1.NamespaceNodeLease).Resource("leases").DoRaw(ctx)
+	res := rc.Get().Namespace(corev1.NamespaceNodeLease).Resource("leases").Do(ctx)
+	if err := res.Error(); err != nil {
+		return nil, err // the server's Status decoded: a 403 says who may not
+	}
+	b, err := res.Raw()
 	if err != nil {
 		return nil, err
 	}
