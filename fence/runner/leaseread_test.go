@@ -139,13 +139,7 @@ func TestLiveLeaseReadStartsTheEventForceOffAtEventSilence(t *testing.T) {
 // second, for n1 only.
 func TestLiveLeaseReadFindingANewerRenewalStampsNothing(t *testing.T) {
 	w, c, ev, r, offs := leaseReadWorld(t, 0)
-	runUntil(w, r, time.Second, t0.Add(21*time.Second)) // n1 renewed at +20 s
-	w.FreezeAPI()
-	runUntil(w, r, time.Second, t0.Add(31*time.Second)) // renewed at +30 s, unseen
-	if err := w.Node("n1").BMC.Event(machine.EventPowerLoss); err != nil {
-		t.Fatal(err)
-	}
-	ev.set(w.Clock.Now())
+	renewBehindAFrozenViewThenLosePower(t, w, r, ev)
 	// Before suspectAfter of the view's silence (+40 s), in steps of a
 	// quarter second.
 	runUntil(w, r, 250*time.Millisecond, t0.Add(39*time.Second))
@@ -187,6 +181,20 @@ func TestLiveLeaseReadFindingNoLeaseStampsNothing(t *testing.T) {
 	if silence := got[0].Sub(t0.Add(20 * time.Second)); silence <= w.Policy.EventSilence+time.Second {
 		t.Fatalf("ForceOff at %s of silence on a live read that found no Lease, with the view's proof 7 s bunched", silence)
 	}
+}
+
+// renewBehindAFrozenViewThenLosePower: n1 renews at +20 s, the view
+// freezes at +21 s and n1 renews unseen at +30 s, then at +31 s it loses
+// its power and its BMC pushes the event.
+func renewBehindAFrozenViewThenLosePower(t *testing.T, w *fencesim.World, r *runner.Runner, ev *offEvents) {
+	t.Helper()
+	runUntil(w, r, time.Second, t0.Add(21*time.Second)) // n1 renewed at +20 s
+	w.FreezeAPI()
+	runUntil(w, r, time.Second, t0.Add(31*time.Second)) // renewed at +30 s, unseen
+	if err := w.Node("n1").BMC.Event(machine.EventPowerLoss); err != nil {
+		t.Fatal(err)
+	}
+	ev.set(w.Clock.Now())
 }
 
 func since(ts []time.Time) []string {
@@ -248,13 +256,7 @@ func TestAStepUsesTheFreshnessProofItsViewWasReadUnder(t *testing.T) {
 				}
 			}
 		})
-		runUntil(w, r, time.Second, t0.Add(21*time.Second)) // n1 renewed at +20 s
-		w.FreezeAPI()
-		runUntil(w, r, time.Second, t0.Add(31*time.Second)) // renewed at +30 s, unseen
-		if err := w.Node("n1").BMC.Event(machine.EventPowerLoss); err != nil {
-			t.Fatal(err)
-		}
-		ev.set(w.Clock.Now())
+		renewBehindAFrozenViewThenLosePower(t, w, r, ev)
 		runUntil(w, r, time.Second, t0.Add(33*time.Second))
 		c.mu.Lock()
 		c.armed = k
