@@ -58,8 +58,8 @@ type Options struct {
 	// DefaultSyncTimeout.
 	SyncTimeout time.Duration
 	// LeaseListPeriod, when set, is the fixed time between two lists of
-	// the node Leases (tests); by default it grows with the fleet, 2 s at
-	// 1000 nodes (leaseListPeriod).
+	// the node Leases (tests); by default it grows with the fleet, a
+	// second at 1000 nodes (leaseListPeriod).
 	LeaseListPeriod time.Duration
 }
 

@@ -93,7 +93,7 @@ func slimVolumeAttachment(obj any) (any, error) {
 	}, nil
 }
 
-// informerSpec is one of our four informers before it is built.
+// informerSpec is one of our three informers (nodes, pods, VolumeAttachments) before it is built.
 type informerSpec struct {
 	name      string
 	example   runtime.Object
@@ -119,9 +119,6 @@ func (c *Cluster) newInformers() error {
 			return core.Nodes().Watch(ctx, o)
 		},
 	}, {
-		// Listed, not watched: leasePoller.
-		name: "leases", transform: slimLease,
-	}, {
 		// Pods are cached as summaries (podSummary), listed in pages.
 		name: "pods", example: &corev1.Pod{}, transform: summarizePod,
 		indexers: cache.Indexers{byNodeName: podNodeName},
@@ -144,25 +141,6 @@ func (c *Cluster) newInformers() error {
 		},
 	}}
 	for _, s := range specs {
-		if s.name == "leases" {
-			name := s.name
-			poller := &leasePoller{
-				list: func(ctx context.Context) (*coordinationv1.LeaseList, error) {
-					// No resourceVersion: a consistent read, as
-					// onLeaseList's stamp requires.
-					return listLeases(ctx, coord.RESTClient(), leases)
-				},
-				store:  newHandlingStore(c.handler(name), s.transform),
-				period: c.leaseListPeriod,
-				now:    c.clock.Now,
-				timer:  clock.RealClock{},
-				onList: c.onLeaseList,
-				onErr:  func(err error) { c.noteWatchError(name, err) },
-				log:    c.log,
-			}
-			c.informers = append(c.informers, namedInformer{name: name, informer: poller, handlerSynced: poller.HasSynced, transform: s.transform})
-			continue
-		}
 		inf := cache.NewSharedIndexInformerWithOptions(
 			&cache.ListWatch{ListWithContextFunc: s.list, WatchFuncWithContext: s.watch},
 			s.example,
@@ -192,6 +170,22 @@ func (c *Cluster) newInformers() error {
 			c.vaIndexer = inf.GetIndexer()
 		}
 	}
+	// The Leases are listed, not watched (leasePoller).
+	poller := &leasePoller{
+		list: func(ctx context.Context) (*coordinationv1.LeaseList, error) {
+			// No resourceVersion: a consistent read, as onLeaseList's
+			// stamp requires.
+			return listLeases(ctx, coord.RESTClient(), leases)
+		},
+		store:  newHandlingStore(c.handler("leases"), slimLease),
+		period: c.leaseListPeriod,
+		now:    c.clock.Now,
+		timer:  clock.RealClock{},
+		onList: c.onLeaseList,
+		onErr:  func(err error) { c.noteWatchError("leases", err) },
+		log:    c.log,
+	}
+	c.informers = append(c.informers, namedInformer{name: "leases", informer: poller, handlerSynced: poller.HasSynced, transform: slimLease})
 	return nil
 }
 

@@ -89,7 +89,7 @@ const leaseListTimeout = 30 * time.Second
 // RunWithContext lists until ctx ends.
 func (p *leasePoller) RunWithContext(ctx context.Context) {
 	defer p.stopped.Store(true)
-	wait := p.period
+	var wait time.Duration
 	var failing int
 	var reported time.Time
 	for {
