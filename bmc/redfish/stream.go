@@ -212,8 +212,8 @@ func (s *Stream) update(f func(*StreamState)) {
 var errNoSSE = errors.New("the BMC offers no SSE stream")
 
 // Run streams events to sink until ctx ends, and returns ctx's error.
-// sink is called from Run's goroutine, in arrival order; it must not
-// block for long (a slow sink delays the stream, and a BMC drops a slow
+// sink is called in arrival order, one call at a time, while Run waits;
+// it must not block for long (a slow sink delays the stream, and a BMC drops a slow
 // reader).
 func (s *Stream) Run(ctx context.Context, sink func(PowerEvent)) error {
 	defer s.update(func(st *StreamState) {
@@ -226,7 +226,7 @@ func (s *Stream) Run(ctx context.Context, sink func(PowerEvent)) error {
 		var uri string
 		var minDelay time.Duration
 		if err == nil {
-			uri, minDelay, err = s.discover(ctx, ops)
+			onFreshStack(func() { uri, minDelay, err = s.discover(ctx, ops) })
 		}
 		if ctx.Err() != nil {
 			break
@@ -354,9 +354,61 @@ func (s *Stream) discover(ctx context.Context, ops *Client) (uri string, minDela
 func (s *Stream) stream(ctx context.Context, ops *Client, uri string, sink func(PowerEvent)) (opened bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.client.base+uri, nil)
+	var body io.Reader
+	var nc *streamConn
+	var logout func()
+	onFreshStack(func() { body, nc, logout, err = s.connect(ctx, ops, uri) })
 	if err != nil {
 		return false, err
+	}
+	if logout != nil {
+		defer onFreshStack(logout)
+	}
+	// Closing the connection ends the body too (and unblocks a read);
+	// resp.Body.Close would read a chunked body to its end first.
+	defer nc.close()
+	connectedAt := s.clock.Now()
+	s.update(func(st *StreamState) {
+		st.Mode, st.Reason, st.URI, st.NextAttempt, st.Failures = StreamConnected, "", uri, time.Time{}, 0
+		st.Connects++
+	})
+	// body reads the connection without the request and the answer: their
+	// headers and URLs (1.7 KiB) are not held by a stream that is read.
+	err = s.read(body, connectedAt, sink)
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	if err == nil {
+		return true, errors.New("the BMC closed the stream (iDRAC closes a stream idle for an hour)")
+	}
+	return true, s.client.opError(OpEvents, s.client.classify(ctx, err))
+}
+
+// onFreshStack runs f on a goroutine of its own and waits for it. A
+// held stream's goroutine spends its life blocked in a read that needs
+// about 5 KiB of stack; the TLS handshake, the JSON of discovery and a
+// session's login and logout need several times that, and a goroutine's
+// stack, once grown, shrinks only to four times what it uses when the
+// collector looks. Run on the stream's own goroutine they left every
+// held stream a 16 KiB stack (15.2 KiB a stream in
+// TestConnectedStreamFootprint); run here, they leave it the size a new
+// goroutine starts with.
+func onFreshStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
+}
+
+// connect opens the stream at uri: the session's login (logout, when not
+// nil, ends it), the GET on a connection of its own, and its answer's
+// header checked. body then reads the events; closing nc ends it.
+func (s *Stream) connect(ctx context.Context, ops *Client, uri string) (body io.Reader, nc *streamConn, logout func(), err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.client.base+uri, nil)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("OData-Version", "4.0")
@@ -374,10 +426,15 @@ func (s *Stream) stream(ctx context.Context, ops *Client, uri string, sink func(
 		err := cn.login()
 		lcancel()
 		if err != nil {
-			return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
+			return nil, nil, nil, s.client.opError(OpEvents, s.client.classify(ctx, err))
 		}
 		cn.ctx = ctx
-		defer cn.logout()
+		logout = cn.logout
+		defer func() {
+			if err != nil {
+				cn.logout() // the named results are nil by now
+			}
+		}()
 		req.Header.Set("X-Auth-Token", cn.token)
 	} else {
 		req.SetBasicAuth(t.Credentials.Username, t.Credentials.Password.Reveal())
@@ -387,45 +444,33 @@ func (s *Stream) stream(ctx context.Context, ops *Client, uri string, sink func(
 	// end with it. A session's logout opens one again (resuming the TLS
 	// session).
 	ops.CloseIdleConnections()
-	resp, body, nc, err := s.open(ctx, req)
+	resp, rbody, rnc, err := s.open(ctx, req)
 	if err != nil {
-		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
+		return nil, nil, nil, s.client.opError(OpEvents, s.client.classify(ctx, err))
 	}
-	// Closing the connection ends the body too (and unblocks a read);
-	// resp.Body.Close would read a chunked body to its end first.
-	defer nc.close()
+	defer func() {
+		if err != nil {
+			rnc.close()
+		}
+	}()
 	if resp.StatusCode != http.StatusOK {
 		body := make([]byte, 64<<10)
 		n, _ := bufio.NewReader(resp.Body).Read(body)
 		herr := newHTTPError(http.MethodGet, uri, &response{status: resp.StatusCode, header: resp.Header, body: body[:n]}, t.Credentials)
 		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-			return false, fmt.Errorf("%w (GET %s answered %d)", errNoSSE, uri, resp.StatusCode)
+			return nil, nil, nil, fmt.Errorf("%w (GET %s answered %d)", errNoSSE, uri, resp.StatusCode)
 		}
-		return false, s.client.opError(OpEvents, s.client.classifyHTTP(herr))
+		return nil, nil, nil, s.client.opError(OpEvents, s.client.classifyHTTP(herr))
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
-		return false, s.client.opError(OpEvents, fmt.Errorf("%w: GET %s answered Content-Type %q, not text/event-stream", bmc.ErrBMC, uri, truncateText(ct, 60)))
+		return nil, nil, nil, s.client.opError(OpEvents, fmt.Errorf("%w: GET %s answered Content-Type %q, not text/event-stream", bmc.ErrBMC, uri, truncateText(ct, 60)))
 	}
 	// Open: no deadline from here on (an idle stream is silent for as
 	// long as nothing happens; TCP keep-alive finds a dead BMC).
-	if err := nc.SetDeadline(time.Time{}); err != nil {
-		return false, s.client.opError(OpEvents, s.client.classify(ctx, err))
+	if err := rnc.SetDeadline(time.Time{}); err != nil {
+		return nil, nil, nil, s.client.opError(OpEvents, s.client.classify(ctx, err))
 	}
-	connectedAt := s.clock.Now()
-	s.update(func(st *StreamState) {
-		st.Mode, st.Reason, st.URI, st.NextAttempt, st.Failures = StreamConnected, "", uri, time.Time{}, 0
-		st.Connects++
-	})
-	// body reads the connection without the request and the answer: their
-	// headers and URLs (1.7 KiB) are not held by a stream that is read.
-	err = s.read(body, connectedAt, sink)
-	if ctx.Err() != nil {
-		return true, ctx.Err()
-	}
-	if err == nil {
-		return true, errors.New("the BMC closed the stream (iDRAC closes a stream idle for an hour)")
-	}
-	return true, s.client.opError(OpEvents, s.client.classify(ctx, err))
+	return rbody, rnc, logout, nil
 }
 
 // streamConn is an open stream's connection, closed when its context ends.
@@ -570,7 +615,10 @@ func (s *Stream) read(body interface{ Read([]byte) (int, error) }, connectedAt t
 		line := sc.Text()
 		if line == "" {
 			if data.Len() > 0 {
-				s.dispatch(id, data.Bytes(), connectedAt, sink)
+				// Parsing and the sink run off the held stack too
+				// (onFreshStack): a heartbeat a minute would otherwise
+				// leave it grown.
+				onFreshStack(func() { s.dispatch(id, data.Bytes(), connectedAt, sink) })
 			}
 			id = ""
 			data.Reset()
