@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -172,12 +173,12 @@ func (c *Cluster) newInformers() error {
 	}
 	// The Leases are listed, not watched (leasePoller).
 	poller := &leasePoller{
-		list: func(ctx context.Context) (*coordinationv1.LeaseList, error) {
+		list: func(ctx context.Context, buf *bytes.Buffer) ([]byte, error) {
 			// No resourceVersion: a consistent read, as onLeaseList's
 			// stamp requires.
-			return listLeases(ctx, coord.RESTClient(), leases)
+			return listLeases(ctx, coord.RESTClient(), leases, buf)
 		},
-		store:  newHandlingStore(c.handler("leases"), slimLease),
+		store:  newLeaseStore(c.handler("leases")),
 		period: c.leaseListPeriod,
 		now:    c.clock.Now,
 		timer:  clock.RealClock{},

@@ -6,6 +6,7 @@ package cluster
 // One control plane serves the whole package; each test owns its nodes.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -939,10 +940,12 @@ func TestIntegrationLeaseListReadsProtobuf(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := listLeases(ctx, client.CoordinationV1().RESTClient(), leases)
+	var buf bytes.Buffer
+	raw, err := listLeases(ctx, client.CoordinationV1().RESTClient(), leases, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := coordinationv1.LeaseList{Items: leaseItems(t, raw)}
 	mu.Lock()
 	if !strings.HasPrefix(contentType, runtime.ContentTypeProtobuf) {
 		t.Errorf("the Lease list came as %q, want protobuf", contentType)

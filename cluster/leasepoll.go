@@ -1,13 +1,14 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -64,8 +65,11 @@ const (
 // request is in the answer), whichever node renewed; a list that fails
 // stamps nothing, and the view ages until one succeeds.
 type leasePoller struct {
-	list  func(ctx context.Context) (*coordinationv1.LeaseList, error)
-	store *handlingStore
+	// list returns a LeaseList message in protobuf (listLeases), in buf's
+	// memory or its own.
+	list  func(ctx context.Context, buf *bytes.Buffer) ([]byte, error)
+	buf   bytes.Buffer
+	store *leaseStore
 	// period, when set, is the fixed time between lists (tests);
 	// otherwise leaseListPeriod of the last list.
 	period time.Duration
@@ -130,18 +134,12 @@ func (p *leasePoller) poll(ctx context.Context) (int, error) {
 	start := p.now()
 	ctx, cancel := context.WithTimeout(ctx, leaseListTimeout)
 	defer cancel()
-	l, err := p.list(ctx)
+	raw, err := p.list(ctx, &p.buf)
 	if err != nil {
 		return 0, err
 	}
-	if l.Continue != "" {
-		return 0, errLeaseListPaged
-	}
-	items := make([]any, len(l.Items))
-	for i := range l.Items {
-		items[i] = &l.Items[i]
-	}
-	if err := p.store.Replace(items); err != nil {
+	n, err := p.store.Replace(raw)
+	if err != nil {
 		return 0, err
 	}
 	if mutant.On(mutant.LeaseListStart) {
@@ -149,7 +147,7 @@ func (p *leasePoller) poll(ctx context.Context) (int, error) {
 	}
 	p.onList(start)
 	p.synced.Store(true)
-	return len(items), nil
+	return n, nil
 }
 
 // HasSynced: a first list reached the handlers and proved the view fresh.
@@ -159,75 +157,101 @@ func (p *leasePoller) IsStopped() bool { return p.stopped.Load() }
 
 func (p *leasePoller) GetIndexer() cache.Indexer { return p.store.items }
 
-// handlingStore keeps the transformed objects of each list and calls the
-// handler for each change, as a shared informer would on a relist: Add for
-// a new object (initial during the first list), Update (old, new) for one
-// whose resourceVersion changed, a tombstone Delete for one no longer
-// listed. An object listed again unchanged calls nothing.
-type handlingStore struct {
-	mu        sync.Mutex // one list at a time, each with its handler calls
-	items     cache.Indexer
-	handler   cache.ResourceEventHandler
-	transform cache.TransformFunc
-	listed    bool // a first list reached the handler
+// leaseStore keeps the slimmed Leases of each list and calls the handler
+// for each change, as a shared informer would on a relist: Add for a new
+// Lease (initial during the first list), Update (old, new) for one whose
+// resourceVersion changed, a tombstone Delete for one no longer listed. A
+// Lease listed again unchanged calls nothing, and is known in its bytes
+// (leaseIdentity) before anything is built: at rest, with every Lease
+// renewed once in ten lists, a list builds the tenth that changed and
+// allocates nothing for the rest.
+type leaseStore struct {
+	mu       sync.Mutex // one list at a time, each with its handler calls
+	items    cache.Indexer
+	handler  cache.ResourceEventHandler
+	versions map[string]*leaseSeen // by key (namespace/name)
+	lists    uint64                // lists taken in, complete or not
+	listed   bool                  // a complete list reached the handler
+	key      []byte                // a listed Lease's key, reused
 }
 
-func newHandlingStore(h cache.ResourceEventHandler, transform cache.TransformFunc) *handlingStore {
-	return &handlingStore{items: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), handler: h, transform: transform}
+// leaseSeen is a held Lease's resourceVersion and the last list that
+// listed it.
+type leaseSeen struct {
+	resourceVersion string
+	list            uint64
 }
 
-// Replace takes in a complete list.
-func (s *handlingStore) Replace(list []any) error {
+func newLeaseStore(h cache.ResourceEventHandler) *leaseStore {
+	return &leaseStore{items: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), handler: h, versions: map[string]*leaseSeen{}}
+}
+
+// Replace takes in a complete list (a LeaseList message in protobuf) and
+// returns how many Leases it listed.
+func (s *leaseStore) Replace(raw []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	initial := !s.listed
-	listed := make(map[string]bool, len(list))
-	for _, obj := range list {
-		key, err := cache.MetaNamespaceKeyFunc(obj)
+	s.lists++
+	n := 0
+	err := eachLeaseItem(raw, func(item []byte) error {
+		n++
+		ns, name, rv, err := leaseIdentity(item)
+		if err != nil {
+			return fmt.Errorf("a Lease: %w", err)
+		}
+		s.key = append(append(append(s.key[:0], ns...), '/'), name...)
+		seen := s.versions[string(s.key)] // no copy of the key: a lookup
+		if seen != nil && len(rv) > 0 && seen.resourceVersion == string(rv) {
+			seen.list = s.lists
+			return nil
+		}
+		l, err := decodeLease(item)
+		if err != nil {
+			return fmt.Errorf("a Lease: %w", err)
+		}
+		key, err := cache.MetaNamespaceKeyFunc(&l)
 		if err != nil {
 			return err
 		}
-		listed[key] = true
 		old, exists, err := s.items.GetByKey(key)
 		if err != nil {
 			return err
 		}
-		if exists && sameVersion(old, obj) {
-			continue
-		}
-		if obj, err = s.transform(obj); err != nil {
+		if err := s.items.Update(&l); err != nil {
 			return err
 		}
-		if err := s.items.Update(obj); err != nil {
-			return err
+		if seen == nil {
+			seen = &leaseSeen{}
+			s.versions[key] = seen
 		}
+		seen.resourceVersion, seen.list = l.ResourceVersion, s.lists
 		if exists {
-			s.handler.OnUpdate(old, obj)
+			s.handler.OnUpdate(old, &l)
 		} else {
-			s.handler.OnAdd(obj, initial)
+			s.handler.OnAdd(&l, initial)
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-	for _, key := range s.items.ListKeys() {
-		if listed[key] {
+	for key, seen := range s.versions {
+		if seen.list == s.lists {
 			continue
 		}
+		delete(s.versions, key)
 		old, exists, err := s.items.GetByKey(key)
 		if err != nil || !exists {
 			continue
 		}
 		if err := s.items.Delete(old); err != nil {
-			return err
+			return 0, err
 		}
 		// Deleted between two lists: what a shared informer hands its
 		// handlers after a relist too.
 		s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
 	}
 	s.listed = true
-	return nil
-}
-
-func sameVersion(a, b any) bool {
-	x, ok1 := a.(interface{ GetResourceVersion() string })
-	y, ok2 := b.(interface{ GetResourceVersion() string })
-	return ok1 && ok2 && x.GetResourceVersion() != "" && x.GetResourceVersion() == y.GetResourceVersion()
+	return n, nil
 }

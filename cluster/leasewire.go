@@ -49,13 +49,11 @@ const (
 	microNanos   = 2 // MicroTime.nanos
 )
 
-// decodeLeaseList reads a LeaseList in the API server's protobuf encoding
-// and keeps of each Lease only what slimLease keeps (name, namespace, UID,
-// resourceVersion, holder, renewal time), skipping the rest unread: the
-// managed fields and labels a full decode would build, for a thousand
-// Leases every second, only to drop them. ok is false when b is not protobuf
-// (an API server that answered JSON): the caller decodes it in full.
-func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err error) {
+// leaseListMessage takes the LeaseList message out of the API server's
+// protobuf envelope (a slice of b). ok is false when b is not a LeaseList
+// in protobuf (an API server that answered JSON, another kind): the caller
+// decodes it in full.
+func leaseListMessage(b []byte) (raw []byte, ok bool, err error) {
 	if !bytes.HasPrefix(b, protobufMagic) {
 		return nil, false, nil
 	}
@@ -65,11 +63,17 @@ func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err erro
 	} else if kind, err := field(tm, typeMetaKind); err != nil || string(kind) != "LeaseList" {
 		return nil, false, nil // another kind: the full decode says what
 	}
-	raw, err := field(env, unknownRaw)
+	raw, err = field(env, unknownRaw)
 	if err != nil {
 		return nil, true, fmt.Errorf("the Lease list's envelope: %w", err)
 	}
-	err = each(raw, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	return raw, true, nil
+}
+
+// eachLeaseItem calls f with each Lease message of a LeaseList message,
+// in order; a list that says it has more pages is refused.
+func eachLeaseItem(raw []byte, f func(item []byte) error) error {
+	err := each(raw, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
@@ -82,17 +86,65 @@ func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err erro
 		if num != leaseListItems {
 			return nil
 		}
-		l, err := decodeLease(v)
-		if err != nil {
-			return err
-		}
-		leases = append(leases, l)
-		return nil
+		return f(v)
 	})
 	if err != nil {
-		return nil, true, fmt.Errorf("the Lease list: %w", err)
+		return fmt.Errorf("the Lease list: %w", err)
+	}
+	return nil
+}
+
+// decodeLeaseList reads a LeaseList in the API server's protobuf encoding
+// and keeps of each Lease only what slimLease keeps (name, namespace, UID,
+// resourceVersion, holder, renewal time), skipping the rest unread: the
+// managed fields and labels a full decode would build, only to drop them.
+// ok is false when b is not protobuf: the caller decodes it in full.
+func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err error) {
+	raw, ok, err := leaseListMessage(b)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	err = eachLeaseItem(raw, func(item []byte) error {
+		l, err := decodeLease(item)
+		leases = append(leases, l)
+		return err
+	})
+	if err != nil {
+		return nil, true, err
 	}
 	return leases, true, nil
+}
+
+// leaseIdentity reads a Lease message's namespace, name and
+// resourceVersion, as slices of b: enough to know a Lease listed again
+// unchanged, without building it.
+func leaseIdentity(b []byte) (namespace, name, resourceVersion []byte, err error) {
+	err = each(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num != leaseMetadata {
+			return nil
+		}
+		if err := wantType(num, typ, protowire.BytesType); err != nil {
+			return err
+		}
+		return each(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
+			switch num {
+			case metaName, metaNamespace, metaResourceVersion:
+				if err := wantType(num, typ, protowire.BytesType); err != nil {
+					return err
+				}
+			}
+			switch num {
+			case metaName:
+				name = v
+			case metaNamespace:
+				namespace = v
+			case metaResourceVersion:
+				resourceVersion = v
+			}
+			return nil
+		})
+	})
+	return namespace, name, resourceVersion, err
 }
 
 // wantType refuses a known field sent with another wire type, as the full
@@ -248,27 +300,34 @@ func each(b []byte, f func(protowire.Number, protowire.Type, []byte) error) erro
 var errLeaseListPaged = errors.New("the Lease list came in pages although none was asked for")
 
 // listLeases lists the node Leases, a consistent read (no
-// resourceVersion). Through a real REST client it reads the response's
-// bytes itself (decodeLeaseList); a fake client's typed List otherwise.
-func listLeases(ctx context.Context, rci rest.Interface, typed coordinationclient.LeaseInterface) (*coordinationv1.LeaseList, error) {
+// resourceVersion), and returns the LeaseList message in protobuf. Through
+// a real REST client it is the API server's answer read into buf (the
+// slice is valid until buf is used again): one buffer for every list, and
+// nothing decoded here. An answer in JSON, or a fake client's typed List,
+// is encoded as the API server would have sent it.
+func listLeases(ctx context.Context, rci rest.Interface, typed coordinationclient.LeaseInterface, buf *bytes.Buffer) ([]byte, error) {
 	rc, ok := rci.(*rest.RESTClient)
 	if !ok || rc == nil {
-		return typed.List(ctx, metav1.ListOptions{})
+		l, err := typed.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return l.Marshal()
 	}
-	res := rc.Get().Namespace(corev1.NamespaceNodeLease).Resource("leases").Do(ctx)
-	if err := res.Error(); err != nil {
+	body, err := rc.Get().Namespace(corev1.NamespaceNodeLease).Resource("leases").Stream(ctx)
+	if err != nil {
 		return nil, err // the server's Status decoded: a 403 says who may not
 	}
-	b, err := res.Raw()
+	buf.Reset()
+	_, err = buf.ReadFrom(body)
+	_ = body.Close()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the Lease list: %w", err)
 	}
-	items, ok, err := decodeLeaseList(b)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		return &coordinationv1.LeaseList{Items: items}, nil
+	b := buf.Bytes()
+	raw, ok, err := leaseListMessage(b)
+	if ok || err != nil {
+		return raw, err
 	}
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, &coordinationv1.LeaseList{})
 	if err != nil {
@@ -278,5 +337,5 @@ func listLeases(ctx context.Context, rci rest.Interface, typed coordinationclien
 	if !ok {
 		return nil, fmt.Errorf("the Lease list: got a %T", obj)
 	}
-	return l, nil
+	return l.Marshal()
 }

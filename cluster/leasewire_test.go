@@ -229,8 +229,22 @@ func TestListLeasesKeepsTheServersRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = listLeases(context.Background(), cs.CoordinationV1().RESTClient(), cs.CoordinationV1().Leases(corev1.NamespaceNodeLease))
+	_, err = listLeases(context.Background(), cs.CoordinationV1().RESTClient(), cs.CoordinationV1().Leases(corev1.NamespaceNodeLease), &bytes.Buffer{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `User "system:serviceaccount:x:bmcfence" cannot list`) {
 		t.Errorf("listLeases = %v, want the server's Forbidden, saying who", err)
 	}
+}
+
+// leaseItems reads each Lease of a LeaseList message as the poller does.
+func leaseItems(t *testing.T, raw []byte) []coordinationv1.Lease {
+	t.Helper()
+	var out []coordinationv1.Lease
+	if err := eachLeaseItem(raw, func(item []byte) error {
+		l, err := decodeLease(item)
+		out = append(out, l)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
