@@ -325,7 +325,7 @@ func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 	// rebuilt with the rest: a Lease renewal (every node, every 10 s)
 	// changes nothing else, and must not cost a rebuild (the node's pods
 	// and VolumeAttachments, its blockers sorted).
-	info.View.HeartbeatAt, info.View.RenewedAt = e.obs.heartbeatAt, e.obs.renewedAt
+	info.View.HeartbeatAt, info.View.HeartbeatFrom, info.View.RenewedAt = e.obs.heartbeatAt, e.obs.heartbeatFrom, e.obs.renewedAt
 	// Judged at every read: a mark expires with time, not with an event.
 	// The runner re-reads every node at least every 30 s (fence's resync).
 	info.View.Maintenance, info.View.MaintenanceExpired = e.obs.maintenance.at(c.clock.Now())
@@ -573,7 +573,9 @@ func (c *Cluster) observeLease(obj any) {
 	e := c.entryLocked(l.Name, now)
 	// A renewal changes only the signs of life, which infoLocked reads
 	// from the observation: the built view stays.
-	beat := e.obs.observeLease(l, now)
+	// The list being taken in has not been stamped yet: freshAt is the
+	// start of the one before it.
+	beat := e.obs.observeLease(l, now, c.freshAt)
 	c.mu.Unlock()
 	if beat {
 		c.notify(l.Name)

@@ -14,6 +14,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bmcfence/bmcfence/fence"
 )
 
 // recordingHandler writes down each handler call as "add w1 (initial)",
@@ -165,6 +167,45 @@ func TestALeaseListStampsItsStart(t *testing.T) {
 	}
 	if got := h.c.APIFreshAt(); !got.Equal(at(10 * time.Second)) {
 		t.Errorf("APIFreshAt = %v after a failed list, want the last good list's start +10s", got)
+	}
+}
+
+// A renewal a list brings in is placed after the start of the last
+// complete list before it (HeartbeatFrom): it was not in that one. The
+// first list places nothing, and a Ready heartbeat from the Node watch
+// places nothing either.
+func TestALeaseListPlacesARenewalAfterTheListBeforeIt(t *testing.T) {
+	h := newHarness(t)
+	p := h.leasePoller()
+	renew := at(0)
+	p.list = typedList(func(context.Context) (*coordinationv1.LeaseList, error) {
+		h.clock.Step(time.Second) // the list takes 1 s
+		return &coordinationv1.LeaseList{Items: []coordinationv1.Lease{*lease("w1", renew)}}, nil
+	})
+	h.deliver(node("w1", ready(at(0))))
+	poll := func(start time.Duration) fence.NodeView {
+		t.Helper()
+		h.clock.SetTime(at(start))
+		if _, err := p.poll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return h.view("w1").View
+	}
+	if v := poll(10 * time.Second); !v.HeartbeatFrom.IsZero() {
+		t.Errorf("the first list placed its renewal from %v, want nowhere", v.HeartbeatFrom)
+	}
+	renew = at(12 * time.Second)
+	v := poll(13 * time.Second) // failed or not, lists in between change nothing: this one follows +10s
+	if !v.HeartbeatAt.Equal(at(14*time.Second)) || !v.HeartbeatFrom.Equal(at(10*time.Second)) {
+		t.Errorf("a renewal brought in by the list of +13s..+14s: HeartbeatAt %v, HeartbeatFrom %v; want +14s and the list before's start +10s", v.HeartbeatAt, v.HeartbeatFrom)
+	}
+	if v := poll(15 * time.Second); !v.HeartbeatFrom.Equal(at(10 * time.Second)) {
+		t.Errorf("a list with no renewal moved HeartbeatFrom to %v", v.HeartbeatFrom)
+	}
+	h.clock.SetTime(at(20 * time.Second))
+	h.deliver(node("w1", ready(at(19*time.Second))))
+	if v := h.view("w1").View; !v.HeartbeatAt.Equal(at(20*time.Second)) || !v.HeartbeatFrom.IsZero() {
+		t.Errorf("after a Ready heartbeat: HeartbeatAt %v, HeartbeatFrom %v; want +20s and nowhere", v.HeartbeatAt, v.HeartbeatFrom)
 	}
 }
 

@@ -57,6 +57,11 @@ type observation struct {
 	// of the node (or its Lease) counts, so a restarted agent judges silence
 	// only from its own start.
 	heartbeatAt time.Time
+	// heartbeatFrom: the earliest that sign of life can have been written
+	// (fence.NodeView.HeartbeatFrom): for a Lease renewal, the start of the
+	// last complete list before the one that brought it in; zero for a
+	// Ready heartbeat (the Node watch places nothing) and a first sighting.
+	heartbeatFrom time.Time
 	// renewedAt: the last time we saw the node renew (a value replacing one
 	// we had seen). Zero until then: a first sighting is no sign of life.
 	renewedAt time.Time
@@ -117,7 +122,9 @@ func newObservation(now time.Time) *observation {
 
 // observeLease takes in a Lease event seen at now and reports whether the
 // node showed a sign of life (its renewTime changed).
-func (o *observation) observeLease(l *coordinationv1.Lease, now time.Time) bool {
+// from is the start of the last complete list of the Leases (zero if none):
+// a renewal this list brings in was not in that one.
+func (o *observation) observeLease(l *coordinationv1.Lease, now, from time.Time) bool {
 	var renew time.Time
 	if l.Spec.RenewTime != nil {
 		renew = l.Spec.RenewTime.Time
@@ -126,7 +133,7 @@ func (o *observation) observeLease(l *coordinationv1.Lease, now time.Time) bool 
 	if !news {
 		return false
 	}
-	o.heartbeatAt = now
+	o.heartbeatAt, o.heartbeatFrom = now, from
 	if renewal {
 		o.renewedAt = now
 	}
@@ -138,7 +145,7 @@ func (o *observation) observeLease(l *coordinationv1.Lease, now time.Time) bool 
 func (o *observation) observeNode(n *corev1.Node, now time.Time) {
 	ready, beat := readiness(n)
 	if news, renewal := o.readyBeat.observe(beat); news {
-		o.heartbeatAt = now
+		o.heartbeatAt, o.heartbeatFrom = now, time.Time{}
 		if renewal {
 			o.renewedAt = now
 		}
@@ -309,6 +316,7 @@ func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, vas []*storag
 		Ready:         o.ready,
 		NotReadySince: o.notReadySince,
 		HeartbeatAt:   o.heartbeatAt,
+		HeartbeatFrom: o.heartbeatFrom,
 		RenewedAt:     o.renewedAt,
 		Excluded:      n.Labels[LabelExclude] == LabelExcludeValue,
 		Taint:         TaintStateOf(n),

@@ -20,6 +20,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
+	"github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // writeBackoff paces retries of a node write that lost a race against an
@@ -329,6 +330,12 @@ func (c *Cluster) RemoveTaint(ctx context.Context, node, token string) error {
 		}
 		p := &nodePatch{Metadata: nodePatchMeta{Annotations: map[string]*string{AnnotationTaintOwner: nil}}}
 		if i := ourTaintIndex(n); i >= 0 && mark == TaintOwnerMark(n.Spec.Taints[i]) {
+			// The engine decided on its view (Ready, renewed after our
+			// taint); a view that lags may show Ready after the node died
+			// again. The server's node, read for this write, must agree.
+			if ready, _ := readiness(n); ready != fence.ReadyTrue && !mutant.On(mutant.UntaintServerReady) {
+				return nil, fmt.Errorf("node %s: not removing our taint: the API server has the node Ready=%s (our view lags)", node, ready)
+			}
 			p.Spec = &nodePatchSpec{Taints: append(append([]corev1.Taint{}, n.Spec.Taints[:i]...), n.Spec.Taints[i+1:]...)}
 		} else {
 			c.log.Info("removing a stale taint-owner annotation (our taint is gone)", zap.String("node", node))

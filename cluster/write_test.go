@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -401,7 +402,7 @@ func TestRemoveTaint(t *testing.T) {
 		wantTaints []corev1.Taint
 	}{{
 		name: "ours: taint and annotation go in one write, other taints stay",
-		node: node("w1", withTaint(otherTaint), withTaint(oos), ownedByUs()), wantVerbs: []string{"get", "patch"},
+		node: node("w1", withTaint(otherTaint), withTaint(oos), ownedByUs(), ready(at(0))), wantVerbs: []string{"get", "patch"},
 		wantTaints: []corev1.Taint{otherTaint},
 	}, {
 		name: "a foreign taint is never removed",
@@ -436,8 +437,41 @@ func TestRemoveTaint(t *testing.T) {
 	}
 }
 
+// The engine removes our taint when its view has the node Ready with a
+// renewal after the taint; a view that lags (a stalled watch) may still
+// show Ready after the node died again. The write reads the node from the
+// server for its fencing token anyway: our taint goes only if the server
+// has the node Ready too. (The simulation found it: a node back after its
+// fence renews, loses power, and the view stalls while the untaint write
+// is refused; when writes work again the stale view untaints it.)
+func TestRemoveTaintNeedsTheServersReady(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		cond      nodeOpt
+		wantTaint bool
+	}{
+		{"Ready on the server: removed", ready(at(0)), false},
+		{"Unknown on the server: kept", readyUnknown(at(0)), true},
+		{"NotReady on the server: kept", notReady(at(0)), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, node("w1", withTaint(oos), ownedByUs(), withState(token), tt.cond))
+			err := h.c.RemoveTaint(context.Background(), "w1", token)
+			if got := HasOutOfServiceTaint(serverNode(t, h, "w1")); got != tt.wantTaint {
+				t.Fatalf("RemoveTaint = %v; tainted after it: %v, want %v", err, got, tt.wantTaint)
+			}
+			if tt.wantTaint && (err == nil || !strings.Contains(err.Error(), "Ready")) {
+				t.Errorf("RemoveTaint = %v, want an error that says the node is not Ready on the server", err)
+			}
+			if !tt.wantTaint && err != nil {
+				t.Errorf("RemoveTaint = %v", err)
+			}
+		})
+	}
+}
+
 func TestRemoveTaintIsIdempotent(t *testing.T) {
-	h := newHarness(t, node("w1", withTaint(oos), ownedByUs(), withState(token)))
+	h := newHarness(t, node("w1", withTaint(oos), ownedByUs(), withState(token), ready(at(0))))
 	for range 3 {
 		if err := h.c.RemoveTaint(context.Background(), "w1", token); err != nil {
 			t.Fatal(err)

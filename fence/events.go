@@ -3,6 +3,8 @@ package fence
 import (
 	"fmt"
 	"time"
+
+	unitmutant "github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // Power events (docs/safety.md, "Power events"). A power-off event the
@@ -41,14 +43,15 @@ func (st *stepper) offEventWhy(fleet bool) string {
 		return fmt.Sprintf("the event names system %q, not the node's (%q)", ev.System, n.BMCSystem)
 	}
 	if Enabled(CheckEventFresh) {
+		life := lifeFrom(&n)
 		switch {
 		case ev.Replay:
 			return "the event was replayed on a reconnect"
 		case ev.AfterGap:
 			return "the stream lost events before it"
-		case n.HeartbeatAt.IsZero() || !ev.Received.After(n.HeartbeatAt):
+		case life.IsZero() || !ev.Received.After(life):
 			return "the event came before the node's last sign of life"
-		case ev.ConnectedAt.IsZero() || ev.ConnectedAt.After(n.HeartbeatAt):
+		case ev.ConnectedAt.IsZero() || ev.ConnectedAt.After(life):
 			return "the stream connected after the node's last sign of life"
 		}
 	}
@@ -64,6 +67,35 @@ func (st *stepper) offEventWhy(fleet bool) string {
 		return fmt.Sprintf("the Lease has been silent %s, not yet %s", silent.Round(time.Millisecond), need.Round(time.Millisecond))
 	}
 	return ""
+}
+
+// MaxLifePlacement bounds how early a sign of life may be placed before
+// we took it in, for the event rule (lifeFrom). A Lease list brings a
+// renewal in up to a list period plus the time of two lists after the
+// kubelet wrote it (a second and a half at 1000 nodes); a power-off event
+// received in that window may have come before the renewal or after it.
+// Placing the renewal at the window's start reads the event as after it.
+// That is wrong only if the machine powered off, was powered on, booted
+// and its kubelet renewed within the window: a server's firmware alone
+// takes longer than this bound (and the simulation's machines take at
+// least 6 s). A longer window (a slow list, a view that stalled) is not
+// trusted: the renewal stays where we took it in.
+const MaxLifePlacement = 5 * time.Second
+
+// lifeFrom is when the node's last sign of life is taken to have been
+// written, for ordering a power-off event after it: HeartbeatFrom when it
+// is known and at most MaxLifePlacement before HeartbeatAt, else
+// HeartbeatAt (the safe reading: a renewal we cannot place before the event
+// may have come after it).
+func lifeFrom(n *NodeView) time.Time {
+	f := n.HeartbeatFrom
+	if f.IsZero() || f.After(n.HeartbeatAt) {
+		return n.HeartbeatAt
+	}
+	if n.HeartbeatAt.Sub(f) > MaxLifePlacement && !unitmutant.On(unitmutant.LifePlacementBound) {
+		return n.HeartbeatAt
+	}
+	return f
 }
 
 // eventSilenceNeeded is the silence an event's early start needs: one full
@@ -103,8 +135,12 @@ func (st *stepper) offEventEntry() bool {
 		return false
 	}
 	st.enterSuspect(fmt.Sprintf("power-off event after the Lease was silent for %s", SilentFor(n, st.now).Round(time.Second)))
-	st.event(false, "FencePowerEvent", "the BMC pushed a power-off event for system %s at %s, after the node's last sign of life at %s; reading its power now (the taint still waits for %s of Lease silence)",
-		n.OffEvent.System, stamp(n.OffEvent.Received), stamp(n.HeartbeatAt), st.p.SuspectAfter)
+	life := "at " + stamp(n.HeartbeatAt)
+	if f := lifeFrom(&n); !f.Equal(n.HeartbeatAt) {
+		life = "written after " + stamp(f) + ", taken in at " + stamp(n.HeartbeatAt) + " by a list of the Leases"
+	}
+	st.event(false, "FencePowerEvent", "the BMC pushed a power-off event for system %s at %s, after the node's last sign of life (%s); reading its power now (the taint still waits for %s of Lease silence)",
+		n.OffEvent.System, stamp(n.OffEvent.Received), life, st.p.SuspectAfter)
 	return true
 }
 

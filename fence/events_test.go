@@ -2,6 +2,7 @@ package fence
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -115,6 +116,49 @@ func TestPowerOffEventDoesNotStartAFenceEarlyUnlessEveryRuleHolds(t *testing.T) 
 			out := stepChecked(t, p, State{}, tick(n, now), now)
 			if out.State.Phase != Healthy || has(out, ActReadPower) {
 				t.Fatalf("phase %v actions %v, want Healthy and nothing", out.State.Phase, kinds(out))
+			}
+		})
+	}
+}
+
+// A renewal brought in by a Lease list was written after the start of the
+// list before it (HeartbeatFrom): a power-off event received in between is
+// ordered after it, if that window is at most MaxLifePlacement. The stream
+// must have been connected before the window, and a longer window (a slow
+// list, a stalled view) places the renewal where we took it in.
+func TestPowerOffEventOrderedByTheRenewalsLifePlacement(t *testing.T) {
+	p := DefaultPolicy()
+	now := at(sec(14)) // 13 s after the renewal was taken in at +1 s
+	const unplaced = time.Duration(-1 << 62)
+	for _, c := range []struct {
+		name  string
+		from  time.Duration // HeartbeatFrom; the renewal is taken in at +1 s
+		event time.Duration // received
+		conn  time.Duration // stream connected
+		early bool
+	}{
+		{"an event inside the list window", 0, sec(0.5), -time.Minute, true},
+		{"an event before the window", 0, -sec(0.5), -time.Minute, false},
+		{"a stream connected inside the window", 0, sec(0.5), sec(0.2), false},
+		{"a window of exactly MaxLifePlacement", sec(1) - MaxLifePlacement, sec(0.5), -time.Minute, true},
+		{"a window longer than MaxLifePlacement", sec(1) - MaxLifePlacement - time.Millisecond, sec(0.5), -time.Minute, false},
+		{"no placement known", unplaced, sec(0.5), -time.Minute, false},
+		{"a placement after the renewal was taken in", sec(2), sec(0.5), -time.Minute, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := view(heartbeat(sec(1)), notReady(0), offEvent(c.event))
+			n.OffEvent.ConnectedAt = at(c.conn)
+			if c.from != unplaced {
+				n.HeartbeatFrom = at(c.from)
+			}
+			out := stepChecked(t, p, State{}, tick(n, now), now)
+			if got := out.State.Phase == Suspect && has(out, ActReadPower); got != c.early {
+				t.Fatalf("phase %v actions %v; want an early start: %v", out.State.Phase, kinds(out), c.early)
+			}
+			for _, a := range out.Actions {
+				if a.Kind == ActEvent && a.Event.Reason == "FencePowerEvent" && !strings.Contains(a.Event.Message, "written after") {
+					t.Errorf("the Event does not say where the renewal was placed: %s", a.Event.Message)
+				}
 			}
 		})
 	}

@@ -68,6 +68,13 @@ type NodeView struct {
 	// silence only from its own start. Zero means "not observed yet" and is
 	// never taken as silence.
 	HeartbeatAt time.Time
+	// HeartbeatFrom is the earliest moment, on our clock, that the sign of
+	// life HeartbeatAt took in can have been written: for a Lease renewal
+	// brought in by a list, the start of the last list before it (the
+	// renewal was not in that one). Zero when not known (a Ready heartbeat
+	// seen through the Node watch, a first sighting): HeartbeatAt is used.
+	// Only the power-event rule reads it (lifeFrom).
+	HeartbeatFrom time.Time
 	// RenewedAt is when we observed the node actually renew (a renewTime or
 	// heartbeat different from one we had already seen). Zero until then:
 	// the first sighting of a node, which HeartbeatAt counts for silence,

@@ -35,7 +35,7 @@ var (
 
 func (w *World) info(n *Node) runner.NodeInfo {
 	v := fence.NodeView{
-		Ready: n.ready, NotReadySince: n.notReadySince, HeartbeatAt: n.lastObservedHB,
+		Ready: n.ready, NotReadySince: n.notReadySince, HeartbeatAt: n.lastObservedHB, HeartbeatFrom: n.observedFrom,
 		Maintenance: n.Maintenance, Excluded: n.Excluded, Taint: n.taint,
 		Pods: n.pods, VolumeAttachments: n.vas,
 	}
@@ -106,18 +106,21 @@ func (c Cluster) view(n *Node) runner.NodeInfo {
 	v := info.View
 	if a := c.Agent; a != nil {
 		if t, ok := a.absorbed[n]; ok && t.After(v.HeartbeatAt) {
-			v.HeartbeatAt = t
+			v.HeartbeatAt, v.HeartbeatFrom = t, time.Time{} // its own read places nothing
 		}
 	}
 	if !v.HeartbeatAt.After(since) {
-		v.HeartbeatAt, v.RenewedAt = since, time.Time{}
+		v.HeartbeatAt, v.HeartbeatFrom, v.RenewedAt = since, time.Time{}, time.Time{}
 	} else {
 		v.RenewedAt = v.HeartbeatAt
+	}
+	if v.HeartbeatFrom.Before(since) {
+		v.HeartbeatFrom = time.Time{} // a list before this process started
 	}
 	if v.Ready != fence.ReadyTrue && v.NotReadySince.Before(since) {
 		v.NotReadySince = since
 	}
-	v.HeartbeatAt, v.RenewedAt, v.NotReadySince = shift(v.HeartbeatAt, c.Skew), shift(v.RenewedAt, c.Skew), shift(v.NotReadySince, c.Skew)
+	v.HeartbeatAt, v.HeartbeatFrom, v.RenewedAt, v.NotReadySince = shift(v.HeartbeatAt, c.Skew), shift(v.HeartbeatFrom, c.Skew), shift(v.RenewedAt, c.Skew), shift(v.NotReadySince, c.Skew)
 	if v.PlannedReboot {
 		// The observation builder: when this process first saw the
 		// signal, on its clock.
@@ -181,11 +184,12 @@ func (c Cluster) APIFreshAt() time.Time {
 func (c Cluster) Changed() <-chan string { return c.W.changed }
 
 var (
-	errNoTaint   = errors.New("simulated: not force-deleting pods: the node has no out-of-service taint")
-	errConflicts = errors.New("simulated: the node kept changing under us (409 ten times)")
-	errAPI       = errors.New("simulated API server error (503)")
-	errWrite     = errors.New("simulated API server refusing writes (etcd: mvcc: database space exceeded)")
-	errNotFound  = errors.New("simulated API server: node not found (404)")
+	errNoTaint          = errors.New("simulated: not force-deleting pods: the node has no out-of-service taint")
+	errConflicts        = errors.New("simulated: the node kept changing under us (409 ten times)")
+	errAPI              = errors.New("simulated API server error (503)")
+	errWrite            = errors.New("simulated API server refusing writes (etcd: mvcc: database space exceeded)")
+	errNotFound         = errors.New("simulated API server: node not found (404)")
+	errNotReadyOnServer = errors.New("simulated: not removing our taint: the API server has the node not Ready (our view lags)")
 )
 
 func (w *World) apiFails() bool { return w.apiErrorRate > 0 && w.rng.Float64() < w.apiErrorRate }
@@ -313,7 +317,7 @@ func (c Cluster) absorb(n *Node) {
 // (a paused process's informers hold what they had when it stalled).
 // Called with w.mu held.
 func (c Cluster) seen(n *Node) time.Time {
-	seen := n.lastObservedHB
+	seen := n.viewBeat // the server's time of what the view holds
 	if a := c.Agent; a != nil && a.stale != nil {
 		if t, ok := a.stale[n.Name]; ok {
 			seen = t
@@ -442,6 +446,11 @@ func (c Cluster) RemoveTaint(_ context.Context, node, tok string) error {
 	return c.guardedWrite(node, tok, "untaint", func(n *Node) error {
 		if n.taint == fence.TaintAbsent {
 			return nil // already gone: removal is idempotent
+		}
+		if n.taint == fence.TaintOurs && n.ready != fence.ReadyTrue {
+			// cluster.RemoveTaint: the server's node, read for the
+			// write, must be Ready too (the view may lag).
+			return errNotReadyOnServer
 		}
 		w.checkUntaint(n)
 		if n.taint == fence.TaintOurs {

@@ -472,7 +472,7 @@ func (s *Sim) pause(a *Agent, node string, p *PausePlan) {
 	a.paused = true
 	a.stale = make(map[string]time.Time, len(s.W.Nodes))
 	for _, n := range s.W.Nodes {
-		a.stale[n.Name] = n.lastObservedHB
+		a.stale[n.Name] = n.viewBeat
 	}
 	s.W.mu.Unlock()
 	s.fault(faultFailover)

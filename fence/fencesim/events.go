@@ -21,8 +21,9 @@ import (
 // Lease has been silent for suspectAfter (counted from the last renewal the
 // informers delivered: a renewal a frozen view hides is the frozen-view
 // premise, hidden from any agent) needs a true, live power-off event of the
-// node's own machine delivered after that renewal, and that silence at
-// least eventSilence. What the event path may change is when a machine that
+// node's own machine delivered after that renewal was written (with Lease
+// lists the view takes it in up to a list period and a list later), and
+// that silence at least eventSilence. What the event path may change is when a machine that
 // is off gets our ForceOff; the taint rules are judged as before.
 
 // faultEvents is the fault class of the world's power events.
@@ -152,7 +153,9 @@ func (w *World) judgeEarly(n *Node, now time.Time) string {
 		return sprintf("ForceOff after only %s of Lease silence (suspectAfter %s, eventSilence %s): before a missed renewal, no event may start a fence",
 			silence, p.SuspectAfter, p.EventSilence)
 	}
-	if t := n.Host.events.trueOffAt; t.IsZero() || t.Before(n.lastObservedHB) {
+	// After the renewal the view holds, as the kubelet wrote it (with
+	// Lease lists it is taken in later: an event between the two is news).
+	if t := n.Host.events.trueOffAt; t.IsZero() || t.Before(n.viewBeat) {
 		last := "none"
 		if !t.IsZero() {
 			last = "+" + t.Sub(w.start).String()
@@ -164,6 +167,11 @@ func (w *World) judgeEarly(n *Node, now time.Time) string {
 		return msg
 	}
 	w.quirk(faultEvents + "/ForceOff before suspectAfter on a true event")
+	if t := n.Host.events.trueOffAt; !t.After(n.lastObservedHB) {
+		// Ordered after a renewal our lists delivered later than the
+		// event (fence.NodeView.HeartbeatFrom).
+		w.quirk(faultEvents + "/ForceOff before suspectAfter on a true event received before its renewal was listed")
+	}
 	return ""
 }
 

@@ -114,6 +114,9 @@ func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 	if w.EnableEvents(seed) {
 		defer func() { plan = append(plan, "power events on") }()
 	}
+	if lists := w.EnableLeaseLists(seed); lists != "" {
+		defer func() { plan = append(plan, lists) }()
+	}
 	var skew time.Duration
 	if rng.IntN(3) == 0 {
 		skew = time.Duration(rng.IntN(61)-30) * time.Second

@@ -356,7 +356,15 @@ type Node struct {
 	state          string
 	request        *pendingRequest
 	stateWrites    int
-	lastObservedHB time.Time // the last heartbeat our informers delivered
+	lastObservedHB time.Time // when our informers delivered the last heartbeat (a list's end)
+	// viewBeat is the server's time of the heartbeat the view holds (the
+	// kubelet's write): lastObservedHB or earlier, with Lease lists.
+	viewBeat time.Time
+	// observedFrom is the start of the last complete list before the one
+	// that delivered it (NodeView.HeartbeatFrom); zero in a live view.
+	observedFrom time.Time
+	// listed is the heartbeat the list under way read.
+	listed time.Time
 
 	// The agents' view while the API view is frozen.
 	frozen *runner.NodeInfo
@@ -440,6 +448,16 @@ type World struct {
 	writesFail   bool
 	frozenSince  time.Time // zero: the view is live
 	lastFresh    time.Time
+
+	// Lease lists (cluster/leasepoll.go: the agent lists the node Leases
+	// every period instead of watching them). leaseListEvery is the time
+	// from one list's end to the next one's start, zero for a live view
+	// (every heartbeat delivered in the second it is written);
+	// leaseListTook a list's duration. listStart is the list under way
+	// (zero: none), listedStart the last complete list's start (the view's
+	// freshness), listEnded its end.
+	leaseListEvery, leaseListTook     time.Duration
+	listStart, listedStart, listEnded time.Time
 
 	// Licences from humans (oracle.go): a fence request taken fresh (its
 	// power-off of a live node is allowed) and a confirm taken fresh
@@ -543,7 +561,7 @@ func (w *World) newNode(name, zone string, m *Machine) *Node {
 	now := w.now()
 	n := &Node{
 		Name: name, Zone: zone, Host: m, BMC: m.BMC, SystemUUID: m.UUID, HasBMC: true, KubeletEnabled: true,
-		created: now, lastBeat: now, leaseAt: now, statusAt: now, renewing: true, ready: fence.ReadyTrue, pods: 2, vas: 1, lastObservedHB: now,
+		created: now, lastBeat: now, leaseAt: now, statusAt: now, renewing: true, ready: fence.ReadyTrue, pods: 2, vas: 1, lastObservedHB: now, viewBeat: now,
 	}
 	w.Nodes = append(w.Nodes, n)
 	w.byName[name] = n
@@ -773,10 +791,7 @@ func (w *World) Advance() {
 		}
 	}
 	if w.frozenSince.IsZero() {
-		w.lastFresh = now
-		for _, n := range w.Nodes {
-			n.lastObservedHB = n.lastBeat
-		}
+		w.listLeases(now)
 	}
 	for _, a := range w.agents {
 		if !a.paused {
@@ -785,6 +800,62 @@ func (w *World) Advance() {
 	}
 	w.advanceEvents(now)
 	w.checkKeepOff(now)
+}
+
+// SetLeaseLists makes the agents' view of the heartbeats a list every
+// `every` (after the last one ended) taking `took`, as the real agent's
+// Lease poller; every 0 keeps the view live.
+func (w *World) SetLeaseLists(every, took time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.leaseListEvery, w.leaseListTook = every, took
+}
+
+// EnableLeaseLists makes the agents' view Lease lists in three scenarios
+// of four a seed makes (a list every 1, 2 or 4 s, taking 0 or 1 s: up to
+// fence.MaxLifePlacement between a renewal's placement and its delivery),
+// with its own random source so that the rest of the scenario is the one
+// the seed made before; the others keep a live view. It returns the plan's
+// line, "" for a live view.
+func (w *World) EnableLeaseLists(seed uint64) string {
+	rng := rand.New(rand.NewPCG(seed, 0x1ea5e1157))
+	if rng.IntN(4) == 0 {
+		return ""
+	}
+	every := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}[rng.IntN(3)]
+	took := time.Duration(rng.IntN(2)) * time.Second
+	w.SetLeaseLists(every, took)
+	return fmt.Sprintf("Lease lists every %s, taking %s", every, took)
+}
+
+// listLeases runs the agents' view of the heartbeats for this second: a
+// live view takes in every heartbeat now; lists read the server when they
+// start and deliver at their end, a renewal stamped then and placed after
+// the start of the list before (observedFrom), the view fresh as of the
+// list's start. Under the world's lock, while the view is not frozen.
+func (w *World) listLeases(now time.Time) {
+	if w.leaseListEvery <= 0 {
+		w.lastFresh = now
+		for _, n := range w.Nodes {
+			n.lastObservedHB, n.viewBeat, n.observedFrom = n.lastBeat, n.lastBeat, time.Time{}
+		}
+		return
+	}
+	if w.listStart.IsZero() && (w.listEnded.IsZero() || now.Sub(w.listEnded) >= w.leaseListEvery) {
+		w.listStart = now
+		for _, n := range w.Nodes {
+			n.listed = n.lastBeat
+		}
+	}
+	if w.listStart.IsZero() || now.Before(w.listStart.Add(w.leaseListTook)) {
+		return
+	}
+	for _, n := range w.Nodes {
+		if n.listed.After(n.viewBeat) {
+			n.lastObservedHB, n.viewBeat, n.observedFrom = now, n.listed, w.listedStart
+		}
+	}
+	w.lastFresh, w.listedStart, w.listEnded, w.listStart = w.listStart, w.listStart, now, time.Time{}
 }
 
 // statusUpdate is the kubelet's node status update on the server: a new
@@ -850,6 +921,7 @@ func (w *World) FreezeAPI() {
 		return
 	}
 	w.frozenSince = w.now()
+	w.listStart = time.Time{} // a list under way never returns
 	for _, n := range w.Nodes {
 		info := w.info(n)
 		n.frozen = &info
@@ -867,7 +939,12 @@ func (w *World) ThawAPI() {
 	now := w.now()
 	for _, n := range w.Nodes {
 		if n.lastBeat.After(w.frozenSince) {
-			n.lastObservedHB = now
+			// Taken in now; with lists, placed after the last list
+			// before the stall, as the real poller places it.
+			n.lastObservedHB, n.viewBeat, n.observedFrom = now, n.lastBeat, w.listedStart
+			if w.leaseListEvery <= 0 {
+				n.observedFrom = time.Time{}
+			}
 		}
 		if !n.plannedAt.IsZero() && n.plannedSeenAt.IsZero() {
 			n.plannedSeenAt = now
@@ -882,6 +959,9 @@ func (w *World) ThawAPI() {
 	}
 	w.frozenSince = time.Time{}
 	w.lastFresh = now
+	if w.leaseListEvery > 0 {
+		w.listedStart, w.listEnded = now, now // a list at once, as the poller's first after a stall
+	}
 }
 
 // SetAPIErrorRate makes that fraction of API calls fail.

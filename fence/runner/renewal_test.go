@@ -15,7 +15,10 @@ import (
 // each makes two views differ. A field added to NodeView (or PowerEvent)
 // and forgotten in sameButSignsOfLife fails here, naming it.
 func TestSameButSignsOfLifeSeesEveryField(t *testing.T) {
-	signsOfLife := map[string]bool{"HeartbeatAt": true, "RenewedAt": true}
+	// HeartbeatFrom moves with HeartbeatAt: where a listed renewal is
+	// placed for ordering an event, which a renewal just taken in cannot
+	// make act (its silence starts again).
+	signsOfLife := map[string]bool{"HeartbeatAt": true, "RenewedAt": true, "HeartbeatFrom": true}
 	var leaves func(typ reflect.Type, path []int, name string)
 	n := 0
 	leaves = func(typ reflect.Type, path []int, name string) {

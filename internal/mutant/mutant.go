@@ -111,6 +111,18 @@ const (
 	// when deciding, after the view: a list completing in between pairs an
 	// old renewal with a newer proof.
 	FreshBeforeView Name = "fresh-before-view"
+	// LifePlacementBound: a power-off event is ordered after a Lease
+	// renewal placed at the start of the list before the one that
+	// brought it in only when that window is at most
+	// fence.MaxLifePlacement. The mutant places it there whatever the
+	// window: after a stalled view, an event from before a reboot that
+	// the renewal followed would start a fence early.
+	LifePlacementBound Name = "life-placement-bound"
+	// UntaintServerReady: our taint is removed only if the node, read
+	// from the API server for the write, is Ready. The mutant removes it
+	// on the engine's view alone, which may lag behind a node that died
+	// again.
+	UntaintServerReady Name = "untaint-server-ready"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -141,5 +153,7 @@ func All() []Mutant {
 		{Name: QuietRenewalsOnly, Packages: []string{"./fence/runner"}, Run: "QuietNodesRenewals"},
 		{Name: LeaseListStart, Packages: []string{"./cluster"}, Run: "LeaseList"},
 		{Name: FreshBeforeView, Packages: []string{"./fence/runner"}, Run: "FreshnessProof"},
+		{Name: LifePlacementBound, Packages: []string{"./fence"}, Run: "LifePlacement"},
+		{Name: UntaintServerReady, Packages: []string{"./cluster"}, Run: "RemoveTaint"},
 	}
 }
