@@ -204,7 +204,9 @@ func (s *Stream) update(f func(*StreamState)) {
 	st := s.state
 	s.mu.Unlock()
 	if s.opts.OnState != nil {
-		s.opts.OnState(st)
+		// Off the held stack (onFreshStack): the agent's callback logs
+		// and tells the runner, which would leave it grown.
+		onFreshStack(func() { s.opts.OnState(st) })
 	}
 }
 

@@ -5,6 +5,7 @@ package redfish_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/redfish"
@@ -88,10 +92,15 @@ func TestConnectedStreamFootprint(t *testing.T) {
 	g0 := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
 	var streams []*redfish.Stream
 	for _, tg := range targets {
 		for range perMock {
-			s, err := redfish.NewStream(tg, redfish.StreamOptions{})
+			// As the agent's power-events manager: every state change
+			// logged (zap's JSON encoder), which takes a deep stack.
+			s, err := redfish.NewStream(tg, redfish.StreamOptions{OnState: func(st redfish.StreamState) {
+				log.Info("BMC event stream "+string(st.Mode), zap.String("uri", st.URI), zap.String("reason", st.Reason), zap.Int("nodes", 1))
+			}})
 			if err != nil {
 				t.Fatal(err)
 			}
