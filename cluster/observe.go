@@ -59,8 +59,11 @@ type observation struct {
 	heartbeatAt time.Time
 	// heartbeatFrom: the earliest that sign of life can have been written
 	// (fence.NodeView.HeartbeatFrom): for a Lease renewal, the start of the
-	// last complete list before the one that brought it in; zero for a
-	// Ready heartbeat (the Node watch places nothing) and a first sighting.
+	// last complete list before the one that brought it in (a Lease first
+	// listed then was not in that list either: it was written, or its
+	// renewal is older, which only places it later than it was); zero for
+	// a Ready heartbeat (the Node watch places nothing) and for what the
+	// process's first list brought in.
 	heartbeatFrom time.Time
 	// renewedAt: the last time we saw the node renew (a value replacing one
 	// we had seen). Zero until then: a first sighting is no sign of life.

@@ -72,7 +72,8 @@ type NodeView struct {
 	// life HeartbeatAt took in can have been written: for a Lease renewal
 	// brought in by a list, the start of the last list before it (the
 	// renewal was not in that one). Zero when not known (a Ready heartbeat
-	// seen through the Node watch, a first sighting): HeartbeatAt is used.
+	// seen through the Node watch, the process's first list): HeartbeatAt
+	// is used.
 	// Only the power-event rule reads it (lifeFrom).
 	HeartbeatFrom time.Time
 	// RenewedAt is when we observed the node actually renew (a renewTime or

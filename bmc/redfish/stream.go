@@ -425,16 +425,18 @@ func (s *Stream) connect(ctx context.Context, ops *Client, uri string) (body io.
 	if t.Auth == bmc.AuthSession {
 		lctx, lcancel := context.WithTimeout(ctx, t.Timeout)
 		cn := &conn{c: ops, ctx: lctx}
-		err := cn.login()
+		lerr := cn.login()
 		lcancel()
-		if err != nil {
-			return nil, nil, nil, s.client.opError(OpEvents, s.client.classify(ctx, err))
+		if lerr != nil {
+			return nil, nil, nil, s.client.opError(OpEvents, s.client.classify(ctx, lerr))
 		}
 		cn.ctx = ctx
 		logout = cn.logout
 		defer func() {
+			// err is the named result: any failure from here on logs
+			// out (logout itself is nil by then).
 			if err != nil {
-				cn.logout() // the named results are nil by now
+				cn.logout()
 			}
 		}()
 		req.Header.Set("X-Auth-Token", cn.token)

@@ -528,6 +528,55 @@ func TestAStreamWithSessionAuthSendsTheTokenResumesAndLogsOut(t *testing.T) {
 	}
 }
 
+// A stream the BMC refuses after the login (a 503, a 404, the wrong
+// Content-Type) logs its session out: each retry would otherwise leave a
+// session behind, and BMCs cap them (the fence's own login then fails).
+// The review of 93794c6 found the leak: the logout on failure looked at a
+// shadowed error.
+func TestAStreamRefusedAfterItsLoginLogsOut(t *testing.T) {
+	for _, answer := range []int{http.StatusServiceUnavailable, http.StatusNotFound, http.StatusOK} {
+		t.Run(http.StatusText(answer), func(t *testing.T) {
+			var (
+				mu       sync.Mutex
+				logins   int
+				logouts  int
+				attempts int
+			)
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case r.Method == http.MethodPost && r.URL.Path == "/redfish/v1/SessionService/Sessions":
+					logins++
+					w.Header().Set("X-Auth-Token", fmt.Sprintf("tok-%d", logins))
+					w.Header().Set("Location", fmt.Sprintf("/redfish/v1/SessionService/Sessions/%d", logins))
+					w.WriteHeader(http.StatusCreated)
+					_, _ = fmt.Fprintf(w, `{"@odata.id":"/redfish/v1/SessionService/Sessions/%d"}`, logins)
+					return
+				case r.Method == http.MethodDelete:
+					logouts++
+					return
+				}
+				if sseDiscovery(w, r) {
+					return
+				}
+				attempts++
+				if answer == http.StatusOK {
+					w.Header().Set("Content-Type", "application/json") // not an event stream
+				}
+				w.WriteHeader(answer)
+			}))
+			t.Cleanup(srv.Close)
+			tg := tlsTarget(t, srv, nil, 5*time.Second)
+			tg.Auth = bmc.AuthSession
+			_, _, _, stop := runStream(t, tg)
+			waitFor(t, "a refused stream", func() bool { mu.Lock(); defer mu.Unlock(); return attempts >= 1 })
+			stop()
+			waitFor(t, "every session logged out", func() bool { mu.Lock(); defer mu.Unlock(); return logouts == logins })
+		})
+	}
+}
+
 func TestAStreamFollowsOnlyASameOriginRedirect(t *testing.T) {
 	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the other origin received %s %s (Authorization %t)", r.Method, r.URL, r.Header.Get("Authorization") != "")

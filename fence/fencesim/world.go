@@ -565,7 +565,9 @@ func (w *World) newNode(name, zone string, m *Machine) *Node {
 	}
 	w.Nodes = append(w.Nodes, n)
 	w.byName[name] = n
-	w.lastFresh = now
+	if w.leaseListEvery <= 0 {
+		w.lastFresh = now // (with lists only a list proves the view fresh)
+	}
 	return n
 }
 
@@ -938,7 +940,10 @@ func (w *World) ThawAPI() {
 	}
 	now := w.now()
 	for _, n := range w.Nodes {
-		if n.lastBeat.After(w.frozenSince) {
+		// With lists, a renewal written after the last list's read and
+		// before the freeze is taken in now too: the view is fresh as of
+		// now only with everything the server holds.
+		if n.lastBeat.After(w.frozenSince) || (w.leaseListEvery > 0 && n.lastBeat.After(n.viewBeat)) {
 			// Taken in now; with lists, placed after the last list
 			// before the stall, as the real poller places it.
 			n.lastObservedHB, n.viewBeat, n.observedFrom = now, n.lastBeat, w.listedStart
