@@ -437,6 +437,25 @@ func TestAStreamToABMCWhoseCertificateFailsItsIdentityIsRefused(t *testing.T) {
 	}
 }
 
+// serveSessions answers a BMC's SessionService: a login (POST) gets token
+// tok-N and session N, a logout (DELETE) is told to logout. It reports
+// whether it answered. The caller holds its lock.
+func serveSessions(w http.ResponseWriter, r *http.Request, logins *int, logout func(path string)) bool {
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/redfish/v1/SessionService/Sessions":
+		*logins++
+		w.Header().Set("X-Auth-Token", fmt.Sprintf("tok-%d", *logins))
+		w.Header().Set("Location", fmt.Sprintf("/redfish/v1/SessionService/Sessions/%d", *logins))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = fmt.Fprintf(w, `{"@odata.id":"/redfish/v1/SessionService/Sessions/%d"}`, *logins)
+		return true
+	case r.Method == http.MethodDelete:
+		logout(r.URL.Path)
+		return true
+	}
+	return false
+}
+
 func TestAStreamWithSessionAuthSendsTheTokenResumesAndLogsOut(t *testing.T) {
 	var (
 		mu       sync.Mutex
@@ -447,17 +466,7 @@ func TestAStreamWithSessionAuthSendsTheTokenResumesAndLogsOut(t *testing.T) {
 	)
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		switch {
-		case r.Method == http.MethodPost && r.URL.Path == "/redfish/v1/SessionService/Sessions":
-			logins++
-			w.Header().Set("X-Auth-Token", fmt.Sprintf("tok-%d", logins))
-			w.Header().Set("Location", fmt.Sprintf("/redfish/v1/SessionService/Sessions/%d", logins))
-			w.WriteHeader(http.StatusCreated)
-			_, _ = fmt.Fprintf(w, `{"@odata.id":"/redfish/v1/SessionService/Sessions/%d"}`, logins)
-			mu.Unlock()
-			return
-		case r.Method == http.MethodDelete:
-			logouts = append(logouts, r.URL.Path)
+		if serveSessions(w, r, &logins, func(path string) { logouts = append(logouts, path) }) {
 			mu.Unlock()
 			return
 		}
@@ -545,16 +554,7 @@ func TestAStreamRefusedAfterItsLoginLogsOut(t *testing.T) {
 			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				defer mu.Unlock()
-				switch {
-				case r.Method == http.MethodPost && r.URL.Path == "/redfish/v1/SessionService/Sessions":
-					logins++
-					w.Header().Set("X-Auth-Token", fmt.Sprintf("tok-%d", logins))
-					w.Header().Set("Location", fmt.Sprintf("/redfish/v1/SessionService/Sessions/%d", logins))
-					w.WriteHeader(http.StatusCreated)
-					_, _ = fmt.Fprintf(w, `{"@odata.id":"/redfish/v1/SessionService/Sessions/%d"}`, logins)
-					return
-				case r.Method == http.MethodDelete:
-					logouts++
+				if serveSessions(w, r, &logins, func(string) { logouts++ }) {
 					return
 				}
 				if sseDiscovery(w, r) {
