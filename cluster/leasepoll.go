@@ -21,10 +21,9 @@ import (
 // 1000 Leases a second up to 4000 nodes (a watch decodes one a node every
 // 10 s: 100 a second at 1000 nodes), a small fleet's renewals
 // are taken in within half a second, and 1000 nodes are listed every
-// second. The period is also the window in which a power-off event cannot
-// be placed after the node's last renewal (docs/safety.md, Power events,
-// rule 2): at 2 s, 13, 10 and 13 of 100 nodes of make scale's power loss
-// lost their event's early start in three runs; at 1 s, 1.
+// second. A renewal is taken in up to a period and a list after it was
+// written; the power-event rule places it at the start of the list before
+// (docs/safety.md, Power events, rule 2; NodeView.HeartbeatFrom).
 const (
 	leaseListCost      = time.Millisecond
 	minLeaseListPeriod = 500 * time.Millisecond
@@ -54,7 +53,7 @@ const (
 // listeners) and most of the agent's CPU at rest (make scale's profiles).
 // A list every second reads each Lease ten times as often but in one
 // response: one wake-up, a millisecond or two of reading
-// (decodeLeaseList).
+// (leaseStore).
 //
 // What it changes in what we know: a renewal is taken in up to a period
 // (plus the list's time) after the kubelet wrote it, and stamped when we

@@ -94,27 +94,6 @@ func eachLeaseItem(raw []byte, f func(item []byte) error) error {
 	return nil
 }
 
-// decodeLeaseList reads a LeaseList in the API server's protobuf encoding
-// and keeps of each Lease only what slimLease keeps (name, namespace, UID,
-// resourceVersion, holder, renewal time), skipping the rest unread: the
-// managed fields and labels a full decode would build, only to drop them.
-// ok is false when b is not protobuf: the caller decodes it in full.
-func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err error) {
-	raw, ok, err := leaseListMessage(b)
-	if !ok || err != nil {
-		return nil, ok, err
-	}
-	err = eachLeaseItem(raw, func(item []byte) error {
-		l, err := decodeLease(item)
-		leases = append(leases, l)
-		return err
-	})
-	if err != nil {
-		return nil, true, err
-	}
-	return leases, true, nil
-}
-
 // leaseIdentity reads a Lease message's namespace, name and
 // resourceVersion, as slices of b: enough to know a Lease listed again
 // unchanged, without building it.

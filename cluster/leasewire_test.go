@@ -235,15 +235,36 @@ func TestListLeasesKeepsTheServersRefusal(t *testing.T) {
 	}
 }
 
-// leaseItems reads each Lease of a LeaseList message as the poller does.
-func leaseItems(t *testing.T, raw []byte) []coordinationv1.Lease {
-	t.Helper()
-	var out []coordinationv1.Lease
-	if err := eachLeaseItem(raw, func(item []byte) error {
+// decodeLeaseList reads a LeaseList in the API server's protobuf encoding
+// as the poller does (leaseListMessage, eachLeaseItem, decodeLease): what
+// the tests compare with the full decode. ok is false when b is not
+// protobuf.
+func decodeLeaseList(b []byte) (leases []coordinationv1.Lease, ok bool, err error) {
+	raw, ok, err := leaseListMessage(b)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	leases, err = decodeLeaseItems(raw)
+	if err != nil {
+		return nil, true, err
+	}
+	return leases, true, nil
+}
+
+func decodeLeaseItems(raw []byte) (out []coordinationv1.Lease, err error) {
+	err = eachLeaseItem(raw, func(item []byte) error {
 		l, err := decodeLease(item)
 		out = append(out, l)
 		return err
-	}); err != nil {
+	})
+	return out, err
+}
+
+// leaseItems reads each Lease of a LeaseList message as the poller does.
+func leaseItems(t *testing.T, raw []byte) []coordinationv1.Lease {
+	t.Helper()
+	out, err := decodeLeaseItems(raw)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -166,7 +166,7 @@ func (st *stepper) eventReadAfter(d time.Duration) time.Duration {
 
 // A live Lease read (docs/safety.md, "Power events: a live Lease read").
 // Our view is proven fresh by the lists of the Leases (APIFreshAt, every
-// 2 s; it was other nodes' Lease events, which come in bunches, while the
+// second at 1000 nodes; it was other nodes' Lease events, which come in bunches, while the
 // Leases were watched): the proof ages by seconds, and the early ForceOff
 // waits for eventSilence plus that age. A read of the node's own Lease from the
 // API server (a quorum read) that started at t and found the renewal our

@@ -232,7 +232,7 @@ func (c *thawAfterRead) Node(name string) (runner.NodeInfo, bool) {
 
 // A step decides on the node's view and on how fresh the view was proven:
 // the proof must be the one that view was read under. The Leases are
-// listed every 2 s, so a list can complete between a step's read of the
+// listed every second or so, so a list can complete between a step's read of the
 // node and its read of the proof; paired the other way round, the step
 // sees an old renewal with a newer proof, and the event's early ForceOff
 // takes the view's silence for a missed renewal. Here n1 renewed at +30 s
