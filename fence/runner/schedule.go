@@ -89,7 +89,8 @@ func (h *dueHeap) Pop() any {
 
 // readyQueue holds the nodes waiting for a worker, in two FIFOs: fences in
 // flight (inFlight: their ForceOff decided or sent, until the taint) are
-// handed out before every other node. A node is in it at most once, and
+// handed out ahead of every other node, three in four turns while others
+// wait (firstShare). A node is in it at most once, and
 // never while a worker syncs it: a change seen meanwhile is remembered
 // (again) and queues it when that sync ends, so a node's Syncs never
 // overlap and no change is lost.
@@ -99,13 +100,28 @@ func (h *dueHeap) Pop() any {
 // plane, 500 live nodes whose Lease renewals came late flipped between
 // Healthy and Suspect every minute, each flip a state write of 1 to 3 s,
 // and a fence in flight waited behind them in one FIFO (issue 22).
+//
+// Strict priority starved the rest in turn: at 1000 nodes × 30 pods a power
+// loss of 100 put 91 fences in flight, each holding a worker through state
+// writes of 4 s on an API server busy with the dead nodes' pods, and nine
+// more suspects waited about 40 s for the worker of their first look (the
+// look that tells a power loss) while the fences kept coming back (issue
+// 19). So while both FIFOs wait, every (firstShare+1)th handout is the
+// rest's.
 type readyQueue struct {
 	first, rest []string
 	queued      map[string]bool
 	running     map[string]bool
 	again       map[string]bool
 	inFlight    func(name string) bool
+	// firstRun counts the fences in flight handed out in a row while the
+	// rest waited.
+	firstRun int
 }
+
+// firstShare is how many fences in flight are handed out in a row while
+// other nodes wait: three quarters of the workers' turns at least.
+const firstShare = 3
 
 func newReadyQueue(inFlight func(name string) bool) *readyQueue {
 	return &readyQueue{queued: map[string]bool{}, running: map[string]bool{}, again: map[string]bool{}, inFlight: inFlight}
@@ -126,12 +142,17 @@ func (q *readyQueue) add(name string) {
 	}
 }
 
+// fromFirst reports whether the next handout is a fence in flight.
+func (q *readyQueue) fromFirst() bool {
+	return len(q.first) > 0 && (len(q.rest) == 0 || q.firstRun < firstShare)
+}
+
 // head is the next node to hand out, if any.
 func (q *readyQueue) head() (string, bool) {
-	if len(q.first) > 0 {
+	switch {
+	case q.fromFirst():
 		return q.first[0], true
-	}
-	if len(q.rest) > 0 {
+	case len(q.rest) > 0:
 		return q.rest[0], true
 	}
 	return "", false
@@ -139,9 +160,16 @@ func (q *readyQueue) head() (string, bool) {
 
 // take marks the head as handed to a worker.
 func (q *readyQueue) take() {
-	fifo := &q.first
-	if len(q.first) == 0 {
-		fifo = &q.rest
+	fifo := &q.rest
+	switch {
+	case !q.fromFirst():
+		q.firstRun = 0
+	case len(q.rest) > 0:
+		fifo = &q.first
+		q.firstRun++
+	default:
+		fifo = &q.first
+		q.firstRun = 0
 	}
 	name := (*fifo)[0]
 	(*fifo)[0] = ""
