@@ -120,7 +120,8 @@ type readyQueue struct {
 }
 
 // firstShare is how many fences in flight are handed out in a row while
-// other nodes wait: three quarters of the workers' turns at least.
+// other nodes wait: at least three of every four handouts (not of the
+// workers: a slower sync holds its worker longer).
 const firstShare = 3
 
 func newReadyQueue(inFlight func(name string) bool) *readyQueue {
@@ -167,9 +168,8 @@ func (q *readyQueue) take() {
 	case len(q.rest) > 0:
 		fifo = &q.first
 		q.firstRun++
-	default:
+	default: // nothing else waits (firstRun is 0 already)
 		fifo = &q.first
-		q.firstRun = 0
 	}
 	name := (*fifo)[0]
 	(*fifo)[0] = ""

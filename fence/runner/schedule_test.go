@@ -80,7 +80,8 @@ func TestDueHeapKeepsOneDueTimePerNodeInOrder(t *testing.T) {
 // flight, each holding a worker for 4 s state writes on a busy API server,
 // and the first looks of nine more suspects (in the second FIFO) waited
 // about 40 s for a worker while the fences kept coming back. Fences in flight
-// still go first, but while the rest wait they get every fourth handout.
+// still go first, but the other nodes waiting get at least every fourth
+// handout.
 func TestReadyQueueServesTheRestWhileFencesInFlightKeepComing(t *testing.T) {
 	q := newReadyQueue(func(n string) bool { return strings.HasPrefix(n, "f") })
 	q.add("suspect")
