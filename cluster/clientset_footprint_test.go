@@ -17,7 +17,7 @@ import (
 // Go binary's touched pages stay resident (the binary's share of the
 // agent's RSS, about 37 MiB in make scale). It builds two programs as the
 // Makefile builds the agent (testdata/clientsetpages: the whole clientset,
-// and a REST client with only the six API groups the agent uses), starts
+// and a REST client with only the seven API groups the agent calls), starts
 // each five times and prints the median:
 //
 //	go test -tags footprint -run ClientsetPages -v ./cluster/
@@ -55,7 +55,7 @@ func TestClientsetPagesAtStart(t *testing.T) {
 		what string
 		f    figures
 		size int64
-	}{{"the whole clientset", full, fullSize}, {"six API groups", groups, groupsSize}} {
+	}{{"the whole clientset", full, fullSize}, {"seven API groups", groups, groupsSize}} {
 		fmt.Printf("clientset pages: %-19s binary %.1f MB, RSS at start %.1f MiB (the binary's pages %.1f, anonymous %.1f)\n",
 			r.what, float64(r.size)/1e6, r.f.rss/1024, r.f.file/1024, r.f.anon/1024)
 	}

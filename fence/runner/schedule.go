@@ -162,14 +162,13 @@ func (q *readyQueue) head() (string, bool) {
 // take marks the head as handed to a worker.
 func (q *readyQueue) take() {
 	fifo := &q.rest
-	switch {
-	case !q.fromFirst():
+	if q.fromFirst() {
+		fifo = &q.first
+		if len(q.rest) > 0 {
+			q.firstRun++
+		}
+	} else {
 		q.firstRun = 0
-	case len(q.rest) > 0:
-		fifo = &q.first
-		q.firstRun++
-	default: // nothing else waits (firstRun is 0 already)
-		fifo = &q.first
 	}
 	name := (*fifo)[0]
 	(*fifo)[0] = ""

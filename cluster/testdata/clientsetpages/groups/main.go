@@ -1,15 +1,17 @@
 // Command groups starts with a REST client and only the API groups the
-// agent reads and writes (core, coordination, storage, policy, apps,
-// events) in its scheme: what a clientset of its own would link. It
+// agent calls (core, coordination, apps, storage, admissionregistration,
+// authentication, authorization) in its scheme: what a clientset of its
+// own would link. It
 // prints its RSS after start (clientset_footprint_test.go).
 package main
 
 import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -21,7 +23,8 @@ import (
 func main() {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme,
-		storagev1.AddToScheme, policyv1.AddToScheme, appsv1.AddToScheme, eventsv1.AddToScheme} {
+		appsv1.AddToScheme, storagev1.AddToScheme, admissionregistrationv1.AddToScheme,
+		authenticationv1.AddToScheme, authorizationv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}
