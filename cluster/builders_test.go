@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bmcfence/bmcfence/fence/runner"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // t0 is where every fake clock starts; whole seconds, because metav1.Time
@@ -203,7 +204,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	clk := clocktesting.NewFakeClock(t0)
-	c, err := New(client, Options{Clock: clk})
+	c, err := New(clientgo.Wrap(client), Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

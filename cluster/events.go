@@ -9,8 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/bmcfence/bmcfence/fence"
@@ -46,11 +45,27 @@ func newEvents(client kube.Interface, component string) *events {
 	ev := &events{waiters: map[string]chan struct{}{}}
 	ev.broadcaster = record.NewBroadcaster(record.WithCorrelatorOptions(eventCorrelation))
 	ev.broadcaster.StartRecordingToSink(flushSink{
-		inner: &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")},
+		inner: eventSink{client.CoreV1()},
 		ev:    ev,
 	})
-	ev.recorder = ev.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+	ev.recorder = ev.broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: component})
 	return ev
+}
+
+// eventSink writes Events as client-go's EventSinkImpl does, each in its
+// own namespace.
+type eventSink struct{ core kube.CoreV1Interface }
+
+func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	return s.core.Events(e.Namespace).Create(context.TODO(), e, metav1.CreateOptions{})
+}
+
+func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	return s.core.Events(e.Namespace).Update(context.TODO(), e, metav1.UpdateOptions{})
+}
+
+func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	return s.core.Events(e.Namespace).Patch(context.TODO(), e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }
 
 // flushSink passes Events to the API server, except flush markers: one

@@ -36,6 +36,8 @@ import (
 	"github.com/bmcfence/bmcfence/bmc/bmctest"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
+	"github.com/bmcfence/bmcfence/internal/kube"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 )
 
@@ -130,7 +132,7 @@ type agent struct {
 
 func startAgent(t *testing.T, cp *controlplane.ControlPlane) agent {
 	t.Helper()
-	c, err := New(newClient(t, cp, nil), Options{})
+	c, err := New(clientgo.Wrap(newClient(t, cp, nil)), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +498,7 @@ func TestIntegrationSaveStateOneWriterWins(t *testing.T) {
 	count := func(rt http.RoundTripper) http.RoundTripper { return conflictCounter{next: rt, n: &conflicts} }
 	agents := make([]*Cluster, 2)
 	for i := range agents {
-		c, err := New(newClient(t, cp, count), Options{})
+		c, err := New(clientgo.Wrap(newClient(t, cp, count)), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -827,7 +829,11 @@ func TestIntegrationLeaderElection(t *testing.T) {
 	start := func(id string) *candidate {
 		cctx, cancel := context.WithCancel(ctx)
 		c := &candidate{id: id, cancel: cancel, done: make(chan struct{})}
-		client := newClient(t, cp, nil)
+		// The agent's own client, as the agent elects with.
+		client, err := kube.NewForConfig(cp.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
 		go func() {
 			defer close(c.done)
 			if err := RunLeader(cctx, client, opts(id), func(runCtx context.Context) {

@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
 	"github.com/bmcfence/bmcfence/internal/kube"
@@ -46,6 +43,8 @@ type LeaderOptions struct {
 	Log                                       *zap.Logger
 	// Health, when set, learns of every renewal, for /healthz.
 	Health *LeaderHealth
+	// clock is the elector's (tests); nil: the real one.
+	clock clock.Clock
 }
 
 func (o *LeaderOptions) defaults() error {
@@ -92,7 +91,7 @@ func RunLeader(ctx context.Context, client kube.Interface, opts LeaderOptions, r
 	return nil
 }
 
-// campaign runs one leaderelection.LeaderElector until it stops leading (or
+// campaign runs one elector until it stops leading (or
 // gives up at the end of ctx), and returns once run has returned too.
 func campaign(ctx context.Context, client kube.Interface, opts LeaderOptions, run func(context.Context)) error {
 	// The elector's context outlives ctx until run has returned: cancelling
@@ -125,7 +124,7 @@ func campaign(ctx context.Context, client kube.Interface, opts LeaderOptions, ru
 		opts.Health.leading(false, opts.LeaseDuration)
 		opts.Log.Info("not leading", zap.String("identity", opts.Identity))
 	}
-	le, err := newElector(client, opts, started, stopped)
+	e, err := newElector(client, opts, started, stopped)
 	if err != nil {
 		return err
 	}
@@ -144,41 +143,42 @@ func campaign(ctx context.Context, client kube.Interface, opts LeaderOptions, ru
 		release()
 	})
 	defer shutdown()
-	le.Run(electCtx)
-	// Run returns when leadership is lost (its context, and so run's, is
+	e.run(electCtx)
+	// e.run returns when leadership is lost (its context, and so run's, is
 	// cancelled), but it starts run in its own goroutine and does not wait.
 	// Wait here, so a new campaign never overlaps the old run.
 	waitRun()
 	return nil
 }
 
-func newElector(client kube.Interface, opts LeaderOptions, started func(context.Context), stopped func()) (*leaderelection.LeaderElector, error) {
-	var lock resourcelock.Interface = &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+func newElector(client kube.Interface, opts LeaderOptions, started func(context.Context), stopped func()) (*elector, error) {
+	// client-go's checks of the same timings.
+	switch {
+	case opts.LeaseDuration <= opts.RenewDeadline:
+		return nil, errors.New("the lease duration must be greater than the renew deadline")
+	case float64(opts.RenewDeadline) <= jitterFactor*float64(opts.RetryPeriod):
+		return nil, fmt.Errorf("the renew deadline must be greater than %v times the retry period", jitterFactor)
+	case opts.RetryPeriod <= 0:
+		return nil, errors.New("the retry period must be positive")
 	}
-	var watchdog *leaderelection.HealthzAdaptor
-	if opts.Health != nil {
-		lock = renewals{Interface: lock, health: opts.Health}
-		watchdog = opts.Health.watchdog
+	clk := opts.clock
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		WatchDog:        watchdog,
-		LeaseDuration:   opts.LeaseDuration,
-		RenewDeadline:   opts.RenewDeadline,
-		RetryPeriod:     opts.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            opts.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: started,
-			OnStoppedLeading: stopped,
-			OnNewLeader: func(identity string) {
-				opts.Log.Info("leader observed", zap.String("leader", identity), zap.String("identity", opts.Identity))
-			},
+	e := &elector{
+		leases:    client.CoordinationV1().Leases(opts.Namespace),
+		namespace: opts.Namespace, name: opts.Name, identity: opts.Identity,
+		leaseDuration: opts.LeaseDuration, renewDeadline: opts.RenewDeadline, retryPeriod: opts.RetryPeriod,
+		clock: clk, log: opts.Log,
+		onStarted: started, onStopped: stopped,
+		onNewLeader: func(identity string) {
+			opts.Log.Info("leader observed", zap.String("leader", identity), zap.String("identity", opts.Identity))
 		},
-	})
+	}
+	if opts.Health != nil {
+		e.onRenewed = opts.Health.renewed
+	}
+	return e, nil
 }
 
 // LeaderHealthTimeout is how long past its lease a leader may go without a
@@ -194,14 +194,12 @@ const LeaderHealthTimeout = 20 * time.Second
 // while a standby may have taken over; only a restart ends it.
 //
 // It applies client-go's rule (leaderelection.HealthzAdaptor: leading, and
-// no renewal for leaseDuration + timeout) to the renewals it sees through
-// the Lease lock, on an injected clock, so a test can stop the renewals and
-// step a fake clock; and it asks client-go's own adaptor too, which judges
-// on the elector's private clock.
+// no renewal for leaseDuration + timeout) to the renewals the elector
+// reports, on an injected clock, so a test can stop the renewals and step a
+// fake clock.
 type LeaderHealth struct {
-	clock    clock.PassiveClock
-	timeout  time.Duration
-	watchdog *leaderelection.HealthzAdaptor
+	clock   clock.PassiveClock
+	timeout time.Duration
 
 	mu        sync.Mutex
 	isLeading bool
@@ -212,7 +210,7 @@ type LeaderHealth struct {
 // NewLeaderHealth returns a LeaderHealth on clk, failing timeout past the
 // lease (LeaderHealthTimeout).
 func NewLeaderHealth(clk clock.PassiveClock, timeout time.Duration) *LeaderHealth {
-	return &LeaderHealth{clock: clk, timeout: timeout, watchdog: leaderelection.NewLeaderHealthzAdaptor(timeout)}
+	return &LeaderHealth{clock: clk, timeout: timeout}
 }
 
 // Check returns an error when this replica leads and has not renewed its
@@ -226,9 +224,6 @@ func (h *LeaderHealth) Check() error {
 	h.mu.Unlock()
 	if leading && since > limit {
 		return fmt.Errorf("leading, but the Lease was last renewed %s ago (limit %s): this replica stopped renewing and must be restarted", since.Round(time.Second), limit)
-	}
-	if err := h.watchdog.Check(nil); err != nil {
-		return fmt.Errorf("client-go's leader election watchdog: %w", err)
 	}
 	return nil
 }
@@ -251,29 +246,4 @@ func (h *LeaderHealth) renewed() {
 	h.mu.Lock()
 	h.lastRenew = h.clock.Now()
 	h.mu.Unlock()
-}
-
-// renewals is the Lease lock, telling a LeaderHealth of every write of it
-// that holds the Lease for us: an acquire or a renewal.
-type renewals struct {
-	resourcelock.Interface
-	health *LeaderHealth
-}
-
-func (r renewals) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	err := r.Interface.Create(ctx, ler)
-	r.observe(err, ler)
-	return err
-}
-
-func (r renewals) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	err := r.Interface.Update(ctx, ler)
-	r.observe(err, ler)
-	return err
-}
-
-func (r renewals) observe(err error, ler resourcelock.LeaderElectionRecord) {
-	if err == nil && ler.HolderIdentity == r.Identity() {
-		r.health.renewed()
-	}
 }

@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // quick timings for elections against the fake clientset: the elector
@@ -41,7 +44,7 @@ func TestRunLeaderRejectsBadOptions(t *testing.T) {
 		{"renew deadline not below the lease duration", LeaderOptions{Namespace: "ns", Name: "n", Identity: "a", LeaseDuration: time.Second, RenewDeadline: time.Second}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := RunLeader(context.Background(), fake.NewClientset(), tt.opts, func(context.Context) { t.Error("run called") })
+			err := RunLeader(context.Background(), clientgo.Wrap(fake.NewClientset()), tt.opts, func(context.Context) { t.Error("run called") })
 			if err == nil {
 				t.Fatal("RunLeader accepted invalid options")
 			}
@@ -56,7 +59,7 @@ func TestRunLeaderRunsAndReleasesOnShutdown(t *testing.T) {
 	var holderWhileWindingDown string
 	go func() {
 		defer close(done)
-		if err := RunLeader(ctx, client, quickLeader("a"), func(runCtx context.Context) {
+		if err := RunLeader(ctx, clientgo.Wrap(client), quickLeader("a"), func(runCtx context.Context) {
 			close(leading)
 			<-runCtx.Done()
 			// Still winding down: no one else may lead yet.
@@ -92,11 +95,18 @@ func holder(client *fake.Clientset) string {
 func TestRunLeaderCampaignsAgainAfterLosing(t *testing.T) {
 	client := fake.NewClientset()
 	var refuse atomic.Bool
-	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if refuse.Load() {
-			return true, nil, apierrors.NewServiceUnavailable("etcd is sad")
+	var releasedWhileRefusing atomic.Bool
+	client.PrependReactor("update", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if !refuse.Load() {
+			return false, nil, nil
 		}
-		return false, nil, nil
+		// Renewals fail; a release would go through (and must not be tried:
+		// the run that lost may still be winding down).
+		if l, ok := a.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "" {
+			releasedWhileRefusing.Store(true)
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewServiceUnavailable("etcd is sad")
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -106,7 +116,7 @@ func TestRunLeaderCampaignsAgainAfterLosing(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = RunLeader(ctx, client, quickLeader("a"), func(runCtx context.Context) {
+		_ = RunLeader(ctx, clientgo.Wrap(client), quickLeader("a"), func(runCtx context.Context) {
 			if running.Add(1) > 1 {
 				overlaps.Add(1)
 			}
@@ -125,6 +135,9 @@ func TestRunLeaderCampaignsAgainAfterLosing(t *testing.T) {
 	within(t, 5*time.Second, "RunLeader returns", done)
 	if n := overlaps.Load(); n != 0 {
 		t.Errorf("%d overlapping runs", n)
+	}
+	if releasedWhileRefusing.Load() {
+		t.Error("the leader released the Lease when it lost a renewal, while its run was still winding down")
 	}
 }
 
@@ -162,7 +175,7 @@ func TestLeaderHealthFailsWhenRenewalsStop(t *testing.T) {
 	opts.Health = health
 	go func() {
 		defer close(done)
-		_ = RunLeader(ctx, client, opts, func(runCtx context.Context) { close(leading); <-runCtx.Done() })
+		_ = RunLeader(ctx, clientgo.Wrap(client), opts, func(runCtx context.Context) { close(leading); <-runCtx.Done() })
 	}()
 	defer func() { close(stall); cancel(); <-done }()
 	within(t, 5*time.Second, "leading", leading)

@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/bmcfence/bmcfence/internal/kube"
 )
 
 // The API server's protobuf envelope: these four bytes, then a
@@ -284,7 +284,7 @@ var errLeaseListPaged = errors.New("the Lease list came in pages although none w
 // slice is valid until buf is used again): one buffer for every list, and
 // nothing decoded here. An answer in JSON, or a fake client's typed List,
 // is encoded as the API server would have sent it.
-func listLeases(ctx context.Context, rci rest.Interface, typed coordinationclient.LeaseInterface, buf *bytes.Buffer) ([]byte, error) {
+func listLeases(ctx context.Context, rci rest.Interface, typed kube.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList], buf *bytes.Buffer) ([]byte, error) {
 	rc, ok := rci.(*rest.RESTClient)
 	if !ok || rc == nil {
 		l, err := typed.List(ctx, metav1.ListOptions{})
@@ -308,7 +308,7 @@ func listLeases(ctx context.Context, rci rest.Interface, typed coordinationclien
 	if ok || err != nil {
 		return raw, err
 	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, &coordinationv1.LeaseList{})
+	obj, _, err := kube.Codecs.UniversalDeserializer().Decode(b, nil, &coordinationv1.LeaseList{})
 	if err != nil {
 		return nil, fmt.Errorf("the Lease list: %w", err)
 	}

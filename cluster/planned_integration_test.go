@@ -14,6 +14,7 @@ import (
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
@@ -46,7 +47,7 @@ func TestIntegrationPlannedRebootSignals(t *testing.T) {
 	if err := b.InstallCAPIStandInCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.New(client, cluster.Options{})
+	c, err := cluster.New(clientgo.Wrap(client), cluster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestIntegrationPlannedRebootSignals(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.WatchPlanned(actx, cluster.PlannedOptions{Client: client, Dynamic: dyn, Kured: cluster.DefaultKuredLock(), Recheck: time.Second})
+		c.WatchPlanned(actx, cluster.PlannedOptions{Client: clientgo.Wrap(client), Dynamic: dyn, Kured: cluster.DefaultKuredLock(), Recheck: time.Second})
 	}()
 	t.Cleanup(func() { stop(); <-done })
 

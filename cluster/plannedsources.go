@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -62,7 +61,7 @@ type PlannedOptions struct {
 	// Dynamic reads NodeMaintenances and Machines; nil: neither is watched.
 	Dynamic dynamic.Interface
 	// Discovery tells whether a CRD is served. Default: Client's.
-	Discovery discovery.DiscoveryInterface
+	Discovery kube.Discovery
 	Kured     KuredLock
 	// Recheck is how often a source that is not installed is looked for
 	// again (a CRD installed after the agent). Default 1 minute.
@@ -371,7 +370,7 @@ func (c *Cluster) watchCR(ctx context.Context, o PlannedOptions, source string, 
 var errNotServed = errors.New("not served")
 
 // servedGVR returns the first of gvrs the server serves.
-func servedGVR(d discovery.DiscoveryInterface, gvrs []schema.GroupVersionResource) (schema.GroupVersionResource, error) {
+func servedGVR(d kube.Discovery, gvrs []schema.GroupVersionResource) (schema.GroupVersionResource, error) {
 	for _, gvr := range gvrs {
 		list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 		if apierrors.IsNotFound(err) || (err == nil && list == nil) {

@@ -16,6 +16,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 func TestEarliestOpenPlannedSignalWinsAndKeepsItsFirstSight(t *testing.T) {
@@ -224,7 +225,7 @@ func TestWatchPlannedTakesEachSourceFromTheAPI(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.c.WatchPlanned(ctx, PlannedOptions{Client: h.client, Dynamic: dyn, Kured: DefaultKuredLock()})
+		h.c.WatchPlanned(ctx, PlannedOptions{Client: clientgo.Wrap(h.client), Dynamic: dyn, Kured: DefaultKuredLock()})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
@@ -268,7 +269,7 @@ func TestWatchPlannedSaysWhichSourcesAreNotInstalled(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.c.WatchPlanned(ctx, PlannedOptions{Client: h.client, Dynamic: dyn, Kured: KuredLock{}, Recheck: time.Hour})
+		h.c.WatchPlanned(ctx, PlannedOptions{Client: clientgo.Wrap(h.client), Dynamic: dyn, Kured: KuredLock{}, Recheck: time.Hour})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	want := map[string]string{SourceKured: PlannedOff, SourceNodeMaintenance: PlannedNotInstalled, SourceClusterAPI: PlannedNotInstalled}

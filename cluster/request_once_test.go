@@ -7,6 +7,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/fence/runner"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // noBMCs is an inventory without a single BMC: the request below needs
@@ -44,7 +45,7 @@ func TestARequestIsTakenInOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, node("w1", ready(at(0))), lease("w1", at(0)))
-			agentCluster, err := New(h.client, Options{Clock: h.clock})
+			agentCluster, err := New(clientgo.Wrap(h.client), Options{Clock: h.clock})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // TestStartSyncsEveryInformer runs the real informers against the fake
@@ -28,7 +29,7 @@ func TestStartSyncsEveryInformer(t *testing.T) {
 		pod("db", "db-0", "w1"), va("csi-1", "w2", "pv-1"),
 	)
 	clk := clocktesting.NewFakeClock(t0)
-	c, err := New(client, Options{Clock: clk})
+	c, err := New(clientgo.Wrap(client), Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestStartSaysWhatDidNotSync(t *testing.T) {
 			client.PrependReactor("list", resource, func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", fmt.Errorf(`User "system:serviceaccount:x:bmcfence" cannot list resource %q`, resource))
 			})
-			c, err := New(client, Options{SyncTimeout: 300 * time.Millisecond})
+			c, err := New(clientgo.Wrap(client), Options{SyncTimeout: 300 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	fencingfake "github.com/bmcfence/bmcfence/client/clientset/versioned/fake"
 	"github.com/bmcfence/bmcfence/cluster/history"
 	"github.com/bmcfence/bmcfence/fence"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // The API server's objects, as deploy/base/admission.yaml makes them, written
@@ -65,7 +66,7 @@ func newGuardWorld(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionP
 		}
 	}
 	clk := clocktesting.NewFakeClock(t0)
-	w := &guardWorld{g: NewGuard(kube, fencing.FencingV1alpha1().BMCFenceRequests(), clk, nil), kube: kube, fencing: fencing, clock: clk}
+	w := &guardWorld{g: NewGuard(clientgo.Wrap(kube), fencing.FencingV1alpha1().BMCFenceRequests(), clk, nil), kube: kube, fencing: fencing, clock: clk}
 	w.sync(t)
 	return w
 }

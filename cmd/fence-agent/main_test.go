@@ -15,6 +15,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 func writeConfig(t *testing.T, yaml string) string {
@@ -154,7 +155,7 @@ func TestCheckReferences(t *testing.T) {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w2-ca"}, Data: map[string]string{"ca.crt": "not a certificate"}},
 	)
 	var got []string
-	for _, p := range checkReferences(context.Background(), client, cfg) {
+	for _, p := range checkReferences(context.Background(), clientgo.Wrap(client), cfg) {
 		got = append(got, p.Error())
 	}
 	want := []string{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/internal/preflight"
 )
 
@@ -42,7 +43,7 @@ it). The BMCs are reached from where you run this.`,
 			secrets, configMaps := sess.cfg.Inventory.ReferencedNames()
 			results, err := preflight.Run(ctx, preflight.Options{
 				ByName: true, SecretNames: secrets, ConfigMapNames: configMaps,
-				Client: sess.client, Inventory: sess.inv, Namespace: sess.cfg.Namespace, Timeout: sess.cfg.BMC.Timeout,
+				Client: clientgo.Wrap(sess.client), Inventory: sess.inv, Namespace: sess.cfg.Namespace, Timeout: sess.cfg.BMC.Timeout,
 				LeaseName: sess.cfg.LeaderElection.Name, Metal3Namespaces: metal3Namespaces(sess.cfg.Inventory),
 				Kured: kuredLock(sess.cfg.PlannedReboots.Kured),
 			})

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/pdu"
 )
 
@@ -83,7 +84,7 @@ is switched (exit 13). The PDUs and the BMC are reached from where you run this.
 				p.say("testing outlet %s (level %d)", o.Name, o.Level)
 				proof, err := pdu.VerifyOutlet(ctx, m, o.Outlet, pdu.VerifyOptions{Poll: time.Second, Timeout: timeout})
 				if err == nil {
-					err = inventory.RecordOutletProof(ctx, sess.client, sess.cfg.Namespace, node, proof)
+					err = inventory.RecordOutletProof(ctx, clientgo.Wrap(sess.client), sess.cfg.Namespace, node, proof)
 				}
 				r := outletResult{Outlet: o.Name, Level: o.Level, PSU: proof.PSU, Result: "proof recorded"}
 				if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/internal/version"
 )
 
@@ -266,7 +267,7 @@ func (s *session) startView(ctx context.Context) error {
 	if s.view != nil {
 		return nil
 	}
-	v, err := cluster.New(s.client, cluster.Options{Clock: clock.RealClock{}, Log: zap.NewNop(), Component: "kubectl-fence", SyncTimeout: time.Minute})
+	v, err := cluster.New(clientgo.Wrap(s.client), cluster.Options{Clock: clock.RealClock{}, Log: zap.NewNop(), Component: "kubectl-fence", SyncTimeout: time.Minute})
 	if err != nil {
 		return err
 	}
@@ -275,7 +276,7 @@ func (s *session) startView(ctx context.Context) error {
 	}
 	s.view = v
 	s.inv = inventory.New(inventory.Options{
-		Config: s.cfg.Inventory, Namespace: s.cfg.Namespace, Timeout: s.cfg.BMC.Timeout, Client: s.client, Dynamic: s.dynamic, Nodes: v,
+		Config: s.cfg.Inventory, Namespace: s.cfg.Namespace, Timeout: s.cfg.BMC.Timeout, Client: clientgo.Wrap(s.client), Dynamic: s.dynamic, Nodes: v,
 		Policy: s.cfg.Policy,
 	})
 	s.inv.Refresh(ctx)

@@ -29,7 +29,7 @@ import (
 	fencingv1alpha1 "github.com/bmcfence/bmcfence/api/fencing/v1alpha1"
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/bmc/redfish"
-	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned"
+	fencingclient "github.com/bmcfence/bmcfence/client/clientset/versioned/typed/fencing/v1alpha1"
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/cluster/history"
 	"github.com/bmcfence/bmcfence/cluster/remediation"
@@ -83,7 +83,7 @@ type Agent struct {
 
 	// fencing and dynamic serve the remediation CRs (WithRemediation);
 	// nil: the agent runs without them (detection builtin only).
-	fencing fencingclient.Interface
+	fencing fencingclient.FencingV1alpha1Interface
 	dynamic dynamic.Interface
 
 	ready   atomic.Bool
@@ -131,7 +131,7 @@ func WithDynamic(d dynamic.Interface) Option { return func(o *options) { o.dynam
 // WithRemediation gives the agent the clients of the remediation CRs
 // (BMCFenceRemediation, for NodeHealthCheck and MachineHealthCheck) and of
 // Cluster API Machines.
-func (a *Agent) WithRemediation(fencing fencingclient.Interface, dyn dynamic.Interface) *Agent {
+func (a *Agent) WithRemediation(fencing fencingclient.FencingV1alpha1Interface, dyn dynamic.Interface) *Agent {
 	a.fencing, a.dynamic = fencing, dyn
 	return a
 }
@@ -582,7 +582,7 @@ func (a *Agent) serveRemediations(ctx context.Context) {
 		return
 	}
 	gv := fencingv1alpha1.SchemeGroupVersion.String()
-	if _, err := a.fencing.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
+	if _, err := a.client.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
 		log := a.log.Info
 		if external {
 			log = a.log.Error
@@ -592,7 +592,7 @@ func (a *Agent) serveRemediations(ctx context.Context) {
 		return
 	}
 	opts := remediation.Options{
-		Client: a.fencing.FencingV1alpha1(), Nodes: a.cluster, Clock: a.clock, Log: a.log.Named("remediation"),
+		Client: a.fencing, Nodes: a.cluster, Clock: a.clock, Log: a.log.Named("remediation"),
 		Unfenceable: func(node string) string {
 			if _, ok := a.inv.Controller(node); !ok {
 				return "it has no usable BMC entry in the inventory"
@@ -626,7 +626,7 @@ func (a *Agent) startGuard(ctx context.Context) {
 	if a.fencing == nil {
 		return
 	}
-	a.guard = requests.NewGuard(a.client, a.fencing.FencingV1alpha1().BMCFenceRequests(), a.clock, a.log.Named("admission"))
+	a.guard = requests.NewGuard(a.client, a.fencing.BMCFenceRequests(), a.clock, a.log.Named("admission"))
 	synced := make(chan struct{})
 	go a.guard.Run(ctx, synced)
 	timer := a.clock.NewTimer(guardSyncTimeout)
@@ -646,12 +646,12 @@ func (a *Agent) serveRequests(ctx context.Context) {
 		return
 	}
 	gv := fencingv1alpha1.SchemeGroupVersion.String()
-	if _, err := a.fencing.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
+	if _, err := a.client.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
 		a.log.Error("the request CRD ("+gv+") is not served: kubectl fence fence|confirm|abort|unfence cannot reach the agent; install deploy/base/crds", zap.Error(err))
 		return
 	}
 	c, err := requests.New(requests.Options{
-		Client: a.fencing.FencingV1alpha1(), Cluster: a.cluster, Guard: a.guard,
+		Client: a.fencing, Cluster: a.cluster, Guard: a.guard,
 		MaxRequestAge: a.cfg.Policy.MaxRequestAge, TTL: a.cfg.Requests.TTL, Clock: a.clock, Log: a.log.Named("requests"),
 		Collected:         func(o fencingv1alpha1.RequestOutcome) { a.metrics.RequestCollected(string(o)) },
 		HistoryMaxPerNode: a.cfg.History.MaxPerNode, HistoryMaxAge: a.cfg.History.MaxAge, Who: "agent " + podName(),
@@ -680,12 +680,12 @@ func (a *Agent) recordHistory(ctx context.Context) {
 	if a.fencing == nil {
 		return
 	}
-	if _, err := a.fencing.Discovery().ServerResourcesForGroupVersion(fencingv1alpha1.SchemeGroupVersion.String()); err != nil {
+	if _, err := a.client.Discovery().ServerResourcesForGroupVersion(fencingv1alpha1.SchemeGroupVersion.String()); err != nil {
 		a.log.Error("the record CRD is not served: fences leave no durable history; install deploy/base/crds", zap.Error(err))
 		return
 	}
 	r, err := history.New(history.Options{
-		Client: a.fencing.FencingV1alpha1(), Nodes: a.cluster, MaxPerNode: a.cfg.History.MaxPerNode, MaxAge: a.cfg.History.MaxAge,
+		Client: a.fencing, Nodes: a.cluster, MaxPerNode: a.cfg.History.MaxPerNode, MaxAge: a.cfg.History.MaxAge,
 		Who: "agent " + podName(), Clock: a.clock, Log: a.log.Named("history"),
 	})
 	if err != nil {
@@ -753,7 +753,7 @@ func (a *Agent) watchPlanned(ctx context.Context) {
 	if a.fencing != nil {
 		// Its client speaks JSON, as discovery documents always do (the
 		// agent's own clientset asks for protobuf).
-		opts.Discovery = a.fencing.Discovery()
+		opts.Discovery = a.client.Discovery()
 	}
 	a.cluster.WatchPlanned(ctx, opts)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // seriesOf counts the agent's metric series labelled node=name.
@@ -67,7 +68,7 @@ func TestDeletedNodeMetricsAreForgotten(t *testing.T) {
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w2"}},
 	)
-	a, err := New(config.Defaults(), zap.NewNop(), client)
+	a, err := New(config.Defaults(), zap.NewNop(), clientgo.Wrap(client))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // fakeAuthAPI authenticates "good-token" (prometheus) and "other-token"
@@ -61,7 +63,7 @@ func TestMetricsAuth(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls int
-			auth := newKubeAuth(fakeAuthAPI(&calls), clocktesting.NewFakeClock(time.Unix(0, 0)))
+			auth := newKubeAuth(clientgo.Wrap(fakeAuthAPI(&calls)), clocktesting.NewFakeClock(time.Unix(0, 0)))
 			h := auth.wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics")) }))
 			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 			if tt.header != "" {
@@ -81,7 +83,7 @@ func TestMetricsAuth(t *testing.T) {
 func TestMetricsAuthCachesForAMinute(t *testing.T) {
 	var calls int
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	auth := newKubeAuth(fakeAuthAPI(&calls), clk)
+	auth := newKubeAuth(clientgo.Wrap(fakeAuthAPI(&calls)), clk)
 	h := auth.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	scrape := func() int {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
@@ -109,7 +111,7 @@ func TestMetricsAuthCachesForAMinute(t *testing.T) {
 // heap dump or a debugger must not hand out Prometheus's credentials.
 func TestMetricsAuthTokenCacheNeverHoldsTheToken(t *testing.T) {
 	var calls int
-	auth := newKubeAuth(fakeAuthAPI(&calls), clocktesting.NewFakeClock(time.Unix(0, 0)))
+	auth := newKubeAuth(clientgo.Wrap(fakeAuthAPI(&calls)), clocktesting.NewFakeClock(time.Unix(0, 0)))
 	h := auth.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for _, tok := range []string{"good-token", "other-token", "made-up"} {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)

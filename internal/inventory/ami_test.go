@@ -19,6 +19,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // The agent's path end to end, minus Kubernetes: the runner, the real
@@ -52,7 +53,7 @@ func runAMI(t *testing.T, wrongUUID bool) (*fencesim.World, *redfishmocktest.Ser
 	inv := inventory.New(inventory.Options{
 		Config: config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "bmc", CAConfigMap: "ca", Auth: "basic", CipherSuite: 3},
 			Nodes: []config.NodeBMC{{Name: "n1", Address: srv.URL, System: "DGX"}}},
-		Namespace: "bmcfence-system", Timeout: 5 * time.Second, Client: client,
+		Namespace: "bmcfence-system", Timeout: 5 * time.Second, Client: clientgo.Wrap(client),
 		Nodes: amiNodes{"n1": {ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{SystemUUID: uuid}}}},
 	})
 	inv.Refresh(context.Background())

@@ -21,6 +21,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // The crash dump before the off on the agent's path, minus Kubernetes: the
@@ -61,7 +62,7 @@ func TestDiagnoseBeforeOffThroughTheRedfishMock(t *testing.T) {
 				Config: config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "bmc", CAConfigMap: "ca", Auth: "basic", CipherSuite: 3,
 					DiagnoseBeforeOff: &on, DiagnoseTimeout: 45 * time.Second},
 					Nodes: []config.NodeBMC{{Name: "n1", Address: srv.URL, System: "1"}}},
-				Namespace: "bmcfence-system", Timeout: 5 * time.Second, Client: client,
+				Namespace: "bmcfence-system", Timeout: 5 * time.Second, Client: clientgo.Wrap(client),
 				Nodes: amiNodes{"n1": {ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{SystemUUID: uuid}}}},
 			})
 			inv.Refresh(context.Background())

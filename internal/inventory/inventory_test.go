@@ -20,6 +20,7 @@ import (
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 const ns = "bmcfence-system"
@@ -65,7 +66,7 @@ func newInventory(t *testing.T, cfg config.Inventory, objs ...any) (*Inventory, 
 		}
 	}
 	f := &fakes{}
-	inv := New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: client, NewController: f.build,
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: clientgo.Wrap(client), NewController: f.build,
 		Nodes: nodes{"w1": node("w1", "uuid-1", nil), "w2": node("w2", "uuid-OTHER", nil)}})
 	inv.Refresh(context.Background())
 	return inv, f, client
@@ -147,7 +148,7 @@ func TestAnnotationsOnlyWhenEnabled(t *testing.T) {
 		client := fake.NewClientset(secret("shared", "admin", "pw"))
 		src := sourceWithList{nodes: nodes{"w3": annotated}}
 		f := &fakes{}
-		inv := New(Options{Config: config.Inventory{FromAnnotations: enabled}, Namespace: ns, Timeout: time.Second, Client: client, Nodes: src, NewController: f.build})
+		inv := New(Options{Config: config.Inventory{FromAnnotations: enabled}, Namespace: ns, Timeout: time.Second, Client: clientgo.Wrap(client), Nodes: src, NewController: f.build})
 		inv.Refresh(context.Background())
 		if _, ok := inv.Controller("w3"); ok != enabled {
 			t.Errorf("fromAnnotations=%v: controller for an annotated node = %v", enabled, ok)
@@ -217,7 +218,7 @@ func TestTwoNodesOnOneBMCAreBothRefused(t *testing.T) {
 	}}
 	client := fake.NewClientset(secret("shared", "admin", "pw"))
 	f := &fakes{}
-	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: client, NewController: f.build, Nodes: src})
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: clientgo.Wrap(client), NewController: f.build, Nodes: src})
 	inv.Refresh(context.Background())
 	for node, other := range map[string]string{"w1": "w2", "w2": "w1"} {
 		if _, err := inv.Lookup(node); err == nil || !strings.Contains(err.Error(), "node "+other) {
@@ -238,7 +239,7 @@ func (echoing) PowerStatus(context.Context) (bmc.PowerStatus, error) {
 func TestBMCErrorsLeaveTheInventoryRedacted(t *testing.T) {
 	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1", System: "1"}}}
 	client := fake.NewClientset(secret("shared", "admin", "s3cr3t-pw"))
-	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: client,
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: clientgo.Wrap(client),
 		NewController: func(bmc.Target) (bmc.Controller, error) {
 			return echoing{bmctest.New(clocktesting.NewFakeClock(time.Now()))}, nil
 		}})
@@ -423,7 +424,7 @@ func (o *observed) BMC(protocol bmc.Protocol, vendor string, op bmc.Op, _ time.D
 func TestBMCOperationsNameTheVendorOnceIdentified(t *testing.T) {
 	cfg := config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "shared"}, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1", System: "1"}}}
 	var obs observed
-	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: fake.NewClientset(secret("shared", "admin", "pw")), Observer: &obs,
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: time.Second, Client: clientgo.Wrap(fake.NewClientset(secret("shared", "admin", "pw"))), Observer: &obs,
 		Nodes: nodes{"w1": node("w1", "uuid-1", nil)},
 		NewController: func(bmc.Target) (bmc.Controller, error) {
 			return bmctest.New(clocktesting.NewFakeClock(time.Now()), bmctest.WithIdentity(bmc.Identity{UUID: "uuid-1", Manufacturer: "Dell Inc."})), nil

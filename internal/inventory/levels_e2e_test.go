@@ -21,6 +21,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence/fencesim"
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/pdu"
 	"github.com/bmcfence/bmcfence/pdu/snmppdu"
 	"github.com/bmcfence/bmcfence/pdu/snmpsim"
@@ -111,7 +112,7 @@ func TestDeadBMCIsFencedThroughTheSNMPPDU(t *testing.T) {
 		f.Fail(bmctest.ErrUnreachableFake)
 		return f, nil
 	}
-	inv := New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: client, NewController: dead,
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: clientgo.Wrap(client), NewController: dead,
 		Nodes: nodes{"w1": node("w1", uuid, nil)}})
 	inv.Refresh(context.Background())
 	if c, err := inv.Lookup("w1"); err != nil || len(c.Levels()) != 1 {
@@ -121,7 +122,7 @@ func TestDeadBMCIsFencedThroughTheSNMPPDU(t *testing.T) {
 	// Without a proof, and without the opt-in, an outlet does not count.
 	noProof := New(Options{Config: config.Inventory{Defaults: cfg.Defaults, Nodes: []config.NodeBMC{{Name: "w1", Address: "https://10.0.0.1",
 		BMCSettings: config.BMCSettings{Levels: []config.Level{{Outlets: []config.Outlet{outlet("3", false)}}}}}}},
-		Namespace: ns, Timeout: 3 * time.Second, Client: fake.NewClientset(secret("bmc", "admin", "pw"), pduSecret), NewController: dead,
+		Namespace: ns, Timeout: 3 * time.Second, Client: clientgo.Wrap(fake.NewClientset(secret("bmc", "admin", "pw"), pduSecret)), NewController: dead,
 		Nodes: nodes{"w1": node("w1", uuid, nil)}})
 	noProof.Refresh(context.Background())
 	if c, err := noProof.Lookup("w1"); err != nil || len(c.Levels()) != 1 {
@@ -134,7 +135,7 @@ func TestDeadBMCIsFencedThroughTheSNMPPDU(t *testing.T) {
 		{Name: "w1", Address: "https://10.0.0.1", BMCSettings: config.BMCSettings{Levels: []config.Level{{Outlets: []config.Outlet{outlet("3", true)}}}}},
 		{Name: "w2", Address: "https://10.0.0.2", BMCSettings: config.BMCSettings{Levels: []config.Level{{Outlets: []config.Outlet{outlet("3", true)}}}}},
 	}}
-	shared := New(Options{Config: twice, Namespace: ns, Timeout: 3 * time.Second, Client: fake.NewClientset(secret("bmc", "admin", "pw"), pduSecret),
+	shared := New(Options{Config: twice, Namespace: ns, Timeout: 3 * time.Second, Client: clientgo.Wrap(fake.NewClientset(secret("bmc", "admin", "pw"), pduSecret)),
 		NewController: dead, Nodes: nodes{"w1": node("w1", uuid, nil), "w2": node("w2", "uuid-2", nil)}})
 	shared.Refresh(context.Background())
 	for _, n := range []string{"w1", "w2"} {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/test/controlplane"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
@@ -112,7 +113,7 @@ func TestMetal3ManagementClusterOnARealControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := cp.WaitFor(ctx, "the reader may list BareMetalHosts", func() (bool, error) {
-		dyn, _, _, err := ManagementClients(ctx, agent, ns, "mgmt")
+		dyn, _, _, err := ManagementClients(ctx, clientgo.Wrap(agent), ns, "mgmt")
 		if err != nil {
 			return false, err
 		}
@@ -154,7 +155,7 @@ func TestMetal3ManagementClusterOnARealControlPlane(t *testing.T) {
 	w := metal3World{bmcs: byKey{}}
 	cfg := metal3Config(config.SourceMetal3)
 	cfg.Metal3.KubeconfigSecret = "mgmt"
-	inv := New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: agent, NewController: w.bmcs.build,
+	inv := New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: clientgo.Wrap(agent), NewController: w.bmcs.build,
 		Nodes: listedNodes{"w1": nodeWithProviderID("w1", "metal3://metal3/bmh-1/m3m-1")}})
 	if err := inv.WatchMetal3(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence/runner"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 const m3ns = "metal3"
@@ -125,7 +126,7 @@ func newMetal3Inventory(t *testing.T, cfg config.Inventory, nodeSource listedNod
 		}
 	}
 	w := metal3World{dyn: newDynamic(hosts...), bmcs: byKey{}}
-	w.inv = New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: client, Dynamic: w.dyn, NewController: w.bmcs.build, Nodes: nodeSource})
+	w.inv = New(Options{Config: cfg, Namespace: ns, Timeout: 3 * time.Second, Client: clientgo.Wrap(client), Dynamic: w.dyn, NewController: w.bmcs.build, Nodes: nodeSource})
 	w.inv.Refresh(context.Background())
 	return w
 }
@@ -407,7 +408,7 @@ func TestMetal3HostEvents(t *testing.T) {
 	client := fake.NewClientset()
 	var got []string
 	inv := New(Options{
-		Config: metal3Config(config.SourceMetal3), Namespace: ns, Client: client, NewController: byKey{}.build,
+		Config: metal3Config(config.SourceMetal3), Namespace: ns, Client: clientgo.Wrap(client), NewController: byKey{}.build,
 		Dynamic: newDynamic(bmh("bmh-1", "idrac://10.0.0.6"), bmh("bmh-2", "redfish://10.0.0.7/foo"), bmh("bmh-3", "redfish://10.0.0.8")),
 		Nodes:   listedNodes{},
 		HostEvent: func(ref *corev1.ObjectReference, reason, message string) {

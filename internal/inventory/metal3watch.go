@@ -10,8 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
@@ -48,7 +49,17 @@ func (i *Inventory) WatchMetal3(ctx context.Context, syncTimeout time.Duration) 
 	w := &metal3Watch{src: src}
 	var all []cache.SharedIndexInformer
 	watch := func(gvr schema.GroupVersionResource, ns string, slim cache.TransformFunc) (cache.SharedIndexInformer, error) {
-		inf := dynamicinformer.NewFilteredDynamicInformer(src.dynamic, gvr, ns, 0, cache.Indexers{}, nil).Informer()
+		// dynamicinformer's informer, built here: that package links
+		// client-go's informers for every API group (package kube).
+		res := src.dynamic.Resource(gvr).Namespace(ns)
+		inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return res.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return res.Watch(ctx, o)
+			},
+		}, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
 		if err := inf.SetTransform(slim); err != nil {
 			return nil, err
 		}

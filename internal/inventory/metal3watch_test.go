@@ -17,6 +17,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // listsOf counts the LIST calls made on a resource.
@@ -142,7 +143,7 @@ func TestManagementClients(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			dyn, core, where, err := ManagementClients(context.Background(), client, ns, "mgmt")
+			dyn, core, where, err := ManagementClients(context.Background(), clientgo.Wrap(client), ns, "mgmt")
 			if tt.wantErr != "" {
 				if err == nil || !errors.Is(err, ErrManagementKubeconfig) || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
 					t.Fatalf("err %v, want one line wrapping ErrManagementKubeconfig containing %q", err, tt.wantErr)
@@ -175,7 +176,7 @@ func TestCheckMetal3(t *testing.T) {
 		*nodeWithProviderID("w4", "metal3://metal3/bmh-4/m3m-4"),
 		*nodeWithProviderID("w9", "metal3://metal3/bmh-9/m3m-9"),
 	}
-	summary, findings, err := CheckMetal3(context.Background(), Options{Config: metal3Config(config.SourceMetal3), Namespace: ns, Client: client, Dynamic: dyn}, nodes)
+	summary, findings, err := CheckMetal3(context.Background(), Options{Config: metal3Config(config.SourceMetal3), Namespace: ns, Client: clientgo.Wrap(client), Dynamic: dyn}, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/bmcfence/bmcfence/bmc"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/pdu"
 )
 
@@ -24,7 +25,7 @@ func TestRecordOutletProofCreatesTheConfigMapAndReplacesTheSameOutletsProof(t *t
 			During: []bmc.PowerSupply{{ID: "1", Input: bmc.InputLost}, {ID: "2", Input: bmc.InputNormal}}}
 	}
 	for _, p := range []pdu.OutletProof{proof("3", "1"), proof("4", "2"), proof("3", "PSU1")} {
-		if err := RecordOutletProof(ctx, c, ns, "w1", p); err != nil {
+		if err := RecordOutletProof(ctx, clientgo.Wrap(c), ns, "w1", p); err != nil {
 			t.Fatal(err)
 		}
 	}

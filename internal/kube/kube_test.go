@@ -8,13 +8,14 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/bmcfence/bmcfence/internal/kube"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
-// client-go's Clientset and its fake are ours too: tests and kubectl-fence
-// pass theirs.
+// client-go's Clientset and its fake, wrapped, are ours too: tests and
+// kubectl-fence pass theirs.
 var (
-	_ kube.Interface = kubernetes.Interface(nil)
-	_ kube.Interface = (*fake.Clientset)(nil)
+	_ kube.Interface = clientgo.Wrap(kubernetes.Interface(nil))
+	_ kube.Interface = clientgo.Wrap((*fake.Clientset)(nil))
 )
 
 func TestNewForConfigSharesOneRateLimiter(t *testing.T) {

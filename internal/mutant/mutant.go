@@ -123,6 +123,19 @@ const (
 	// on the engine's view alone, which may lag behind a node that died
 	// again.
 	UntaintServerReady Name = "untaint-server-ready"
+	// ElectorOwnClock: a standby takes a Lease held by another only after
+	// its record stayed unchanged for its duration on the standby's clock.
+	// The mutant counts from the record's renewTime, another machine's
+	// clock.
+	ElectorOwnClock Name = "elector-own-clock"
+	// ElectorRenewDeadline: a leader whose renewals fail stops leading at
+	// the renew deadline, before the Lease can expire for a standby. The
+	// mutant keeps trying.
+	ElectorRenewDeadline Name = "elector-renew-deadline"
+	// ElectorKeepOnLoss: a leader that lost a renewal lets its Lease
+	// expire, since its work is only then being cancelled. The mutant
+	// releases it, as client-go does.
+	ElectorKeepOnLoss Name = "elector-keep-on-loss"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -155,5 +168,8 @@ func All() []Mutant {
 		{Name: FreshBeforeView, Packages: []string{"./fence/runner"}, Run: "FreshnessProof"},
 		{Name: LifePlacementBound, Packages: []string{"./fence"}, Run: "LifePlacement"},
 		{Name: UntaintServerReady, Packages: []string{"./cluster"}, Run: "RemoveTaint"},
+		{Name: ElectorOwnClock, Packages: []string{"./cluster"}, Run: "Elector"},
+		{Name: ElectorRenewDeadline, Packages: []string{"./cluster"}, Run: "Elector"},
+		{Name: ElectorKeepOnLoss, Packages: []string{"./cluster"}, Run: "RunLeaderCampaignsAgainAfterLosing"},
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/bmcfence/bmcfence/bmc"
 	"github.com/bmcfence/bmcfence/internal/config"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 // ---- builders ---------------------------------------------------------------
@@ -120,7 +121,7 @@ func serviceAccount(name string) *corev1.ServiceAccount {
 func clusterOptions(t *testing.T, objs ...runtime.Object) (Options, *fake.Clientset) {
 	t.Helper()
 	o := setup(t, nil, nil, nil, objs...)
-	c := o.Client.(*fake.Clientset)
+	c := clientgo.Unwrap(o.Client).(*fake.Clientset)
 	setVersion(c, "v1.34.4")
 	return o, c
 }
@@ -154,7 +155,7 @@ func TestVersion(t *testing.T) {
 			if tt.err != nil {
 				c.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tt.err })
 			}
-			got := checkVersion(Options{Client: c})
+			got := checkVersion(Options{Client: clientgo.Wrap(c)})
 			if got.Status != tt.want || got.Scope != ScopeCluster || got.Check != CheckVersion || !strings.Contains(got.Message, tt.contains) {
 				t.Errorf("got %+v, want %s containing %q", got, tt.want, tt.contains)
 			}
@@ -361,10 +362,10 @@ func TestRunOrdersClusterFirstThenNodesByName(t *testing.T) {
 	entries := []config.NodeBMC{redfish("w2"), redfish("a3")}
 	o := setup(t, nodes, entries, map[string]bmc.Controller{"w2": fakeBMC("w2"), "a3": fakeBMC("a3")},
 		namespaceObj(ns), serviceAccount("bmcfence-agent"), kcmPod("kube-controller-manager-cp1", "--disable-force-detach-on-timeout=true"))
-	c := o.Client.(*fake.Clientset)
+	c := clientgo.Unwrap(o.Client).(*fake.Clientset)
 	setVersion(c, "v1.34.4")
 	grant(c, "*")
-	got, err := Run(context.Background(), Options{Client: c, Inventory: o.Inventory, Namespace: ns})
+	got, err := Run(context.Background(), Options{Client: clientgo.Wrap(c), Inventory: o.Inventory, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

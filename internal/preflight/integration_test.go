@@ -13,6 +13,7 @@ import (
 	"github.com/bmcfence/bmcfence/bmc/redfishmock"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/test/testbed"
 )
 
@@ -37,8 +38,8 @@ func TestOnARealControlPlane(t *testing.T) {
 		cfg.Nodes = append(cfg.Nodes, config.NodeBMC{Name: n.Name, Address: n.Address, System: n.System,
 			BMCSettings: config.BMCSettings{CredentialsSecret: "bmc-" + n.Name}})
 	}
-	inv := inventory.New(inventory.Options{Config: cfg, Namespace: testbed.Namespace, Timeout: 5 * time.Second, Client: client})
-	o := Options{Client: client, Inventory: inv, Namespace: testbed.Namespace, Timeout: 5 * time.Second}
+	inv := inventory.New(inventory.Options{Config: cfg, Namespace: testbed.Namespace, Timeout: 5 * time.Second, Client: clientgo.Wrap(client)})
+	o := Options{Client: clientgo.Wrap(client), Inventory: inv, Namespace: testbed.Namespace, Timeout: 5 * time.Second}
 
 	// The IPMI node proves its identity too: ipmi_sim reports the node's
 	// systemUUID as its system GUID, which the IPMI adapter reads.

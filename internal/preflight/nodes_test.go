@@ -21,6 +21,7 @@ import (
 	"github.com/bmcfence/bmcfence/cluster"
 	"github.com/bmcfence/bmcfence/internal/config"
 	"github.com/bmcfence/bmcfence/internal/inventory"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 const (
@@ -143,7 +144,7 @@ func setup(t *testing.T, nodes []*corev1.Node, entries []config.NodeBMC, bmcs ma
 	client := fake.NewClientset(all...)
 	inv := inventory.New(inventory.Options{
 		Config:    config.Inventory{Defaults: config.BMCSettings{CredentialsSecret: "bmc"}, Nodes: entries},
-		Namespace: ns, Timeout: time.Second, Client: client,
+		Namespace: ns, Timeout: time.Second, Client: clientgo.Wrap(client),
 		NewController: func(tg bmc.Target) (bmc.Controller, error) {
 			name, _, _ := strings.Cut(tg.Address.Host, ".")
 			c, ok := bmcs[name]
@@ -153,7 +154,7 @@ func setup(t *testing.T, nodes []*corev1.Node, entries []config.NodeBMC, bmcs ma
 			return c, nil
 		},
 	})
-	return Options{Client: client, Inventory: inv, Namespace: ns, Timeout: time.Second, Concurrency: 3}.withDefaults()
+	return Options{Client: clientgo.Wrap(client), Inventory: inv, Namespace: ns, Timeout: time.Second, Concurrency: 3}.withDefaults()
 }
 
 // row is a result without its message: what tables compare exactly.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/bmcfence/bmcfence/cluster"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 )
 
 func TestPlannedRebootsSaysEachSourcesState(t *testing.T) {
@@ -49,7 +50,7 @@ func TestPlannedRebootsSaysEachSourcesState(t *testing.T) {
 			}
 			c.Discovery().(*fakediscovery.FakeDiscovery).Resources = tt.served
 			grant(c, tt.granted...)
-			o := Options{Client: c, Namespace: ns}
+			o := Options{Client: clientgo.Wrap(c), Namespace: ns}
 			if tt.off {
 				o.Kured = &cluster.KuredLock{}
 			}

@@ -74,6 +74,7 @@ import (
 	"github.com/bmcfence/bmcfence/fence"
 	"github.com/bmcfence/bmcfence/internal/inventory"
 	"github.com/bmcfence/bmcfence/internal/inventory/metal3"
+	"github.com/bmcfence/bmcfence/internal/kube/clientgo"
 	"github.com/bmcfence/bmcfence/pdu"
 	"github.com/bmcfence/bmcfence/pdu/snmppdu"
 	"github.com/bmcfence/bmcfence/pdu/snmpsim"
@@ -1029,7 +1030,7 @@ func (h *harness) setUpPDULevel(ctx context.Context) {
 		if err != nil {
 			t.Fatalf("outlet identity test of outlet %d: %v", n, err)
 		}
-		if err := inventory.RecordOutletProof(ctx, h.c, testbed.Namespace, pduNode, proof); err != nil {
+		if err := inventory.RecordOutletProof(ctx, clientgo.Wrap(h.c), testbed.Namespace, pduNode, proof); err != nil {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&cfg, "            - address: %q\n              protocol: snmp\n              outlet: \"%d\"\n              credentialsSecret: pdu-a\n"+
