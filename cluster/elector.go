@@ -271,6 +271,9 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
 func (e *elector) update(ctx context.Context, rec leaderRecord) error {
 	next := e.lease.DeepCopy()
 	next.Spec = rec.spec()
+	if mutant.On(mutant.ElectorGuardedWrite) {
+		next.ResourceVersion = "" // an unconditional write
+	}
 	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		e.log.Debug("updating the leader Lease", zap.String("lease", e.name), zap.Error(err))

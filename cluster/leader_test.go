@@ -94,19 +94,21 @@ func holder(client *fake.Clientset) string {
 // again; the two runs never overlap.
 func TestRunLeaderCampaignsAgainAfterLosing(t *testing.T) {
 	client := fake.NewClientset()
-	var refuse atomic.Bool
-	var releasedWhileRefusing atomic.Bool
+	var refuse, shuttingDown, releasedBeforeShutdown atomic.Bool
 	client.PrependReactor("update", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if !refuse.Load() {
-			return false, nil, nil
-		}
-		// Renewals fail; a release would go through (and must not be tried:
-		// the run that lost may still be winding down).
+		// A release before our shutdown is the defect: the run that lost
+		// may still be winding down. (It goes through, so that a leader
+		// that tries one cannot hide it by failing.)
 		if l, ok := a.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "" {
-			releasedWhileRefusing.Store(true)
+			if !shuttingDown.Load() {
+				releasedBeforeShutdown.Store(true)
+			}
 			return false, nil, nil
 		}
-		return true, nil, apierrors.NewServiceUnavailable("etcd is sad")
+		if refuse.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is sad")
+		}
+		return false, nil, nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -131,12 +133,13 @@ func TestRunLeaderCampaignsAgainAfterLosing(t *testing.T) {
 	within(t, 5*time.Second, "leadership lost when renewals fail", lost)
 	refuse.Store(false)
 	within(t, 5*time.Second, "second term", terms)
+	shuttingDown.Store(true)
 	cancel()
 	within(t, 5*time.Second, "RunLeader returns", done)
 	if n := overlaps.Load(); n != 0 {
 		t.Errorf("%d overlapping runs", n)
 	}
-	if releasedWhileRefusing.Load() {
+	if releasedBeforeShutdown.Load() {
 		t.Error("the leader released the Lease when it lost a renewal, while its run was still winding down")
 	}
 }

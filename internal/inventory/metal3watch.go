@@ -59,7 +59,7 @@ func (i *Inventory) WatchMetal3(ctx context.Context, syncTimeout time.Duration) 
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return res.Watch(ctx, o)
 			},
-		}, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
+		}, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
 		if err := inf.SetTransform(slim); err != nil {
 			return nil, err
 		}

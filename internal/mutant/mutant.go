@@ -136,6 +136,10 @@ const (
 	// expire, since its work is only then being cancelled. The mutant
 	// releases it, as client-go does.
 	ElectorKeepOnLoss Name = "elector-keep-on-loss"
+	// ElectorGuardedWrite: the elector's writes carry the resourceVersion
+	// last read, so one based on a stale read fails. The mutant writes
+	// unconditionally.
+	ElectorGuardedWrite Name = "elector-guarded-write"
 )
 
 // Mutant is one unit mutant and the packages whose tests must kill it.
@@ -171,5 +175,6 @@ func All() []Mutant {
 		{Name: ElectorOwnClock, Packages: []string{"./cluster"}, Run: "Elector"},
 		{Name: ElectorRenewDeadline, Packages: []string{"./cluster"}, Run: "Elector"},
 		{Name: ElectorKeepOnLoss, Packages: []string{"./cluster"}, Run: "RunLeaderCampaignsAgainAfterLosing"},
+		{Name: ElectorGuardedWrite, Packages: []string{"./cluster"}, Run: "Elector"},
 	}
 }
