@@ -105,7 +105,7 @@ func (r leaderRecord) spec() coordinationv1.LeaseSpec {
 const jitterFactor = 1.2
 
 // run campaigns until it leads (or ctx ends), then leads until a renewal
-// round fails or ctx ends, and releases the Lease.
+// round fails or ctx ends; on shutdown it releases the Lease.
 func (e *elector) run(ctx context.Context) {
 	defer e.onStopped()
 	if !e.acquire(ctx) {
