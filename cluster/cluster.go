@@ -61,6 +61,12 @@ type Options struct {
 	// the node Leases (tests); by default it grows with the fleet, a
 	// second at 1000 nodes (leaseListPeriod).
 	LeaseListPeriod time.Duration
+	// PodsOfFencingNodesOnly: watch the pods of a node only while its
+	// fence state is Tainting or Detaching (podviews.go), instead of
+	// caching every pod of the cluster; the other nodes' views say
+	// PodsUnknown. The agent's setting; kubectl-fence shows every node's
+	// pods.
+	PodsOfFencingNodesOnly bool
 }
 
 // Cluster is the runner's view of Kubernetes, backed by informers, and the
@@ -78,8 +84,13 @@ type Cluster struct {
 	informers    []namedInformer
 	nodeInformer cache.SharedIndexInformer
 	nodeLister   corelisters.NodeLister
-	podIndexer   cache.Indexer
-	vaIndexer    cache.Indexer
+	// podIndexer caches every pod; nil under PodsOfFencingNodesOnly, whose
+	// watches of single nodes' pods are podViews (guarded by mu).
+	podIndexer cache.Indexer
+	podViews   map[string]*podView
+	vaIndexer  cache.Indexer
+	// runCtx is Start's: the watches of single nodes' pods run under it.
+	runCtx context.Context
 
 	changed chan string
 	events  *events
@@ -178,6 +189,9 @@ func New(client kube.Interface, opts Options) (*Cluster, error) {
 		watchErrs:       map[string]error{},
 		writeBackoff:    writeBackoff,
 	}
+	if opts.PodsOfFencingNodesOnly {
+		c.podViews = map[string]*podView{}
+	}
 	if err := c.newInformers(); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -195,6 +209,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		return errors.New("cluster: already started")
 	}
 	c.started = true
+	c.runCtx = ctx
 	c.mu.Unlock()
 
 	for _, ni := range c.informers {
@@ -317,7 +332,8 @@ func (c *Cluster) Node(name string) (runner.NodeInfo, bool) {
 func (c *Cluster) infoLocked(e *entry) runner.NodeInfo {
 	if e.stale {
 		name := e.node.Name
-		e.info = buildInfo(e.node, e.obs, byIndex[*podSummary](c.podIndexer, name), byIndex[*storagev1.VolumeAttachment](c.vaIndexer, name))
+		pods, podsKnown := c.podsOfLocked(name)
+		e.info = buildInfo(e.node, e.obs, pods, podsKnown, byIndex[*storagev1.VolumeAttachment](c.vaIndexer, name))
 		e.stale = false
 	}
 	info := e.info
@@ -504,10 +520,12 @@ func (c *Cluster) adoptNode(n *corev1.Node) {
 func (c *Cluster) takeNodeLocked(e *entry, n *corev1.Node, now time.Time) error {
 	e.obs.observeNode(n, now)
 	reqErr := e.obs.observeRequest(n, now)
-	if e.node == nil || e.node.Annotations[AnnotationState] != n.Annotations[AnnotationState] {
+	stateChanged := e.node == nil || e.node.Annotations[AnnotationState] != n.Annotations[AnnotationState]
+	if stateChanged {
 		c.stateGen++
 	}
 	e.node, e.stale = n, true
+	c.followPodsLocked(n, stateChanged)
 	return reqErr
 }
 
@@ -530,6 +548,7 @@ func (c *Cluster) nodeDeleted(obj any) {
 	if e := c.entries[n.Name]; e != nil && e.node != nil {
 		c.stateGen++
 	}
+	c.unwatchPodsLocked(n.Name)
 	delete(c.entries, n.Name)
 	gone := slices.Clone(c.nodeGone)
 	c.mu.Unlock()

@@ -120,7 +120,9 @@ func (c *Cluster) newInformers() error {
 			return core.Nodes().Watch(ctx, o)
 		},
 	}, {
-		// Pods are cached as summaries (podSummary), listed in pages.
+		// Pods are cached as summaries (podSummary), listed in pages;
+		// under PodsOfFencingNodesOnly they are watched node by node
+		// instead (podviews.go).
 		name: "pods", example: &corev1.Pod{}, transform: summarizePod,
 		indexers: cache.Indexers{byNodeName: podNodeName},
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -142,6 +144,9 @@ func (c *Cluster) newInformers() error {
 		},
 	}}
 	for _, s := range specs {
+		if s.name == "pods" && c.podViews != nil {
+			continue
+		}
 		inf := cache.NewSharedIndexInformerWithOptions(
 			&cache.ListWatch{ListWithContextFunc: s.list, WatchFuncWithContext: s.watch},
 			s.example,

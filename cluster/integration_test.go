@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,7 +133,12 @@ type agent struct {
 
 func startAgent(t *testing.T, cp *controlplane.ControlPlane) agent {
 	t.Helper()
-	c, err := New(clientgo.Wrap(newClient(t, cp, nil)), Options{})
+	return startAgentWith(t, cp, Options{})
+}
+
+func startAgentWith(t *testing.T, cp *controlplane.ControlPlane, o Options) agent {
+	t.Helper()
+	c, err := New(clientgo.Wrap(newClient(t, cp, nil)), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +707,10 @@ func TestIntegrationTaintRoundTrip(t *testing.T) {
 // TestIntegrationDeleteTerminatingPodsOfAKilledNode: a pod on a dead,
 // tainted node is evicted by the taint manager but stays Terminating (no
 // kubelet finishes it); DeleteTerminatingPods removes it without waiting
-// for pod GC.
+// for pod GC. Beside the Cluster that caches every pod, one with
+// PodsOfFencingNodesOnly (the agent's) says PodsUnknown until the node's
+// state reaches Tainting, then counts the node's pods from its own watch,
+// and stops watching once the state moves on.
 func TestIntegrationDeleteTerminatingPodsOfAKilledNode(t *testing.T) {
 	t.Parallel()
 	cp := controlPlane(t)
@@ -730,6 +739,13 @@ func TestIntegrationDeleteTerminatingPodsOfAKilledNode(t *testing.T) {
 		v := a.view(t, nodeTerminating)
 		return v.Pods == 1 && len(v.Blockers) == 1 && v.Blockers[0] == "pod terminating/victim", nil
 	})
+	f := startAgentWith(t, cp, Options{PodsOfFencingNodesOnly: true})
+	if v := f.view(t, nodeTerminating); !v.PodsUnknown || v.Pods != 0 || !slices.Equal(v.Blockers, []string{"pods not listed yet"}) {
+		t.Errorf("node not being fenced, pods of fencing nodes only: PodsUnknown %v, Pods %d, Blockers %q; want unknown, 0, [pods not listed yet]", v.PodsUnknown, v.Pods, v.Blockers)
+	}
+	if n := f.WatchedPodNodes(); n != 0 {
+		t.Errorf("pods of %d nodes watched before any fence; want 0", n)
+	}
 
 	if err := cp.KillNode(nodeTerminating); err != nil {
 		t.Fatal(err)
@@ -739,6 +755,13 @@ func TestIntegrationDeleteTerminatingPodsOfAKilledNode(t *testing.T) {
 	const token = `{"v":2,"ph":"Tainting"}`
 	if err := a.SaveState(ctx, nodeTerminating, "", token, ""); err != nil {
 		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the Cluster of fencing nodes' pods lists the node's pod once its state is Tainting", func() (bool, error) {
+		v := f.view(t, nodeTerminating)
+		return !v.PodsUnknown && v.Pods == 1 && slices.Equal(v.Blockers, []string{"pod terminating/victim"}), nil
+	})
+	if n := f.WatchedPodNodes(); n != 1 {
+		t.Errorf("pods of %d nodes watched during one fence; want 1", n)
 	}
 	if err := a.ApplyTaint(ctx, nodeTerminating, token); err != nil {
 		t.Fatal(err)
@@ -762,9 +785,20 @@ func TestIntegrationDeleteTerminatingPodsOfAKilledNode(t *testing.T) {
 	waitFor(t, ctx, "the agent counts no pods", func() (bool, error) {
 		return a.view(t, nodeTerminating).Pods == 0, nil
 	})
+	waitFor(t, ctx, "the Cluster of fencing nodes' pods counts no pods, known", func() (bool, error) {
+		v := f.view(t, nodeTerminating)
+		return !v.PodsUnknown && v.Pods == 0 && len(v.Blockers) == 0, nil
+	})
 	if n, err := a.DeleteTerminatingPods(ctx, nodeTerminating, token); err != nil || n != 0 {
 		t.Errorf("second DeleteTerminatingPods = %d, %v; want 0", n, err)
 	}
+	// Past the detach the node's pods are not read: the watch ends.
+	if err := a.SaveState(ctx, nodeTerminating, token, `{"v":2,"ph":"Fenced"}`, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the Cluster of fencing nodes' pods stops watching the fenced node's pods", func() (bool, error) {
+		return f.view(t, nodeTerminating).PodsUnknown && f.WatchedPodNodes() == 0, nil
+	})
 	t.Logf("victim %s force-deleted", uid)
 }
 

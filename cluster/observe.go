@@ -311,10 +311,14 @@ func HasOutOfServiceTaint(n *corev1.Node) bool {
 	return false
 }
 
+// podsNotListed is the first blocker of a node whose pods are not listed.
+var podsNotListed = []string{"pods not listed yet"}
+
 // buildInfo assembles the runner's view of one node from the cached objects
 // and our observations. pods and vas are those the informers index under the
-// node's name.
-func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, vas []*storagev1.VolumeAttachment) runner.NodeInfo {
+// node's name; podsKnown is false when the node's pods have not been listed
+// (PodsOfFencingNodesOnly): the view then says PodsUnknown.
+func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, podsKnown bool, vas []*storagev1.VolumeAttachment) runner.NodeInfo {
 	v := fence.NodeView{
 		Ready:         o.ready,
 		NotReadySince: o.notReadySince,
@@ -345,6 +349,13 @@ func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, vas []*storag
 	}
 	v.VolumeAttachments = len(vas)
 	v.Blockers = blockers(tolerating, others, vas)
+	if !podsKnown {
+		v.PodsUnknown = true
+		v.Blockers = podsNotListed // shared, read only: every node not being fenced
+		if len(vas) > 0 {
+			v.Blockers = append([]string{podsNotListed[0]}, v.Blockers...)
+		}
+	}
 	info := runner.NodeInfo{
 		Name:  n.Name,
 		Zone:  n.Labels[LabelZone],

@@ -61,7 +61,7 @@ func TestGracefulShutdownIsAPlannedRebootUntilTheNodeIsReadyAgain(t *testing.T) 
 			o := newObservation(at(0))
 			for _, s := range tt.steps {
 				o.observeNode(s.node, at(s.at))
-				v := buildInfo(s.node, o, nil, nil).View
+				v := buildInfo(s.node, o, nil, true, nil).View
 				if v.PlannedReboot != s.want {
 					t.Fatalf("at %s: PlannedReboot = %v, want %v", s.at, v.PlannedReboot, s.want)
 				}
@@ -77,10 +77,10 @@ func TestControlPlaneLabelMakesAControlPlaneNode(t *testing.T) {
 	o := newObservation(at(0))
 	cp := node("cp1", ready(at(0)))
 	cp.Labels = map[string]string{LabelControlPlane: ""}
-	if v := buildInfo(cp, o, nil, nil).View; !v.ControlPlane {
+	if v := buildInfo(cp, o, nil, true, nil).View; !v.ControlPlane {
 		t.Errorf("a node labelled %s: ControlPlane false", LabelControlPlane)
 	}
-	if v := buildInfo(node("w1", ready(at(0))), o, nil, nil).View; v.ControlPlane {
+	if v := buildInfo(node("w1", ready(at(0))), o, nil, true, nil).View; v.ControlPlane {
 		t.Errorf("a worker: ControlPlane true")
 	}
 }

@@ -156,19 +156,30 @@ func (s *podSummary) GetManagedFields() []metav1.ManagedFieldsEntry {
 }
 func (s *podSummary) SetManagedFields([]metav1.ManagedFieldsEntry) {}
 
-// PodsToleratingOutOfService names the pods in the cache that tie work to
-// their node and tolerate the out-of-service taint ("namespace/name"
-// → node), sorted: the taint will never move them off a fenced node.
-// DaemonSet and mirror pods are not counted: they belong to their node.
-func (c *Cluster) PodsToleratingOutOfService() []string {
+// PodsToleratingOutOfService names the pods that tie work to their node
+// and tolerate the out-of-service taint ("namespace/name on node"), sorted:
+// the taint will never move them off a fenced node. DaemonSet and mirror
+// pods are not counted: they belong to their node. From the cache of every
+// pod; under PodsOfFencingNodesOnly from a list in pages (podPageSize),
+// summarized page by page and then dropped.
+func (c *Cluster) PodsToleratingOutOfService(ctx context.Context) ([]string, error) {
 	var out []string
-	for _, o := range c.podIndexer.List() {
-		if p, ok := o.(*podSummary); ok && p.toleratesOutOfService && p.tiesWork() {
+	take := func(p *podSummary) {
+		if p.toleratesOutOfService && p.tiesWork() {
 			out = append(out, p.namespace+"/"+p.name+" on "+p.nodeName)
 		}
 	}
+	if c.podIndexer != nil {
+		for _, o := range c.podIndexer.List() {
+			if p, ok := o.(*podSummary); ok {
+				take(p)
+			}
+		}
+	} else if _, err := eachPodPage(ctx, c.client, metav1.ListOptions{FieldSelector: podFieldSelector}, take); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
 	slices.Sort(out)
-	return out
+	return out, nil
 }
 
 // podPageSize bounds one page of the pods informer's list: the decoded
@@ -182,24 +193,35 @@ const podPageSize = 500
 // summaries as one list (a runtime.Object the reflector can take apart) at
 // the list's resourceVersion.
 func listPodSummaries(ctx context.Context, core kube.Interface, o metav1.ListOptions) (runtime.Object, error) {
+	out := &podSummaryList{}
+	rv, err := eachPodPage(ctx, core, o, func(p *podSummary) { out.Items = append(out.Items, p) })
+	if err != nil {
+		return nil, err
+	}
+	out.ResourceVersion = rv
+	return out, nil
+}
+
+// eachPodPage lists the pods matching o in pages of podPageSize and calls
+// f with each one's summary before it asks for the next page; it returns
+// the list's resourceVersion.
+func eachPodPage(ctx context.Context, core kube.Interface, o metav1.ListOptions, f func(*podSummary)) (string, error) {
 	// Pages of the most recent state (resourceVersion ""): a list at "0" is
 	// served whole from the API server's cache, whatever the limit, and a
 	// relist's last-seen version with a limit asks for exactly that version
 	// (gone after a while). The most recent is never older than either.
 	o.ResourceVersion, o.ResourceVersionMatch = "", ""
 	o.Limit = podPageSize
-	out := &podSummaryList{}
 	for {
 		page, err := core.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		for i := range page.Items {
-			out.Items = append(out.Items, summarize(&page.Items[i]))
+			f(summarize(&page.Items[i]))
 		}
-		out.ResourceVersion = page.ResourceVersion
 		if page.Continue == "" {
-			return out, nil
+			return page.ResourceVersion, nil
 		}
 		o.Continue, o.ResourceVersion, o.ResourceVersionMatch = page.Continue, "", ""
 	}

@@ -13,7 +13,7 @@ type Check string
 // identity-per-target, fencing-token, one-clock, atomic-admission,
 // recheck-decided-view and split-brain-count; the cluster adapter (package cluster, and its model
 // in fencesim) pod-delete-recheck, pod-delete-preconditions and
-// write-precondition.
+// write-precondition. The engine also consults pods-listed.
 const (
 	// CheckOurOwnOff: an Off counts only after a ForceOff of ours the BMC
 	// accepted; otherwise only over UnassistedSettleWindow.
@@ -71,6 +71,11 @@ const (
 	// and resourceVersion as listed: a pod its kubelet (or anyone) touched
 	// since, or a new pod under the name, is never deleted by a stale act.
 	CheckPodDeletePreconditions Check = "pod-delete-preconditions"
+	// CheckPodsListed: a fence counts its node detached only when the
+	// node's pods were listed (NodeView.PodsUnknown false): the agent
+	// lists the pods of a node only once its fence reaches the taint, and
+	// an unfinished list reads as no pods.
+	CheckPodsListed Check = "pods-listed"
 	// CheckWritePrecondition: a token-guarded write (the taint, its
 	// removal) is preconditioned on the resourceVersion of the node it
 	// checked the token against, so the check and the write are one.
@@ -164,7 +169,7 @@ func Checks() []Check {
 	return []Check{CheckOurOwnOff, CheckLeaseWitness, CheckIdentity, CheckFencingToken,
 		CheckOneClock, CheckRequestAge, CheckAdmission, CheckKeepOff, CheckPowerLossOff,
 		CheckOwnOffWithin, CheckUntrustedAcceptance, CheckNotReadyLease, CheckStormExemptionOurs,
-		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckWritePrecondition, CheckRecheckDecided,
+		CheckPodDeleteRecheck, CheckPodDeletePreconditions, CheckPodsListed, CheckWritePrecondition, CheckRecheckDecided,
 		CheckSplitBrainCount, CheckOutletDrawless, CheckOutletsAllOff, CheckOutletProof,
 		CheckEvidenceKind, CheckEvidenceBoot, CheckEvidenceSystem, CheckEvidenceAfterRenewal,
 		CheckPlannedReboot, CheckControlPlaneOne, CheckEtcdQuorum,

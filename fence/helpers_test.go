@@ -45,6 +45,7 @@ func noBMC() nodeOpt                  { return func(n *NodeView) { n.HasBMC = fa
 func pods(p, va int) nodeOpt          { return func(n *NodeView) { n.Pods, n.VolumeAttachments = p, va } }
 func terminating(k int) nodeOpt       { return func(n *NodeView) { n.Terminating = k } }
 func blockers(b ...string) nodeOpt    { return func(n *NodeView) { n.Blockers = b } }
+func podsUnknown() nodeOpt            { return func(n *NodeView) { n.PodsUnknown = true } }
 
 // freshFleet is a calm three-node cluster whose API view is fresh at now.
 func freshFleet(now time.Time) FleetView {

@@ -2,6 +2,7 @@ package fence
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -1388,7 +1389,9 @@ func (st *stepper) detaching() {
 			return
 		}
 	}
-	if n.Pods == 0 && n.VolumeAttachments == 0 {
+	// Pods the adapter has not listed yet are not zero pods.
+	podsKnown := !n.PodsUnknown || !Enabled(CheckPodsListed)
+	if podsKnown && n.Pods == 0 && n.VolumeAttachments == 0 {
 		st.s.FencedAt = st.now
 		st.event(false, "FenceDetached", "no pods or VolumeAttachments left on the node, %s after the taint", st.now.Sub(st.s.TaintedAt).Round(time.Millisecond))
 		st.enter(Fenced, "detached")
@@ -1404,8 +1407,12 @@ func (st *stepper) detaching() {
 	waited := st.now.Sub(st.s.TaintedAt)
 	if waited >= st.p.DetachTimeout && !st.s.Warned {
 		st.s.Warned = true
-		st.event(true, "FenceDetachBlocked", "%d pods and %d VolumeAttachments still bound %s after the taint: %s",
-			n.Pods, n.VolumeAttachments, waited.Round(time.Second), blockerList(n.Blockers))
+		pods := strconv.Itoa(n.Pods)
+		if n.PodsUnknown {
+			pods = "an unknown number of" // the adapter's list of them has not completed
+		}
+		st.event(true, "FenceDetachBlocked", "%s pods and %d VolumeAttachments still bound %s after the taint: %s",
+			pods, n.VolumeAttachments, waited.Round(time.Second), blockerList(n.Blockers))
 	} else if !st.s.Warned {
 		st.wake(st.p.DetachTimeout - waited)
 	}

@@ -150,6 +150,37 @@ func TestShutdownNodeIsConfirmedOffThroughOurOwnForceOff(t *testing.T) {
 	}
 }
 
+// The agent lists a node's pods only once its fence reaches the taint: until
+// that list completes the view says PodsUnknown, with no pods counted, and
+// the node is not detached (check pods-listed).
+func TestPodsNotListedAreNotZeroPods(t *testing.T) {
+	d := newDriver(t)
+	d.toTainting(view())
+	unlisted := view(withTaint(TaintOurs), pods(0, 0), podsUnknown(), blockers("pods not listed yet"))
+	out := d.step(result(unlisted, at(sec(28.3)), ActApplyTaint, ""), at(sec(28.3)))
+	d.wantPhase(Detaching)
+	if slices.Contains(eventReasons(out), "FenceDetached") {
+		t.Fatalf("events = %v: detached before the node's pods were listed", eventReasons(out))
+	}
+	// Past the detach timeout the warning says what it does not know.
+	out = d.step(tick(unlisted, at(sec(28.3)+d.p.DetachTimeout)), at(sec(28.3)+d.p.DetachTimeout))
+	d.wantPhase(Detaching)
+	var msg string
+	for _, a := range out.Actions {
+		if a.Kind == ActEvent && a.Event.Reason == "FenceDetachBlocked" {
+			msg = a.Event.Message
+		}
+	}
+	if !strings.Contains(msg, "an unknown number of pods") || !strings.Contains(msg, "pods not listed yet") {
+		t.Errorf("FenceDetachBlocked = %q, want the unknown pods and the blocker", msg)
+	}
+	out = d.step(tick(view(withTaint(TaintOurs), pods(0, 0)), at(sec(28.3)+d.p.DetachTimeout+time.Second)), at(sec(28.3)+d.p.DetachTimeout+time.Second))
+	d.wantPhase(Fenced)
+	if !slices.Contains(eventReasons(out), "FenceDetached") {
+		t.Errorf("events = %v, want FenceDetached once the pods are listed (none)", eventReasons(out))
+	}
+}
+
 func TestOffReadingsThatDoNotCount(t *testing.T) {
 	tests := []struct {
 		name string

@@ -102,6 +102,11 @@ type NodeView struct {
 	Pods              int
 	VolumeAttachments int
 	Blockers          []string
+	// PodsUnknown: the cluster adapter has not listed the node's pods (it
+	// lists them only for a node being fenced, and the list is under way):
+	// Pods and Terminating say nothing then, and a fence never counts the
+	// node detached.
+	PodsUnknown bool
 	// Terminating counts the node's pods already being deleted (the taint
 	// manager evicts at once on NoExecute); on a confirmed-off, tainted node
 	// they are force-deleted as soon as they appear.

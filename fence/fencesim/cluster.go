@@ -42,8 +42,11 @@ func (w *World) info(n *Node) runner.NodeInfo {
 	if n.terminating {
 		v.Terminating = n.pods
 	}
-	if n.pods > 0 || n.vas > 0 {
-		v.Blockers = blockers(n.pods, n.vas)
+	if w.podsUnlisted(n) {
+		v.PodsUnknown, v.Pods, v.Terminating = true, 0, 0
+	}
+	if v.Pods > 0 || n.vas > 0 {
+		v.Blockers = blockers(v.Pods, n.vas)
 	}
 	if !n.plannedAt.IsZero() {
 		v.PlannedReboot, v.PlannedRebootAt, v.PlannedRebootBy = true, n.plannedAt, n.plannedBy
@@ -287,7 +290,12 @@ func (c Cluster) SaveState(_ context.Context, node, old, new, ackID string) erro
 		n.request = nil
 		w.take(n, r, c.Since)
 	}
-	if p, ok := phaseOf(new); ok {
+	p, ok := phaseOf(new)
+	if was, wasOK := phaseOf(old); wasOK && ok && ackID == "" {
+		w.checkDetached(n, was, p)
+	}
+	w.podListsFollow(n, p, ok)
+	if ok {
 		w.record(node, "phase", p.String(), "")
 		if w.onPhase != nil {
 			w.onPhase(node, p)

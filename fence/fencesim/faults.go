@@ -45,6 +45,7 @@ const (
 	faultKeepOff        = "x   machine powered on while tainted, volumes attached"
 	faultHuman          = "x   human fence, confirm, abort, unfence"
 	faultForeignTaint   = "x   foreign out-of-service taint"
+	faultPodsUnlisted   = "x   pods of a node at its taint not listed yet"
 	faultPowerOnByHuman = "x   machine powered on by someone else"
 	// Hung-node evidence (issue 18): a real expiry, and each lie.
 	faultHungEvidence = "h   hung node whose BMC logged a watchdog expiry (timer use SMS-OS) or an OS critical stop"
@@ -63,7 +64,7 @@ var Required = []string{
 	faultAPIErrors, faultStaleRequest, faultReplay, faultWrongConfirm, faultPowerLoss, faultHang, faultShutdown,
 	faultKubeletStop, faultUnreachable, faultLiar, faultMaintenance, faultPartition, faultKeepOff, faultHuman,
 	faultHungEvidence, faultEvidenceLie,
-	faultEvents,
+	faultEvents, faultPodsUnlisted,
 }
 
 // Tally adds up fault classes over many scenarios. Safe for concurrent use.

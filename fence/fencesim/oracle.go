@@ -45,6 +45,10 @@ import (
 //	Keep-off   while our taint is on and volumes are still attached, the
 //	           machine never runs longer than keepOffGrace, as long as the
 //	           agent can act (see keepOffGrace).
+//	Detach     a fence counts its node detached (a write from Tainting or
+//	           Detaching to Fenced or PoweringOn no human asked for) only
+//	           when no pod and no VolumeAttachment is bound to it
+//	           (checkDetached, podlists.go).
 //	Planned    while a planned-reboot signal names the node (less than
 //	           rebootWindow since it appeared), a running machine is never
 //	           powered off unless it is tainted, a human's fence request was

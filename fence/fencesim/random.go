@@ -126,6 +126,9 @@ func RandomScenario(seed uint64, start time.Time) (sim *Sim, plan []string) {
 	for i := 0; i < nodes; i++ {
 		g.addNode(fmt.Sprintf("n%d", i+1), fmt.Sprintf("z%d", i%zones))
 	}
+	if lists := w.EnablePodLists(seed); lists != "" {
+		g.plan = append(g.plan, lists)
+	}
 	g.sim = NewSimSeeded(w, seed, skew)
 	if diagnose != nil {
 		g.plan = append(g.plan, diagnose(w))

@@ -337,22 +337,28 @@ type Node struct {
 	// resourceVersion, podGen the version of its pods as listed (a pod
 	// scheduled, marked terminating, or touched by its kubelet changes it;
 	// our deleting one of them does not change the others).
-	created        time.Time
-	lastBeat       time.Time
-	leaseAt        time.Time
-	statusAt       time.Time
-	rv             int64
-	podGen         int64
-	ready          fence.Readiness
-	notReadySince  time.Time
-	taint          fence.TaintState
-	taintAt        time.Time
-	pods           int
-	terminating    bool
-	terminatingAt  time.Time
-	vas            int
-	podsGoneAt     time.Time
-	detachAfter    time.Duration // extra time before volumes detach (a slow CSI driver)
+	created       time.Time
+	lastBeat      time.Time
+	leaseAt       time.Time
+	statusAt      time.Time
+	rv            int64
+	podGen        int64
+	ready         fence.Readiness
+	notReadySince time.Time
+	taint         fence.TaintState
+	taintAt       time.Time
+	pods          int
+	terminating   bool
+	terminatingAt time.Time
+	vas           int
+	podsGoneAt    time.Time
+	detachAfter   time.Duration // extra time before volumes detach (a slow CSI driver)
+	// stateless: its work has no volumes (EnablePodLists). podsListing:
+	// the adapter lists its pods (its fence reached the taint); the list
+	// completes at podsListedAt.
+	stateless      bool
+	podsListing    bool
+	podsListedAt   time.Time
 	state          string
 	request        *pendingRequest
 	stateWrites    int
@@ -441,7 +447,9 @@ type World struct {
 	// run: it re-registers them.
 	deleted map[string]*deletedNode
 	rng     *rand.Rand
-	start   time.Time
+	// podListLag: how long the adapter's list of a node's pods takes (EnablePodLists).
+	podListLag time.Duration
+	start      time.Time
 
 	// API faults: a fraction of every call fails; every write fails.
 	apiErrorRate float64
@@ -789,6 +797,9 @@ func (w *World) Advance() {
 		// The scheduler places new work on a healthy, untainted node.
 		if renews && n.taint == fence.TaintAbsent && n.pods == 0 && n.ready == fence.ReadyTrue && !n.Maintenance {
 			n.pods, n.vas = 2, 1
+			if n.stateless {
+				n.vas = 0
+			}
 			n.podGen++
 		}
 	}

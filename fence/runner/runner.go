@@ -922,7 +922,7 @@ func sameButSignsOfLife(a, b fence.NodeView) bool {
 	return a.Ready == b.Ready && a.NotReadySince == b.NotReadySince &&
 		a.Maintenance == b.Maintenance && a.MaintenanceExpired == b.MaintenanceExpired &&
 		a.Excluded == b.Excluded && a.HasBMC == b.HasBMC && a.Remediation == b.Remediation &&
-		a.Taint == b.Taint && a.Pods == b.Pods && a.VolumeAttachments == b.VolumeAttachments &&
+		a.Taint == b.Taint && a.Pods == b.Pods && a.PodsUnknown == b.PodsUnknown && a.VolumeAttachments == b.VolumeAttachments &&
 		slices.Equal(a.Blockers, b.Blockers) && a.Terminating == b.Terminating &&
 		a.PlannedReboot == b.PlannedReboot && a.PlannedRebootAt == b.PlannedRebootAt && a.PlannedRebootBy == b.PlannedRebootBy &&
 		a.ControlPlane == b.ControlPlane && a.OffEvent == b.OffEvent && a.BMCSystem == b.BMCSystem &&

@@ -143,7 +143,9 @@ func New(cfg config.Agent, log *zap.Logger, client kube.Interface, opts ...Optio
 		opt(&o)
 	}
 	clk := clock.RealClock{}
-	cl, err := cluster.New(client, cluster.Options{Clock: clk, Log: log.Named("cluster"), Component: "bmcfence"})
+	// The pods of a node only while it is being fenced: a cache of every
+	// pod would grow with the cluster (cluster/podviews.go).
+	cl, err := cluster.New(client, cluster.Options{Clock: clk, Log: log.Named("cluster"), Component: "bmcfence", PodsOfFencingNodesOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +208,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.startGuard(ctx)
 	a.ready.Store(true)
-	a.warnRiskySettings()
+	a.warnRiskySettings(ctx)
 
 	lead := func(ctx context.Context) {
 		a.leading.Store(true)
@@ -429,7 +431,7 @@ func (a *Agent) fenceable(node string, err error) {
 
 // warnRiskySettings logs what the agent can see that would defeat or slow a
 // fence.
-func (a *Agent) warnRiskySettings() {
+func (a *Agent) warnRiskySettings(ctx context.Context) {
 	if !a.cfg.Policy.ForceDeletePods {
 		a.log.Warn("policy.forceDeletePods is off: failover waits for the pod GC loop (20 s) after the taint")
 	}
@@ -441,9 +443,13 @@ func (a *Agent) warnRiskySettings() {
 			a.log.Warn("node has no usable BMC entry: it will never be fenced", zap.String("node", n.Name))
 		}
 	}
-	// From the cache (a list of every pod in a large cluster, decoded at
-	// once, was the agent's peak of memory at start).
-	pods := a.cluster.PodsToleratingOutOfService()
+	// Listed in pages and summarized page by page (a list of every pod in
+	// a large cluster, decoded at once, was the agent's peak of memory at
+	// start).
+	pods, err := a.cluster.PodsToleratingOutOfService(ctx)
+	if err != nil {
+		a.log.Warn("could not list the pods that tolerate the out-of-service taint", zap.Error(err))
+	}
 	const shown = 20
 	for i, p := range pods {
 		if i == shown {

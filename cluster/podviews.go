@@ -1,0 +1,146 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/bmcfence/bmcfence/fence"
+)
+
+// The pods of fencing nodes only (Options.PodsOfFencingNodesOnly, the
+// agent's setting). The engine reads a node's pods in one place: a fence
+// that applied its taint waits until they and the VolumeAttachments are
+// gone (fence.Detaching). A cache of every pod in the cluster, kept for
+// that, costs memory and CPU in proportion to the cluster's pods (thirty
+// thousand of them about 10 MiB of the agent's heap, and every pod update
+// decoded); so the Cluster watches the pods of a node only while its fence
+// state is Tainting or Detaching, with a field selector the API server's
+// watch cache answers from its index, as it answers every kubelet. Until
+// that watch has listed, the node's view says PodsUnknown: not zero pods.
+
+// podView is the watch of one node's pods.
+type podView struct {
+	informer cache.SharedIndexInformer
+	// synced: our handler has seen the initial list.
+	synced func() bool
+	stop   context.CancelFunc
+}
+
+// podsWatched reports whether a node's pods are watched in this state: its
+// fence has reached the taint (Tainting, so the list is ready by the time
+// the taint lands) and not yet counted it detached. A state we cannot read
+// is held by the runner: nothing to watch.
+func podsWatched(state string) bool {
+	if state == "" {
+		return false
+	}
+	s, err := fence.Decode(state)
+	if err != nil {
+		return false
+	}
+	return s.Phase == fence.Tainting || s.Phase == fence.Detaching
+}
+
+// followPodsLocked starts or stops the watch of the node's pods as its state
+// asks. Called with c.mu held, whenever the node is taken in.
+func (c *Cluster) followPodsLocked(n *corev1.Node, stateChanged bool) {
+	if c.podViews == nil || (!stateChanged && c.podViews[n.Name] == nil) {
+		return
+	}
+	want := podsWatched(n.Annotations[AnnotationState])
+	v := c.podViews[n.Name]
+	switch {
+	case want && v == nil:
+		c.watchPodsLocked(n.Name)
+	case !want && v != nil:
+		c.unwatchPodsLocked(n.Name)
+	}
+}
+
+// watchPodsLocked starts the watch of the node's pods. Called with c.mu
+// held, after Start (runCtx set; before, the handlers that call it do not
+// run).
+func (c *Cluster) watchPodsLocked(node string) {
+	if c.runCtx == nil {
+		return
+	}
+	sel := "spec.nodeName=" + node + ",status.phase!=Succeeded,status.phase!=Failed"
+	core := c.client.CoreV1()
+	inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return listPodSummaries(ctx, c.client, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return core.Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, &corev1.Pod{}, cache.SharedIndexInformerOptions{ResyncPeriod: c.resync, ObjectDescription: "pods of node " + node})
+	// Neither can fail on an informer that has not started.
+	_ = inf.SetTransform(summarizePod)
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		c.noteWatchError("pods of node "+node, err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+	reg, _ := inf.AddEventHandler(c.handler("pods"))
+	ctx, cancel := context.WithCancel(c.runCtx)
+	v := &podView{informer: inf, stop: cancel, synced: func() bool { return inf.HasSynced() && reg.HasSynced() }}
+	c.podViews[node] = v
+	if e := c.entries[node]; e != nil {
+		e.stale = true
+	}
+	go inf.RunWithContext(ctx)
+	go func() {
+		// A node without pods gets no event when its list completes: say
+		// so, once (the view goes from PodsUnknown to none).
+		if wait.PollUntilContextCancel(ctx, podViewSyncPoll, true, func(context.Context) (bool, error) { return v.synced(), nil }) == nil {
+			c.nodesChanged(node)
+		}
+	}()
+}
+
+// podViewSyncPoll: how often a starting pod watch is asked whether it has
+// listed. The list is one request; the runner re-reads the node at least
+// every 30 s anyway.
+const podViewSyncPoll = 100 * time.Millisecond
+
+// unwatchPodsLocked stops the watch of the node's pods. Called with c.mu
+// held.
+func (c *Cluster) unwatchPodsLocked(node string) {
+	v := c.podViews[node]
+	if v == nil {
+		return
+	}
+	v.stop()
+	delete(c.podViews, node)
+	if e := c.entries[node]; e != nil {
+		e.stale = true
+	}
+}
+
+// podsOfLocked returns the node's pods and whether they are known: from
+// the cache of every pod, or from the node's own watch once it has listed.
+func (c *Cluster) podsOfLocked(node string) ([]*podSummary, bool) {
+	if c.podViews == nil {
+		return byIndex[*podSummary](c.podIndexer, node), true
+	}
+	v := c.podViews[node]
+	if v == nil || !v.synced() {
+		return nil, false
+	}
+	objs := v.informer.GetStore().List()
+	out := make([]*podSummary, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*podSummary); ok {
+			out = append(out, p)
+		}
+	}
+	return out, true
+}
