@@ -138,7 +138,8 @@ func (c *Cluster) podsOfLocked(node string) ([]*podSummary, bool) {
 	objs := v.informer.GetStore().List()
 	out := make([]*podSummary, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*podSummary); ok {
+		// The field selector is the server's; what counts is checked here.
+		if p, ok := o.(*podSummary); ok && p.nodeName == node {
 			out = append(out, p)
 		}
 	}
