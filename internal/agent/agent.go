@@ -209,7 +209,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.startGuard(ctx)
 	a.ready.Store(true)
-	a.warnRiskySettings(ctx)
+	// Off the path to the election: its list of every pod may take a
+	// while in a large cluster.
+	go a.warnRiskySettings(ctx)
 	go a.trimBinaryPages(ctx)
 
 	lead := func(ctx context.Context) {
@@ -251,17 +253,17 @@ func (a *Agent) watchMetal3(ctx context.Context) {
 	}
 }
 
-// trimAgain is when the binary's pages are given back a second time after
+// trimAgain is when the binary's pages are unmapped a second time after
 // the agent is ready: by then a leader has started (its event streams'
 // discovery and handshakes, the first reads of every BMC), and what only
 // that start-up ran can go too.
 const trimAgain = 3 * time.Minute
 
-// trimBinaryPages gives back the pages of the binary that the start-up
-// touched (internal/pagetrim), once when the agent is ready and once
-// trimAgain later: about a quarter of the agent's RSS at every fleet size,
-// read from the file and never run again. What runs at rest is read back
-// on first use.
+// trimBinaryPages unmaps the pages of the binary that the start-up touched
+// (internal/pagetrim), once when the agent is ready and once trimAgain
+// later: about a quarter of the agent's RSS at every fleet size, code and
+// data read once and never again. What runs at rest is mapped back from
+// the page cache on first use.
 func (a *Agent) trimBinaryPages(ctx context.Context) {
 	for i := 0; i < 2; i++ {
 		if i > 0 && !a.sleepUntil(ctx, a.clock.Now().Add(trimAgain)) {
@@ -269,10 +271,10 @@ func (a *Agent) trimBinaryPages(ctx context.Context) {
 		}
 		r, err := pagetrim.Binary()
 		if err != nil {
-			a.log.Info("the binary's start-up pages stay resident", zap.Error(err))
+			a.log.Info("the binary's start-up pages stay mapped", zap.Error(err))
 			return
 		}
-		a.log.Info("gave back the binary's start-up pages", zap.String("result", r.String()))
+		a.log.Info("unmapped the binary's start-up pages", zap.String("result", r.String()))
 	}
 }
 
@@ -456,6 +458,10 @@ func (a *Agent) fenceable(node string, err error) {
 	a.log.Info("node is fenceable again", zap.String("node", node))
 }
 
+// podWarningListTimeout bounds the start-up warning's list of every pod
+// (pages of 500; thirty thousand pods list in seconds).
+const podWarningListTimeout = 2 * time.Minute
+
 // warnRiskySettings logs what the agent can see that would defeat or slow a
 // fence.
 func (a *Agent) warnRiskySettings(ctx context.Context) {
@@ -473,7 +479,9 @@ func (a *Agent) warnRiskySettings(ctx context.Context) {
 	// Listed in pages and summarized page by page (a list of every pod in
 	// a large cluster, decoded at once, was the agent's peak of memory at
 	// start).
-	pods, err := a.cluster.PodsToleratingOutOfService(ctx)
+	listCtx, cancel := context.WithTimeout(ctx, podWarningListTimeout)
+	defer cancel()
+	pods, err := a.cluster.PodsToleratingOutOfService(listCtx)
 	if err != nil {
 		a.log.Warn("could not list the pods that tolerate the out-of-service taint", zap.Error(err))
 	}

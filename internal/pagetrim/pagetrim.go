@@ -1,16 +1,25 @@
-// Package pagetrim gives back the pages of the agent's own binary that its
+// Package pagetrim unmaps the pages of the agent's own binary that its
 // start-up touched: the package initializers of its dependencies (API
 // types, protobuf and scheme registrations, parsers) run once and read
 // most of the binary's code and read-only data, and the kernel maps 64 KiB
-// around each such fault. Those pages stayed in the agent's RSS for its
-// whole life: 27 to 37 MiB of it at every fleet size (README, "Scale").
+// around each such fault. Those pages stayed mapped, and counted in the
+// agent's RSS, for its whole life: 27 to 37 MiB of it at every fleet size
+// (README, "Scale").
 //
-// Binary asks the kernel to reclaim the binary's read-only, file-backed
-// mappings (madvise MADV_PAGEOUT, Linux 5.4 and later). They are clean
-// copies of the file: nothing is written anywhere, and a page the agent
-// runs again is read back on its first use. The pages of what runs at rest
-// (the Lease lists, the runner's ticks, the event streams) come back within
-// seconds; those of the start-up, and of a fence until one runs, stay out.
+// Binary drops the process's mappings of the binary's read-only,
+// file-backed pages (madvise MADV_DONTNEED). They are clean copies of the
+// file, shared with the page cache: nothing is lost, the page cache keeps
+// them until the kernel needs the memory (an unmapped file page is the
+// first it reclaims), and a page the agent runs again is mapped back from
+// the cache on its first use, without reading the disk while the page is
+// cached. The pages of what runs at rest (the Lease lists, the runner's
+// ticks, the event streams) come back within seconds; those of the
+// start-up, and of a fence until one runs, stay unmapped.
+//
+// Not MADV_PAGEOUT, which would also evict the pages from the page cache:
+// the kernel honours it on a file only for its owner or a writer, and the
+// agent runs as an unprivileged user on a binary owned by root (the
+// image), so it did nothing there.
 package pagetrim
 
 import (
@@ -22,13 +31,12 @@ import (
 	"strings"
 )
 
-// ErrUnsupported: this system has no MADV_PAGEOUT (not Linux, or a kernel
-// before 5.4).
-var ErrUnsupported = errors.New("pagetrim: the kernel cannot reclaim pages on request (MADV_PAGEOUT)")
+// ErrUnsupported: not Linux, or the kernel refused the advice.
+var ErrUnsupported = errors.New("pagetrim: the binary's pages cannot be unmapped here")
 
 // Result says what Binary did.
 type Result struct {
-	// Mappings and Bytes: the read-only mappings of the binary advised,
+	// Mappings and Bytes: the read-only mappings of the binary unmapped,
 	// and their total size.
 	Mappings int
 	Bytes    uint64
@@ -38,7 +46,7 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d mappings (%.1f MiB) of the binary advised; file-backed RSS %.1f → %.1f MiB",
+	return fmt.Sprintf("%d mappings (%.1f MiB) of the binary unmapped; file-backed RSS %.1f → %.1f MiB",
 		r.Mappings, mib(r.Bytes), mib(r.RSSFileBefore), mib(r.RSSFileAfter))
 }
 
@@ -75,13 +83,16 @@ func parseMaps(s *bufio.Scanner) ([]mapping, error) {
 		}
 		out = append(out, m)
 	}
-	return out, s.Err()
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("pagetrim: reading the mappings: %w", err)
+	}
+	return out, nil
 }
 
 // binaryMappings selects the mappings of the file exe that are not
 // writable (code, read-only data): clean copies of the file. A writable
-// mapping's pages may be the process's own (copy-on-write), and are left
-// alone.
+// mapping's pages may be the process's own (copy-on-write), which
+// MADV_DONTNEED would discard: they are never touched.
 func binaryMappings(all []mapping, exe string) []mapping {
 	var out []mapping
 	for _, m := range all {
@@ -115,7 +126,7 @@ func rssFile(status string) (uint64, error) {
 func readRSSFile() (uint64, error) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("pagetrim: %w", err)
 	}
 	return rssFile(string(b))
 }

@@ -11,9 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Binary advises the kernel to reclaim the pages of this process's binary
-// that are not writable (see the package doc). It returns ErrUnsupported
-// when the kernel refuses MADV_PAGEOUT.
+// Binary unmaps the pages of this process's binary that are not writable
+// (see the package doc); they are mapped back on their next use.
 func Binary() (Result, error) {
 	var r Result
 	exe, err := os.Readlink("/proc/self/exe")
@@ -29,20 +28,24 @@ func Binary() (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	r.RSSFileBefore, _ = readRSSFile()
+	if r.RSSFileBefore, err = readRSSFile(); err != nil {
+		return r, err
+	}
 	for _, m := range binaryMappings(all, exe) {
-		// The range is the kernel's own mapping of our binary: no Go
-		// object lives there, and nothing is written.
-		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.start), uintptr(m.end-m.start), unix.MADV_PAGEOUT)
+		// The range is the kernel's mapping of our binary, read-only:
+		// no Go object lives there, and no page of it is ours alone.
+		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.start), uintptr(m.end-m.start), unix.MADV_DONTNEED)
 		if errno != 0 {
 			if errors.Is(errno, unix.EINVAL) || errors.Is(errno, unix.ENOSYS) || errors.Is(errno, unix.EPERM) {
-				return r, fmt.Errorf("%w: %w", ErrUnsupported, errno)
+				return r, fmt.Errorf("%w: madvise: %w", ErrUnsupported, errno)
 			}
 			return r, fmt.Errorf("pagetrim: madvise %x-%x: %w", m.start, m.end, errno)
 		}
 		r.Mappings++
 		r.Bytes += m.end - m.start
 	}
-	r.RSSFileAfter, _ = readRSSFile()
+	if r.RSSFileAfter, err = readRSSFile(); err != nil {
+		return r, err
+	}
 	return r, nil
 }

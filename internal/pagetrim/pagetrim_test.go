@@ -47,11 +47,11 @@ func TestRSSFile(t *testing.T) {
 	}
 }
 
-// TestBinaryGivesBackTheTestBinarysPages runs Binary on this test binary:
+// TestBinaryUnmapsTheTestBinarysPages runs Binary on this test binary:
 // its file-backed RSS must drop (the test binary's initializers touched
 // much of it), and the process goes on running (the code it runs next is
 // read back).
-func TestBinaryGivesBackTheTestBinarysPages(t *testing.T) {
+func TestBinaryUnmapsTheTestBinarysPages(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("Linux only")
 	}
@@ -67,6 +67,6 @@ func TestBinaryGivesBackTheTestBinarysPages(t *testing.T) {
 		t.Fatalf("%+v: want the code and read-only data mappings advised", r)
 	}
 	if r.RSSFileAfter >= r.RSSFileBefore {
-		t.Errorf("file-backed RSS %d → %d bytes: nothing given back", r.RSSFileBefore, r.RSSFileAfter)
+		t.Errorf("file-backed RSS %d → %d bytes: nothing unmapped", r.RSSFileBefore, r.RSSFileAfter)
 	}
 }
