@@ -269,14 +269,24 @@ func (c *Cluster) syncError() *CacheSyncError {
 // report and logs it. A watch the server closed, or whose version expired,
 // is routine (the reflector resumes or relists): debug only.
 func (c *Cluster) noteWatchError(informer string, err error) {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-		c.log.Debug("informer watch ended; resuming", zap.String("informer", informer), zap.Error(err))
+	if !c.logWatchError(informer, err) {
 		return
 	}
 	c.mu.Lock()
 	c.watchErrs[informer] = err
 	c.mu.Unlock()
+}
+
+// logWatchError logs an informer's list/watch error and reports whether it
+// was a failure (not a watch that ended, which is routine). The watches of
+// single nodes' pods only log theirs: Start waits for none of them.
+func (c *Cluster) logWatchError(informer string, err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		c.log.Debug("informer watch ended; resuming", zap.String("informer", informer), zap.Error(err))
+		return false
+	}
 	c.log.Warn("informer list/watch failed; retrying", zap.String("informer", informer), zap.Error(err))
+	return true
 }
 
 // ---- runner.Cluster: the view ----------------------------------------------

@@ -351,9 +351,11 @@ func buildInfo(n *corev1.Node, o *observation, pods []*podSummary, podsKnown boo
 	v.Blockers = blockers(tolerating, others, vas)
 	if !podsKnown {
 		v.PodsUnknown = true
-		v.Blockers = podsNotListed // shared, read only: every node not being fenced
-		if len(vas) > 0 {
+		if len(vas) == 0 {
+			v.Blockers = podsNotListed // shared, read only: every node not being fenced
+		} else {
 			v.Blockers = append([]string{podsNotListed[0]}, v.Blockers...)
+			v.Blockers = v.Blockers[:min(len(v.Blockers), maxBlockers)]
 		}
 	}
 	info := runner.NodeInfo{

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"go.uber.org/zap"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,11 +36,11 @@ type podView struct {
 	stop   context.CancelFunc
 }
 
-// podsWatched reports whether a node's pods are watched in this state: its
+// watchesPods reports whether a node's pods are watched in this state: its
 // fence has reached the taint (Tainting, so the list is ready by the time
 // the taint lands) and not yet counted it detached. A state we cannot read
 // is held by the runner: nothing to watch.
-func podsWatched(state string) bool {
+func watchesPods(state string) bool {
 	if state == "" {
 		return false
 	}
@@ -54,7 +57,7 @@ func (c *Cluster) followPodsLocked(n *corev1.Node, stateChanged bool) {
 	if c.podViews == nil || (!stateChanged && c.podViews[n.Name] == nil) {
 		return
 	}
-	want := podsWatched(n.Annotations[AnnotationState])
+	want := watchesPods(n.Annotations[AnnotationState])
 	v := c.podViews[n.Name]
 	switch {
 	case want && v == nil:
@@ -75,21 +78,41 @@ func (c *Cluster) watchPodsLocked(node string) {
 	core := c.client.CoreV1()
 	inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return listPodSummaries(ctx, c.client, o)
+			// One node's pods, in one answer: without a limit, a
+			// consistent list (resourceVersion "") is served from the
+			// watch cache's node-name index; with one, some API server
+			// versions read it from etcd, every pod of the cluster
+			// scanned for this node's.
+			o.FieldSelector, o.Limit, o.Continue = sel, 0, ""
+			o.ResourceVersion, o.ResourceVersionMatch = "", ""
+			l, err := core.Pods(metav1.NamespaceAll).List(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			out := &podSummaryList{Items: make([]*podSummary, 0, len(l.Items))}
+			for i := range l.Items {
+				out.Items = append(out.Items, summarize(&l.Items[i]))
+			}
+			out.ResourceVersion = l.ResourceVersion
+			return out, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
 			return core.Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
 	}, &corev1.Pod{}, cache.SharedIndexInformerOptions{ResyncPeriod: c.resync, ObjectDescription: "pods of node " + node})
-	// Neither can fail on an informer that has not started.
-	_ = inf.SetTransform(summarizePod)
-	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		c.noteWatchError("pods of node "+node, err)
+	// None of these can fail on an informer that has not started; one
+	// that did would leave the node's pods unknown (no view), not wrong.
+	errTransform := inf.SetTransform(summarizePod)
+	errHandler := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		c.logWatchError("pods of node "+node, err)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
-	reg, _ := inf.AddEventHandler(c.handler("pods"))
+	reg, errAdd := inf.AddEventHandler(c.handler("pods"))
+	if err := errors.Join(errTransform, errHandler, errAdd); err != nil {
+		c.log.Error("cannot watch the pods of a node being fenced; its pods stay unknown", zap.String("node", node), zap.Error(err))
+		return
+	}
 	ctx, cancel := context.WithCancel(c.runCtx)
 	v := &podView{informer: inf, stop: cancel, synced: func() bool { return inf.HasSynced() && reg.HasSynced() }}
 	c.podViews[node] = v

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -92,5 +93,19 @@ func TestPodsOfFencingNodesOnlyFollowTheFenceState(t *testing.T) {
 	}
 	if n := c.WatchedPodNodes(); n != 1 {
 		t.Errorf("pods of %d nodes watched after w1's deletion; want 1 (w2)", n)
+	}
+}
+
+// TestUnknownPodsKeepTheVolumeAttachmentsNamed: a node whose pods are not
+// listed names that first, then its VolumeAttachments.
+func TestUnknownPodsKeepTheVolumeAttachmentsNamed(t *testing.T) {
+	o := newObservation(at(0))
+	v := buildInfo(node("w1"), o, nil, false, []*storagev1.VolumeAttachment{va("csi-1", "w1", "pv-1")}).View
+	want := []string{"pods not listed yet", "VolumeAttachment csi-1 (PV pv-1)"}
+	if !v.PodsUnknown || v.VolumeAttachments != 1 || !slices.Equal(v.Blockers, want) {
+		t.Errorf("PodsUnknown %v, VolumeAttachments %d, Blockers %q; want unknown, 1, %q", v.PodsUnknown, v.VolumeAttachments, v.Blockers, want)
+	}
+	if v := buildInfo(node("w1"), o, nil, false, nil).View; !slices.Equal(v.Blockers, []string{"pods not listed yet"}) {
+		t.Errorf("Blockers %q without VolumeAttachments; want [pods not listed yet]", v.Blockers)
 	}
 }
