@@ -107,6 +107,12 @@ func (c Cluster) view(n *Node) runner.NodeInfo {
 		since = n.created // the first sighting of a Node object created later
 	}
 	v := info.View
+	if !v.PodsUnknown && w.relisting(n, c.Since) {
+		v.PodsUnknown, v.Pods, v.Terminating, v.Blockers = true, 0, 0, nil
+		if n.vas > 0 {
+			v.Blockers = blockers(0, n.vas)
+		}
+	}
 	if a := c.Agent; a != nil {
 		if t, ok := a.absorbed[n]; ok && t.After(v.HeartbeatAt) {
 			v.HeartbeatAt, v.HeartbeatFrom = t, time.Time{} // its own read places nothing
@@ -291,8 +297,8 @@ func (c Cluster) SaveState(_ context.Context, node, old, new, ackID string) erro
 		w.take(n, r, c.Since)
 	}
 	p, ok := phaseOf(new)
-	if was, wasOK := phaseOf(old); wasOK && ok && ackID == "" {
-		w.checkDetached(n, was, p)
+	if was, wasOK := phaseOf(old); wasOK && ok {
+		w.checkDetached(n, was, p, ackID)
 	}
 	w.podListsFollow(n, p, ok)
 	if ok {

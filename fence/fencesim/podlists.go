@@ -51,23 +51,37 @@ func (w *World) podListsFollow(n *Node, p fence.Phase, ok bool) {
 	}
 }
 
-// podsUnlisted: the adapter's list of the node's pods is under way.
+// podsUnlisted: the adapter has not listed the node's pods. In a world
+// whose lists lag (EnablePodLists), as in the agent: a node whose fence is
+// not at the taint has none listed, and one at the taint until its list
+// completes. In the others every node's pods are known at once.
 func (w *World) podsUnlisted(n *Node) bool {
-	return n.podsListing && w.now().Before(n.podsListedAt)
+	if w.podListLag == 0 {
+		return false
+	}
+	return !n.podsListing || w.now().Before(n.podsListedAt)
+}
+
+// relisting: an agent process that started after a node's list completed
+// lists the node's pods itself (a restart, a new leader), podListLag from
+// its start.
+func (w *World) relisting(n *Node, since time.Time) bool {
+	return w.podListLag > 0 && n.podsListing && w.now().Before(since.Add(w.podListLag))
 }
 
 // checkDetached is the oracle's Detach rule, at a state write from
-// Tainting or Detaching to Fenced or PoweringOn that no human asked for (a
-// fence that applied its taint and counted the node detached in one step
-// writes Tainting to Fenced): the node must hold no pod and no
-// VolumeAttachment. While the node stays tainted the world never binds new
-// pods to it, so what it holds now it held when the agent decided. Under
-// the world's lock.
-func (w *World) checkDetached(n *Node, old, new fence.Phase) {
+// Tainting or Detaching to Fenced or PoweringOn (a fence that applied its
+// taint and counted the node detached in one step writes Tainting to
+// Fenced): the node must hold no pod and no VolumeAttachment. Only a
+// human's unfence may power on a node that still holds them (a write to
+// PoweringOn that takes a request). While the node stays tainted the world
+// never binds new pods to it, so what it holds now it held when the agent
+// decided. Under the world's lock.
+func (w *World) checkDetached(n *Node, old, new fence.Phase, ackID string) {
 	if (old != fence.Tainting && old != fence.Detaching) || (new != fence.Fenced && new != fence.PoweringOn) {
 		return
 	}
-	if n.taint == fence.TaintAbsent || !w.frozenSince.IsZero() || (n.pods == 0 && n.vas == 0) {
+	if (new == fence.PoweringOn && ackID != "") || n.taint == fence.TaintAbsent || (n.pods == 0 && n.vas == 0) {
 		return
 	}
 	w.violate("%s: counted detached (%s) while %d pods and %d VolumeAttachments are bound to it", n.Name, new, n.pods, n.vas)

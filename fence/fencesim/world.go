@@ -651,6 +651,7 @@ func (w *World) recreate(old *Node, host *Machine) *Node {
 	n.Excluded, n.HasBMC = old.Excluded, old.HasBMC
 	n.Petter, n.petterEvicted, n.liveExpiry = old.Petter, old.petterEvicted, old.liveExpiry && old.Host == host
 	n.pods, n.vas = 0, 0
+	n.stateless = old.stateless
 	n.podGen++
 	w.notify(n.Name)
 	return n
