@@ -52,35 +52,60 @@ func (r Result) String() string {
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
-// mapping is one line of /proc/self/maps.
+// mapping is one mapping of /proc/self/smaps: its range, permissions,
+// path and how much of it is the process's own (Anonymous: pages written
+// since they were mapped, copy-on-write).
 type mapping struct {
 	start, end uint64
 	perms      string
 	path       string
+	anonymous  uint64 // bytes
 }
 
-// parseMaps reads /proc/PID/maps lines: "start-end perms offset dev inode
-// path". Lines without a path (anonymous memory) are kept with path "".
-func parseMaps(s *bufio.Scanner) ([]mapping, error) {
+// parseSmaps reads /proc/PID/smaps: a header line per mapping ("start-end
+// perms offset dev inode path", the path the rest of the line), then
+// "Key: value" lines. Mappings without a path (anonymous memory) have
+// path "".
+func parseSmaps(s *bufio.Scanner) ([]mapping, error) {
 	var out []mapping
 	for s.Scan() {
-		f := strings.Fields(s.Text())
-		if len(f) < 5 {
+		line := s.Text()
+		f := strings.Fields(line)
+		if len(f) == 0 {
 			continue
 		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			return nil, fmt.Errorf("pagetrim: malformed maps line %q", s.Text())
+		if strings.HasSuffix(f[0], ":") {
+			if f[0] == "Anonymous:" && len(out) > 0 && len(f) == 3 && f[2] == "kB" {
+				kb, err := strconv.ParseUint(f[1], 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("pagetrim: malformed smaps line %q", line)
+				}
+				out[len(out)-1].anonymous = kb << 10
+			}
+			continue
 		}
+		if len(f) < 5 {
+			return nil, fmt.Errorf("pagetrim: malformed smaps line %q", line)
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
 		start, err1 := strconv.ParseUint(lo, 16, 64)
 		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err := errors.Join(err1, err2); err != nil || end < start {
-			return nil, fmt.Errorf("pagetrim: malformed maps line %q", s.Text())
+		if !ok || errors.Join(err1, err2) != nil || end < start {
+			return nil, fmt.Errorf("pagetrim: malformed smaps line %q", line)
 		}
 		m := mapping{start: start, end: end, perms: f[1]}
-		if len(f) >= 6 {
-			m.path = strings.Join(f[5:], " ")
+		// The path is the rest of the line after five fields, as the
+		// kernel wrote it (spaces included).
+		rest := line
+		for range 5 {
+			rest = strings.TrimLeft(rest, " ")
+			if i := strings.IndexByte(rest, ' '); i >= 0 {
+				rest = rest[i:]
+			} else {
+				rest = ""
+			}
 		}
+		m.path = strings.TrimLeft(rest, " ")
 		out = append(out, m)
 	}
 	if err := s.Err(); err != nil {
@@ -90,13 +115,18 @@ func parseMaps(s *bufio.Scanner) ([]mapping, error) {
 }
 
 // binaryMappings selects the mappings of the file exe that are not
-// writable (code, read-only data): clean copies of the file. A writable
-// mapping's pages may be the process's own (copy-on-write), which
-// MADV_DONTNEED would discard: they are never touched.
+// writable (code, read-only data) and hold no page of the process's own:
+// clean copies of the file, which MADV_DONTNEED only unmaps. A mapping
+// that is read-only now may still hold pages written before (relocations
+// a loader applied and then protected, RELRO in a position-independent or
+// dynamically linked build; a debugger's or uprobe's breakpoint): those
+// would be replaced by the file's unrelocated bytes, and are never
+// touched. The agent's own build (static, not position-independent) has
+// none.
 func binaryMappings(all []mapping, exe string) []mapping {
 	var out []mapping
 	for _, m := range all {
-		if m.path == exe && len(m.perms) >= 2 && m.perms[1] != 'w' {
+		if m.path == exe && len(m.perms) >= 2 && m.perms[1] != 'w' && m.anonymous == 0 {
 			out = append(out, m)
 		}
 	}

@@ -19,11 +19,11 @@ func Binary() (Result, error) {
 	if err != nil {
 		return r, fmt.Errorf("pagetrim: %w", err)
 	}
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return r, fmt.Errorf("pagetrim: %w", err)
 	}
-	all, err := parseMaps(bufio.NewScanner(f))
+	all, err := parseSmaps(bufio.NewScanner(f))
 	_ = f.Close()
 	if err != nil {
 		return r, err
@@ -32,8 +32,9 @@ func Binary() (Result, error) {
 		return r, err
 	}
 	for _, m := range binaryMappings(all, exe) {
-		// The range is the kernel's mapping of our binary, read-only:
-		// no Go object lives there, and no page of it is ours alone.
+		// The range is the kernel's mapping of our binary, read-only,
+		// with no page of the process's own (binaryMappings): no Go
+		// object lives there, and every page is the file's.
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.start), uintptr(m.end-m.start), unix.MADV_DONTNEED)
 		if errno != 0 {
 			if errors.Is(errno, unix.EINVAL) || errors.Is(errno, unix.ENOSYS) || errors.Is(errno, unix.EPERM) {

@@ -3,26 +3,37 @@ package pagetrim
 import (
 	"bufio"
 	"errors"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 )
 
-func TestParseMapsAndSelectTheBinarysReadOnlyMappings(t *testing.T) {
-	const maps = `00400000-01a2b000 r-xp 00000000 fd:01 1234 /usr/local/bin/fence-agent
-01a2b000-0305c000 r--p 0162b000 fd:01 1234 /usr/local/bin/fence-agent
-0305c000-030a1000 rw-p 02c5c000 fd:01 1234 /usr/local/bin/fence-agent
+func TestParseSmapsAndSelectTheBinarysCleanReadOnlyMappings(t *testing.T) {
+	const smaps = `00400000-01a2b000 r-xp 00000000 fd:01 1234                               /usr/local/bin/fence-agent
+Size:              22700 kB
+Anonymous:             0 kB
+VmFlags: rd ex mr mw me
+01a2b000-0305c000 r--p 0162b000 fd:01 1234                               /usr/local/bin/fence-agent
+Size:              22724 kB
+Anonymous:             0 kB
+0305c000-030a1000 rw-p 02c5c000 fd:01 1234                               /usr/local/bin/fence-agent
+Anonymous:           276 kB
 030a1000-030f0000 rw-p 00000000 00:00 0
-c000000000-c004000000 rw-p 00000000 00:00 0
-7f0000000000-7f0000021000 r--p 00000000 fd:01 99 /usr/lib/other lib.so
-7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
+Anonymous:           316 kB
+5600000000-5600100000 r--p 00200000 fd:01 4321                           /opt/pie  bin/agent (deleted)
+Anonymous:            64 kB
+7f0000000000-7f0000021000 r--p 00000000 fd:01 99                         /usr/lib/other lib.so
+Anonymous:             0 kB
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]
 `
-	all, err := parseMaps(bufio.NewScanner(strings.NewReader(maps)))
+	all, err := parseSmaps(bufio.NewScanner(strings.NewReader(smaps)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 7 || all[5].path != "/usr/lib/other lib.so" {
-		t.Fatalf("parsed %d mappings (%+v), want 7 and a path with a space kept whole", len(all), all)
+	if len(all) != 7 || all[4].path != "/opt/pie  bin/agent (deleted)" || all[4].anonymous != 64<<10 || all[5].path != "/usr/lib/other lib.so" {
+		t.Fatalf("parsed %+v: want 7 mappings, paths kept whole (spaces, a deleted binary), the Anonymous sizes", all)
 	}
 	got := binaryMappings(all, "/usr/local/bin/fence-agent")
 	want := []mapping{
@@ -32,7 +43,12 @@ c000000000-c004000000 rw-p 00000000 00:00 0
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("binary mappings = %+v, want the code and the read-only data only (never the writable data)", got)
 	}
-	if _, err := parseMaps(bufio.NewScanner(strings.NewReader("zz-yy r--p 0 0 0 /x\n"))); err == nil {
+	// A read-only mapping with pages of the process's own (relocations
+	// applied, then protected: RELRO) is never unmapped.
+	if got := binaryMappings(all, "/opt/pie  bin/agent (deleted)"); len(got) != 0 {
+		t.Errorf("binary mappings = %+v: a read-only mapping with written pages was selected", got)
+	}
+	if _, err := parseSmaps(bufio.NewScanner(strings.NewReader("zz-yy r--p 0 0 0 /x\n"))); err == nil {
 		t.Error("a malformed line was accepted")
 	}
 }
@@ -68,5 +84,42 @@ func TestBinaryUnmapsTheTestBinarysPages(t *testing.T) {
 	}
 	if r.RSSFileAfter >= r.RSSFileBefore {
 		t.Errorf("file-backed RSS %d → %d bytes: nothing unmapped", r.RSSFileBefore, r.RSSFileAfter)
+	}
+}
+
+// TestBinaryLeavesRelocatedPagesAlone builds testdata/trimmer position
+// independent, as a hardened build environment may (GOFLAGS=-buildmode=pie):
+// its loader relocates type and itab pointers into a region it then makes
+// read-only (RELRO). Unmapping those pages would read the file's
+// unrelocated bytes back and crash the program at its next allocation (it
+// did, before binaryMappings skipped mappings with pages of the process's
+// own). The default build (the agent's: static, not position independent)
+// runs it too.
+func TestBinaryLeavesRelocatedPagesAlone(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("linux/amd64 only")
+	}
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := exec.LookPath(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			t.Skip("no go command")
+		}
+	}
+	for _, mode := range []string{"pie", "default"} {
+		t.Run(mode, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "trimmer")
+			build := exec.Command(goBin, "build", "-buildmode="+mode, "-o", bin, "./testdata/trimmer")
+			build.Env = append(build.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("go build -buildmode=%s: %v\n%s", mode, err, out)
+			}
+			out, err := exec.Command(bin).CombinedOutput()
+			if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "ok") {
+				t.Fatalf("the trimmed program: %v\n%.2000s", err, out)
+			}
+		})
 	}
 }
