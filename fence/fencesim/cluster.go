@@ -292,13 +292,15 @@ func (c Cluster) SaveState(_ context.Context, node, old, new, ackID string) erro
 	n.state = new
 	n.stateWrites++
 	n.rv++
+	unfence := false
 	if r := n.request; ackID != "" && r != nil && ackID == r.id {
+		unfence = r.cmd.Kind == fence.CmdUnfence
 		n.request = nil
 		w.take(n, r, c.Since)
 	}
 	p, ok := phaseOf(new)
 	if was, wasOK := phaseOf(old); wasOK && ok {
-		w.checkDetached(n, was, p, ackID)
+		w.checkDetached(n, was, p, unfence)
 	}
 	w.podListsFollow(n, p, ok)
 	if ok {

@@ -74,14 +74,15 @@ func (w *World) relisting(n *Node, since time.Time) bool {
 // taint and counted the node detached in one step writes Tainting to
 // Fenced): the node must hold no pod and no VolumeAttachment. Only a
 // human's unfence may power on a node that still holds them (a write to
-// PoweringOn that takes a request). While the node stays tainted the world
+// PoweringOn that takes an unfence request; any other request taken in the
+// same write exempts nothing). While the node stays tainted the world
 // never binds new pods to it, so what it holds now it held when the agent
 // decided. Under the world's lock.
-func (w *World) checkDetached(n *Node, old, new fence.Phase, ackID string) {
+func (w *World) checkDetached(n *Node, old, new fence.Phase, unfence bool) {
 	if (old != fence.Tainting && old != fence.Detaching) || (new != fence.Fenced && new != fence.PoweringOn) {
 		return
 	}
-	if (new == fence.PoweringOn && ackID != "") || n.taint == fence.TaintAbsent || (n.pods == 0 && n.vas == 0) {
+	if (new == fence.PoweringOn && unfence) || n.taint == fence.TaintAbsent || (n.pods == 0 && n.vas == 0) {
 		return
 	}
 	w.violate("%s: counted detached (%s) while %d pods and %d VolumeAttachments are bound to it", n.Name, new, n.pods, n.vas)
