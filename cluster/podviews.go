@@ -61,7 +61,7 @@ func (c *Cluster) followPodsLocked(n *corev1.Node, stateChanged bool) {
 	v := c.podViews[n.Name]
 	switch {
 	case want && v == nil:
-		c.watchPodsLocked(n.Name)
+		c.watchPodsLocked(n.Name, n.ResourceVersion)
 	case !want && v != nil:
 		c.unwatchPodsLocked(n.Name)
 	}
@@ -69,8 +69,9 @@ func (c *Cluster) followPodsLocked(n *corev1.Node, stateChanged bool) {
 
 // watchPodsLocked starts the watch of the node's pods. Called with c.mu
 // held, after Start (runCtx set; before, the handlers that call it do not
-// run).
-func (c *Cluster) watchPodsLocked(node string) {
+// run). nodeRV is the resourceVersion of the node as taken in with its
+// fence at the taint: the list is of the pods not older than that.
+func (c *Cluster) watchPodsLocked(node, nodeRV string) {
 	if c.runCtx == nil {
 		return
 	}
@@ -78,13 +79,24 @@ func (c *Cluster) watchPodsLocked(node string) {
 	core := c.client.CoreV1()
 	inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			// One node's pods, in one answer: without a limit, a
-			// consistent list (resourceVersion "") is served from the
-			// watch cache's node-name index; with one, some API server
-			// versions read it from etcd, every pod of the cluster
-			// scanned for this node's.
+			// One node's pods, in one answer, from the API server's watch
+			// cache and its node-name index: no limit (with one, some
+			// versions read from etcd, every pod of the cluster scanned
+			// for this node's), and a snapshot not older than the node at
+			// its fence's taint (or than what this watch last saw, on a
+			// relist), which every version serves from the cache. Any
+			// snapshot is safe with the watch that follows it from its
+			// resourceVersion: a pod gone since is a delete event, one
+			// bound since an add. (Without a version, a fake client's
+			// objects: a consistent list.)
 			o.FieldSelector, o.Limit, o.Continue = sel, 0, ""
-			o.ResourceVersion, o.ResourceVersionMatch = "", ""
+			if o.ResourceVersion == "" || o.ResourceVersion == "0" {
+				o.ResourceVersion = nodeRV
+			}
+			o.ResourceVersionMatch = ""
+			if o.ResourceVersion != "" {
+				o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+			}
 			l, err := core.Pods(metav1.NamespaceAll).List(ctx, o)
 			if err != nil {
 				return nil, err
