@@ -17,3 +17,11 @@ func (c *Cluster) WatchedPodNodes() int {
 	defer c.mu.Unlock()
 	return len(c.podViews)
 }
+
+// WatchesPodsOf reports whether the node's pods are watched now
+// (PodsOfFencingNodesOnly).
+func (c *Cluster) WatchesPodsOf(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.podViews[node] != nil
+}
