@@ -23,6 +23,29 @@ import (
 // view's staleness is not known and the silence rule waits for it (the
 // caller enters Suspect, whose reads step with the fleet).
 func (st *stepper) offEventWhy(fleet bool) string {
+	if why := st.offEventRulesWhy(); why != "" {
+		return why
+	}
+	n := st.node()
+	if need, ok := st.eventSilenceNeeded(fleet); !ok {
+		return "our view's staleness is not known yet"
+	} else if silent := SilentFor(n, st.now); silent < need {
+		wait := need - silent
+		if fleet && Enabled(CheckEventSilence) {
+			wait = min(wait, leaseReadWait(st.p, silent))
+		}
+		st.wake(wait)
+		st.eventWait = wait
+		return fmt.Sprintf("the Lease has been silent %s, not yet %s", silent.Round(time.Millisecond), need.Round(time.Millisecond))
+	}
+	return ""
+}
+
+// offEventRulesWhy is offEventWhy without the silence rule: why the node's
+// latest power-off event may never start its fence early, or "". It changes
+// nothing in the step (the silence rule wakes the node), so the suspicion's
+// Event can say why an event present did not count.
+func (st *stepper) offEventRulesWhy() string {
 	n := st.node()
 	ev := n.OffEvent
 	switch {
@@ -43,59 +66,84 @@ func (st *stepper) offEventWhy(fleet bool) string {
 		return fmt.Sprintf("the event names system %q, not the node's (%q)", ev.System, n.BMCSystem)
 	}
 	if Enabled(CheckEventFresh) {
-		life := lifeFrom(&n)
+		life := lifeFor(&n, ev)
 		switch {
 		case ev.Replay:
 			return "the event was replayed on a reconnect"
 		case ev.AfterGap:
 			return "the stream lost events before it"
 		case life.IsZero() || !ev.Received.After(life):
-			return "the event came before the node's last sign of life"
+			return fmt.Sprintf("it was received at %s, not after the node's last sign of life (%s)", stamp(ev.Received), lifeSays(&n, life))
 		case ev.ConnectedAt.IsZero() || ev.ConnectedAt.After(life):
 			return "the stream connected after the node's last sign of life"
 		}
 	}
-	if need, ok := st.eventSilenceNeeded(fleet); !ok {
-		return "our view's staleness is not known yet"
-	} else if silent := SilentFor(n, st.now); silent < need {
-		wait := need - silent
-		if fleet && Enabled(CheckEventSilence) {
-			wait = min(wait, leaseReadWait(st.p, silent))
-		}
-		st.wake(wait)
-		st.eventWait = wait
-		return fmt.Sprintf("the Lease has been silent %s, not yet %s", silent.Round(time.Millisecond), need.Round(time.Millisecond))
+	return ""
+}
+
+// lifeSays says where the node's last sign of life was placed (lifeFor).
+func lifeSays(n *NodeView, life time.Time) string {
+	if !life.Equal(n.HeartbeatAt) {
+		return "written after " + stamp(life) + ", taken in at " + stamp(n.HeartbeatAt) + " by a list of the Leases"
+	}
+	if !n.HeartbeatFrom.IsZero() && n.HeartbeatFrom.Before(n.HeartbeatAt) {
+		return "taken in at " + stamp(n.HeartbeatAt) + " by a list of the Leases, written after " + stamp(n.HeartbeatFrom) + ": too long before to place"
+	}
+	return "taken in at " + stamp(n.HeartbeatAt)
+}
+
+// eventUnusedSays is, for the suspicion's Event, why the power-off event
+// the node's BMC pushed during this silence did not start the fence early,
+// or "" (no such event, or it did): a power loss fenced only at
+// suspectAfter says why in its own Event.
+func (st *stepper) eventUnusedSays() string {
+	n := st.node()
+	ev := n.OffEvent
+	if st.p.EventSilence <= 0 || ev.Received.IsZero() || ev.Received.Before(n.HeartbeatAt.Add(-st.p.SuspectAfter)) {
+		return ""
+	}
+	if why := st.offEventRulesWhy(); why != "" {
+		return "; the BMC's power-off event did not count: " + why
 	}
 	return ""
 }
 
-// MaxLifePlacement bounds how early a sign of life may be placed before
-// we took it in, for the event rule (lifeFrom). A Lease list brings a
-// renewal in up to a list period plus the time of two lists after the
-// kubelet wrote it (a second and a half at 1000 nodes); a power-off event
-// received in that window may have come before the renewal or after it.
-// Placing the renewal at the window's start reads the event as after it.
-// That is wrong only if the machine powered off, was powered on, booted
-// and its kubelet renewed within the window: a server's firmware alone
-// takes longer than this bound (and the simulation's machines take at
-// least 6 s). A longer window (a slow list, a view that stalled) is not
-// trusted: the renewal stays where we took it in.
+// MaxLifePlacement bounds how long before we took a sign of life in a
+// power-off event may have been received and still be ordered after it
+// (lifeFor). A Lease list brings a renewal in up to a list period plus the
+// time of two lists after the kubelet wrote it: a second and a half at
+// 1000 nodes at rest, over 5 s when the API server is loaded (1000 nodes ×
+// 30 pods, a power loss of 100). A power-off event received in that window
+// may have come before the renewal or after it. Placing the renewal at the
+// window's start reads the event as after it. That is wrong only if the
+// machine powered off, was powered on, booted and its kubelet renewed
+// between the event and our taking the renewal in: a server's firmware
+// alone takes longer than this bound (and the simulation's machines take
+// at least 6 s). An event received longer before the taking in is not
+// ordered after the renewal: the renewal stays where we took it in.
 const MaxLifePlacement = 5 * time.Second
 
-// lifeFrom is when the node's last sign of life is taken to have been
-// written, for ordering a power-off event after it: HeartbeatFrom when it
-// is known and at most MaxLifePlacement before HeartbeatAt, else
-// HeartbeatAt (the safe reading: a renewal we cannot place before the event
-// may have come after it).
-func lifeFrom(n *NodeView) time.Time {
+// lifeFor is when the node's last sign of life is taken to have been
+// written, for ordering the power-off event ev after it: HeartbeatFrom when
+// it is known and either the window from it to HeartbeatAt is at most
+// MaxLifePlacement (any event in it was received that close to the taking
+// in) or ev was received at most MaxLifePlacement before HeartbeatAt;
+// else HeartbeatAt (the safe reading: a renewal we cannot place before the
+// event may have come after it). An event received after HeartbeatAt is
+// after the renewal either way; the window's bound alone decides there
+// whether the stream must have been connected before HeartbeatFrom or
+// before HeartbeatAt, as it did before wide windows were placed.
+func lifeFor(n *NodeView, ev PowerEvent) time.Time {
 	f := n.HeartbeatFrom
-	if f.IsZero() || f.After(n.HeartbeatAt) {
+	switch {
+	case f.IsZero() || f.After(n.HeartbeatAt):
 		return n.HeartbeatAt
+	case n.HeartbeatAt.Sub(f) <= MaxLifePlacement || unitmutant.On(unitmutant.LifePlacementBound):
+		return f
+	case !ev.Received.After(n.HeartbeatAt) && n.HeartbeatAt.Sub(ev.Received) <= MaxLifePlacement:
+		return f
 	}
-	if n.HeartbeatAt.Sub(f) > MaxLifePlacement && !unitmutant.On(unitmutant.LifePlacementBound) {
-		return n.HeartbeatAt
-	}
-	return f
+	return n.HeartbeatAt
 }
 
 // eventSilenceNeeded is the silence an event's early start needs: one full
@@ -135,10 +183,7 @@ func (st *stepper) offEventEntry() bool {
 		return false
 	}
 	st.enterSuspect(fmt.Sprintf("power-off event after the Lease was silent for %s", SilentFor(n, st.now).Round(time.Second)))
-	life := "at " + stamp(n.HeartbeatAt)
-	if f := lifeFrom(&n); !f.Equal(n.HeartbeatAt) {
-		life = "written after " + stamp(f) + ", taken in at " + stamp(n.HeartbeatAt) + " by a list of the Leases"
-	}
+	life := lifeSays(&n, lifeFor(&n, n.OffEvent))
 	st.event(false, "FencePowerEvent", "the BMC pushed a power-off event for system %s at %s, after the node's last sign of life (%s); reading its power now (the taint still waits for %s of Lease silence)",
 		n.OffEvent.System, stamp(n.OffEvent.Received), life, st.p.SuspectAfter)
 	return true

@@ -123,9 +123,11 @@ func TestPowerOffEventDoesNotStartAFenceEarlyUnlessEveryRuleHolds(t *testing.T) 
 
 // A renewal brought in by a Lease list was written after the start of the
 // list before it (HeartbeatFrom): a power-off event received in between is
-// ordered after it, if that window is at most MaxLifePlacement. The stream
-// must have been connected before the window, and a longer window (a slow
-// list, a stalled view) places the renewal where we took it in.
+// ordered after it, if it was received at most MaxLifePlacement before we
+// took the renewal in (always so in a window that short). The stream must
+// have been connected before the window; an event received longer before
+// the taking in (a slow list, a stalled view) finds the renewal where we
+// took it in.
 func TestPowerOffEventOrderedByTheRenewalsLifePlacement(t *testing.T) {
 	p := DefaultPolicy()
 	now := at(sec(14)) // 13 s after the renewal was taken in at +1 s
@@ -141,7 +143,13 @@ func TestPowerOffEventOrderedByTheRenewalsLifePlacement(t *testing.T) {
 		{"an event before the window", 0, -sec(0.5), -time.Minute, false},
 		{"a stream connected inside the window", 0, sec(0.5), sec(0.2), false},
 		{"a window of exactly MaxLifePlacement", sec(1) - MaxLifePlacement, sec(0.5), -time.Minute, true},
-		{"a window longer than MaxLifePlacement", sec(1) - MaxLifePlacement - time.Millisecond, sec(0.5), -time.Minute, false},
+		// A wide window (a slow list): the renewal may have been written
+		// after an event early in it, but not after one received within
+		// MaxLifePlacement of its taking in (1000 × 30, a list of 5 s).
+		{"a wide window, the event within MaxLifePlacement of the taking in", sec(-9), sec(0.5), -time.Minute, true},
+		{"a wide window, the event exactly MaxLifePlacement before the taking in", sec(-9), sec(1) - MaxLifePlacement, -time.Minute, true},
+		{"a wide window, the event longer before the taking in", sec(-9), sec(1) - MaxLifePlacement - time.Millisecond, -time.Minute, false},
+		{"a wide window, a stream connected inside it", sec(-9), sec(0.5), sec(-8), false},
 		{"no placement known", unplaced, sec(0.5), -time.Minute, false},
 		{"a placement after the renewal was taken in", sec(2), sec(0.5), -time.Minute, false},
 	} {
@@ -240,5 +248,39 @@ func TestAnEventStartedFenceReadsAgainWhenItsSilenceIsReached(t *testing.T) {
 	}
 	if next := out.State.NextReadAt; next.After(at(sec(13.2))) {
 		t.Fatalf("next read at +%s, want by +13.2s (when the silence is reached)", next.Sub(t0))
+	}
+}
+
+// Found at 1000 × 30 (issue 19): ten of a hundred power losses were fenced
+// only on silence, and nothing said that their BMCs' power-off events had
+// come, nor why they did not count. The suspicion's Event says it now.
+func TestTheSuspicionSaysWhyAPowerOffEventDidNotCount(t *testing.T) {
+	d := newDriver(t)
+	// A renewal taken in at 0 by a list of a window of 9 s; the event
+	// came 6 s before that taking in: not placed after the renewal.
+	n := view(heartbeat(0), offEvent(-sec(6)))
+	n.HeartbeatFrom = at(-sec(9))
+	d.suspect(n)
+	out := d.step(reading(n, at(sec(30)), PowerOff), at(sec(30)))
+	var msg string
+	for _, a := range out.Actions {
+		if a.Kind == ActEvent && a.Event.Reason == "FenceSuspect" {
+			msg = a.Event.Message
+		}
+	}
+	for _, want := range []string{"power-off event did not count", "received at " + stamp(at(-sec(6))), "taken in at " + stamp(at(0)), "too long before to place"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("FenceSuspect %q does not say %q", msg, want)
+		}
+	}
+
+	// An event that started the fence is not said to have failed.
+	d = newDriver(t)
+	n = view(heartbeat(0), offEvent(sec(3)))
+	out = d.step(tick(n, at(sec(20))), at(sec(20)))
+	for _, a := range out.Actions {
+		if a.Kind == ActEvent && strings.Contains(a.Event.Message, "did not count") {
+			t.Errorf("%s: %q", a.Event.Reason, a.Event.Message)
+		}
 	}
 }

@@ -769,8 +769,8 @@ func (st *stepper) settleUnsaved() bool {
 	acts := st.acts
 	st.acts = nil
 	n := st.node()
-	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s), suspected since %s%s",
-		SilentFor(n, st.now).Round(time.Second), n.Ready, stamp(st.suspectedAt), st.kubeletPortSays())
+	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s), suspected since %s%s%s",
+		SilentFor(n, st.now).Round(time.Second), n.Ready, stamp(st.suspectedAt), st.kubeletPortSays(), st.eventUnusedSays())
 	if rd := st.s.Last; st.s.Phase == Suspect && !said["FenceWaiting"] && rd.Failure == "" && !rd.At.Before(st.suspectedAt) && (rd.Power == PowerOn || rd.Power == PowerPoweringOn) {
 		st.sayNotOff(rd)
 	}
@@ -821,8 +821,8 @@ func (st *stepper) enterSuspect(note string) {
 	st.s.NextReadAt = time.Time{}
 	st.s.DiagnoseAt, st.s.DiagnoseSkipped = time.Time{}, false
 	st.enter(Suspect, note)
-	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC%s",
-		SilentFor(n, st.now).Round(time.Second), n.Ready, st.kubeletPortSays())
+	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s); reading the BMC%s%s",
+		SilentFor(n, st.now).Round(time.Second), n.Ready, st.kubeletPortSays(), st.eventUnusedSays())
 	st.readNow()
 }
 

@@ -74,7 +74,7 @@ type NodeView struct {
 	// renewal was not in that one). Zero when not known (a Ready heartbeat
 	// seen through the Node watch, the process's first list): HeartbeatAt
 	// is used.
-	// Only the power-event rule reads it (lifeFrom).
+	// Only the power-event rule reads it (lifeFor).
 	HeartbeatFrom time.Time
 	// RenewedAt is when we observed the node actually renew (a renewTime or
 	// heartbeat different from one we had already seen). Zero until then:

@@ -171,6 +171,9 @@ func (w *World) judgeEarly(n *Node, now time.Time) string {
 		// Ordered after a renewal our lists delivered later than the
 		// event (fence.NodeView.HeartbeatFrom).
 		w.quirk(faultEvents + "/ForceOff before suspectAfter on a true event received before its renewal was listed")
+		if n.lastObservedHB.Sub(n.observedFrom) > fence.MaxLifePlacement {
+			w.quirk(faultEvents + "/ForceOff before suspectAfter on a true event received before its renewal was listed, in a list window wider than MaxLifePlacement")
+		}
 	}
 	return ""
 }
