@@ -61,7 +61,7 @@ func TestForceDeletesOnASlowAPIServerLeaveTheWorkersToFences(t *testing.T) {
 		}
 	}
 	c := &slowDeletes{Cluster: fencesim.Cluster{W: w}, open: make(chan struct{})}
-	const workers, share = 16, 2 // an eighth
+	const workers, share = 32, 2 // a sixteenth
 	r := newRunner(t, w, c, func(o *runner.Options) { o.Workers, o.BMCConcurrency = workers, 4 })
 	detaching := func() bool {
 		for _, n := range tainted {
@@ -105,7 +105,7 @@ func TestForceDeletesOnASlowAPIServerLeaveTheWorkersToFences(t *testing.T) {
 		}
 	}
 	if got := c.entered.Load(); got != share {
-		t.Errorf("%d force-deletes went to the hung API server, want %d (an eighth of %d workers): the others skip their pass", got, share, workers)
+		t.Errorf("%d force-deletes went to the hung API server, want %d (a sixteenth of %d workers): the others skip their pass", got, share, workers)
 	}
 	if len(w.Violations) > 0 {
 		t.Fatal(w.Violations)
