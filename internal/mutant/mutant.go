@@ -113,10 +113,11 @@ const (
 	FreshBeforeView Name = "fresh-before-view"
 	// LifePlacementBound: a power-off event is ordered after a Lease
 	// renewal placed at the start of the list before the one that
-	// brought it in only when that window is at most
-	// fence.MaxLifePlacement. The mutant places it there whatever the
-	// window: after a stalled view, an event from before a reboot that
-	// the renewal followed would start a fence early.
+	// brought it in only when it was received at most
+	// fence.MaxLifePlacement before the renewal was taken in. The mutant
+	// places it there whatever the times: after a stalled view, an event
+	// from before a reboot that the renewal followed would start a fence
+	// early.
 	LifePlacementBound Name = "life-placement-bound"
 	// UntaintServerReady: our taint is removed only if the node, read
 	// from the API server for the write, is Ready. The mutant removes it
