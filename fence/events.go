@@ -73,7 +73,7 @@ func (st *stepper) offEventRulesWhy() string {
 		case ev.AfterGap:
 			return "the stream lost events before it"
 		case life.IsZero() || !ev.Received.After(life):
-			return fmt.Sprintf("it was received at %s, not after the node's last sign of life (%s)", stamp(ev.Received), lifeSays(&n, life))
+			return fmt.Sprintf("it was received at %s, not after the node's last sign of life (%s)", stamp(ev.Received), lifeSays(&n, ev, life))
 		case ev.ConnectedAt.IsZero() || ev.ConnectedAt.After(life):
 			return "the stream connected after the node's last sign of life"
 		}
@@ -81,25 +81,31 @@ func (st *stepper) offEventRulesWhy() string {
 	return ""
 }
 
-// lifeSays says where the node's last sign of life was placed (lifeFor).
-func lifeSays(n *NodeView, life time.Time) string {
+// lifeSays says where the node's last sign of life was placed for ev
+// (lifeFor).
+func lifeSays(n *NodeView, ev PowerEvent, life time.Time) string {
 	if !life.Equal(n.HeartbeatAt) {
 		return "written after " + stamp(life) + ", taken in at " + stamp(n.HeartbeatAt) + " by a list of the Leases"
 	}
-	if !n.HeartbeatFrom.IsZero() && n.HeartbeatFrom.Before(n.HeartbeatAt) {
+	if !n.HeartbeatFrom.IsZero() && n.HeartbeatFrom.Before(n.HeartbeatAt) && !ev.Received.After(n.HeartbeatAt) {
 		return "taken in at " + stamp(n.HeartbeatAt) + " by a list of the Leases, written after " + stamp(n.HeartbeatFrom) + ": too long before to place"
 	}
 	return "taken in at " + stamp(n.HeartbeatAt)
 }
 
-// eventUnusedSays is, for the suspicion's Event, why the power-off event
-// the node's BMC pushed during this silence did not start the fence early,
-// or "" (no such event, or it did): a power loss fenced only at
-// suspectAfter says why in its own Event.
+// eventUnusedSays is, for the suspicion's Event, which rule kept the
+// power-off event the node's BMC pushed during this silence from ever
+// starting the fence early (offEventRulesWhy), or "": no such event, a
+// fence that is not a Lease-silence fence of a silent node (a NotReady
+// opt-in, a human's), an event that started it, or one held back only by
+// the silence rule (the silence then needed, eventSilence plus our view's
+// staleness, outlasted suspectAfter). A power loss fenced at suspectAfter
+// says why in its own Event.
 func (st *stepper) eventUnusedSays() string {
 	n := st.node()
 	ev := n.OffEvent
-	if st.p.EventSilence <= 0 || ev.Received.IsZero() || ev.Received.Before(n.HeartbeatAt.Add(-st.p.SuspectAfter)) {
+	if st.p.EventSilence <= 0 || ev.Received.IsZero() || ev.Received.Before(n.HeartbeatAt.Add(-st.p.SuspectAfter)) ||
+		st.s.NotReadyFence || st.s.Manual || st.s.Attested || SilentFor(n, st.now) < st.p.SuspectAfter {
 		return ""
 	}
 	if why := st.offEventRulesWhy(); why != "" {
@@ -183,7 +189,7 @@ func (st *stepper) offEventEntry() bool {
 		return false
 	}
 	st.enterSuspect(fmt.Sprintf("power-off event after the Lease was silent for %s", SilentFor(n, st.now).Round(time.Second)))
-	life := lifeSays(&n, lifeFor(&n, n.OffEvent))
+	life := lifeSays(&n, n.OffEvent, lifeFor(&n, n.OffEvent))
 	st.event(false, "FencePowerEvent", "the BMC pushed a power-off event for system %s at %s, after the node's last sign of life (%s); reading its power now (the taint still waits for %s of Lease silence)",
 		n.OffEvent.System, stamp(n.OffEvent.Received), life, st.p.SuspectAfter)
 	return true

@@ -21,7 +21,7 @@ func TestNoHandRolledBoundedParallelLoops(t *testing.T) {
 	sem := regexp.MustCompile(`make\(chan struct\{\}, ([^)]+)\)`)
 	allowed := map[string]bool{
 		"fence/runner/runner.go: kubeletProbeConcurrency":       true, // a try-acquire: a probe is skipped, not queued, when 4 run
-		"fence/runner/runner.go: forceDeleteShare(opts.Workers": true, // a try-acquire: a force-delete pass is skipped, not queued, when an eighth of the workers run one
+		"fence/runner/runner.go: forceDeleteShare(opts.Workers": true, // a try-acquire: a force-delete pass is skipped, not queued, when a sixteenth of the workers run one
 	}
 	for _, f := range strings.Fields(string(out)) {
 		if strings.HasSuffix(f, "_test.go") {

@@ -43,8 +43,8 @@ func (c *slowDeletes) DeleteTerminatingPods(ctx context.Context, node, token str
 // Detaching force-deletes, every detachPoll, on an API server that took up
 // to 60 s to answer, and a suspect's first look had waited 85 s for a
 // worker. A fence before its taint races the clock; force-deleting pods
-// that the pod GC deletes too only hastens the detach. So at most an
-// eighth of the workers force-delete at once, and a node that finds them
+// that the pod GC deletes too only hastens the detach. So at most a
+// sixteenth of the workers force-delete at once, and a node that finds them
 // all busy skips its pass (detachPoll brings it back): its worker is free
 // for the next node.
 func TestForceDeletesOnASlowAPIServerLeaveTheWorkersToFences(t *testing.T) {

@@ -817,12 +817,13 @@ func (h *harness) statefulSets(ctx context.Context, g *controlplane.KwokGroup) {
 }
 
 // watchTaints watches g's nodes and returns when each was first seen with
-// the out-of-service taint, from the moment begin returns.
+// the out-of-service taint, from the moment begin returns; stop ends the
+// watch.
 // A watch stamps a taint within milliseconds of its write; a list every
 // 200 ms, on an API server busy with a power loss's evictions, took up to
 // 3 s to see one (n0984 at 1000 × 30: tainted +57.5 s by the agent's log,
 // +60.4 s by the list), and loaded that server besides.
-func (h *harness) watchTaints(ctx context.Context, g *controlplane.KwokGroup) (begin func() time.Time, taints func() map[string]time.Duration) {
+func (h *harness) watchTaints(ctx context.Context, g *controlplane.KwokGroup) (begin func() time.Time, taints func() map[string]time.Duration, stop func()) {
 	var mu sync.Mutex
 	var start time.Time
 	seen := map[string]time.Duration{}
@@ -848,9 +849,10 @@ func (h *harness) watchTaints(ctx context.Context, g *controlplane.KwokGroup) (b
 		h.t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	h.t.Cleanup(func() { cancel(); f.Shutdown() })
+	stop = func() { cancel(); f.Shutdown() }
 	f.Start(wctx.Done())
 	if !cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
+		stop()
 		h.t.Fatal("the watch of the power-loss group's nodes did not sync")
 	}
 	begin = func() time.Time {
@@ -872,13 +874,14 @@ func (h *harness) watchTaints(ctx context.Context, g *controlplane.KwokGroup) (b
 			out[k] = v
 		}
 		return out
-	}
+	}, stop
 }
 
 // powerLoss: a group loses power at once: BMCs read Off, kwok killed.
 func (h *harness) powerLoss(ctx context.Context, dir string) {
 	g := h.tb.Groups[powerLossGroup(len(h.tb.Groups))]
-	begin, taints := h.watchTaints(ctx, g)
+	begin, taints, stop := h.watchTaints(ctx, g)
+	defer stop()
 	start := begin()
 	for _, n := range g.Nodes {
 		if err := h.tb.PowerLoss(n); err != nil {
