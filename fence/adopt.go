@@ -53,6 +53,12 @@ func Adopt(p Policy, s State, writer string, n NodeView, now time.Time) State {
 	}
 	if !a.TaintedAt.IsZero() {
 		a.TaintedAt = now
+		if a.KeptOff > 0 {
+			// The writer may have just forced the machine off again
+			// (KeptOffAt is not persisted): the node is back only on
+			// a renewal written after now.
+			a.KeptOffAt = now
+		}
 	}
 	if !a.PowerOnAt.IsZero() {
 		a.PowerOnAt = now

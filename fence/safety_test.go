@@ -402,3 +402,90 @@ func TestANotReadyFenceEndsWhenTheNodeIsReady(t *testing.T) {
 		t.Fatalf("a NotReady fence of a node Ready again: actions %v, phase %v; want no ForceOff, Healthy", kinds(out), out.State.Phase)
 	}
 }
+
+// Found by the simulation (seed 57092, Lease lists taking 6 s): a machine
+// powered on during the fence renewed, our keep-off ForceOff cut it, and
+// the renewal, written before that ForceOff, was taken in after it. Our
+// taint came off a node whose machine we had just powered off, and the
+// control-plane rules stopped counting it. A keep-off ForceOff needs a
+// renewal placed after it before the node counts as back.
+func TestARenewalWrittenBeforeAKeepOffForceOffDoesNotUntaint(t *testing.T) {
+	d := newDriver(t)
+	n := view()
+	d.toTainting(n)
+	tainted := view(withTaint(TaintOurs), pods(1, 1))
+	d.step(result(tainted, at(sec(28.3)), ActApplyTaint, ""), at(sec(28.3)))
+	d.wantPhase(Detaching)
+	out := d.step(reading(tainted, at(sec(60)), PowerOn), at(sec(60)))
+	if !has(out, ActPowerOff) {
+		t.Fatalf("On while detaching: actions %v, want a keep-off ForceOff", kinds(out))
+	}
+	// A list taking 6 s brings in, at +60.5 s, a renewal written after
+	// the start of the list before it, +54 s: maybe before our ForceOff.
+	back := view(withTaint(TaintOurs), pods(1, 1), heartbeat(sec(60.5)))
+	back.HeartbeatFrom = at(sec(54))
+	out = d.step(tick(back, at(sec(60.6))), at(sec(60.6)))
+	if d.s.Phase != Detaching || has(out, ActRemoveTaint) {
+		t.Fatalf("a renewal that may predate our keep-off ForceOff: phase %v, actions %v; want still Detaching", d.s.Phase, kinds(out))
+	}
+	// One written after it (the list before started at +61 s) is a
+	// machine running again.
+	back = view(withTaint(TaintOurs), pods(1, 1), heartbeat(sec(68)))
+	back.HeartbeatFrom = at(sec(61))
+	d.step(tick(back, at(sec(68.1))), at(sec(68.1)))
+	if d.s.Phase != Untainting && d.s.Phase != Healthy {
+		t.Fatalf("a renewal after our keep-off ForceOff: phase %v, want the taint removed", d.s.Phase)
+	}
+}
+
+// keptOff is a driver whose fence decided a keep-off ForceOff at +60 s.
+func keptOff(t *testing.T) *driver {
+	t.Helper()
+	d := newDriver(t)
+	d.toTainting(view())
+	tainted := view(withTaint(TaintOurs), pods(1, 1))
+	d.step(result(tainted, at(sec(28.3)), ActApplyTaint, ""), at(sec(28.3)))
+	if out := d.step(reading(tainted, at(sec(60)), PowerOn), at(sec(60))); !has(out, ActPowerOff) {
+		t.Fatalf("On while detaching: actions %v, want a keep-off ForceOff", kinds(out))
+	}
+	return d
+}
+
+// Found in review of the fix above: the keep-off ForceOff decided at +60 s
+// went out at +65 s (persist, recheck, a BMC slot, the identity check); a
+// renewal written at +63 s, after the start of the list before (+61 s),
+// is from a machine that ran until +65 s.
+func TestARenewalBeforeAKeepOffForceOffWentOutDoesNotUntaint(t *testing.T) {
+	d := keptOff(t)
+	d.step(result(view(withTaint(TaintOurs), pods(1, 1)), at(sec(65)), ActPowerOff, ""), at(sec(65)))
+	back := view(withTaint(TaintOurs), pods(1, 1), heartbeat(sec(66)))
+	back.HeartbeatFrom = at(sec(61))
+	if out := d.step(tick(back, at(sec(66.1))), at(sec(66.1))); d.s.Phase != Detaching || has(out, ActRemoveTaint) {
+		t.Fatalf("a renewal that may predate the ForceOff's sending: phase %v, actions %v", d.s.Phase, kinds(out))
+	}
+}
+
+// Found in review: a standby that takes over at +62 s, right after the old
+// leader's keep-off ForceOff at +60 s, took in a renewal written before it
+// (its list started at +57 s) and removed the taint. KeptOffAt is not in
+// the annotation; an adopted state that kept a machine off counts from
+// the adoption.
+func TestAnAdoptedKeepOffNeedsARenewalWrittenAfterTheAdoption(t *testing.T) {
+	d := keptOff(t)
+	s := d.s
+	s.Writer = "replica-a"
+	enc, err := Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Adopt(DefaultPolicy(), dec, "replica-b", view(withTaint(TaintOurs), pods(1, 1), heartbeat(sec(20))), at(sec(62)))
+	back := view(withTaint(TaintOurs), pods(1, 1), heartbeat(sec(63)))
+	back.HeartbeatFrom = at(sec(57))
+	if out := Step(d.p, a, tick(back, at(sec(63.1))), at(sec(63.1))); out.State.Phase != Detaching || has(out, ActRemoveTaint) {
+		t.Fatalf("adopted after a keep-off: phase %v, actions %v", out.State.Phase, kinds(out))
+	}
+}

@@ -94,7 +94,12 @@ type State struct {
 	AcceptanceUntrusted bool
 	// KeptOff counts ForceOffs sent after the taint because the machine
 	// read On again before detach completed (invariant 7).
-	KeptOff   int
+	KeptOff int
+	// KeptOffAt is when this process last decided a keep-off ForceOff,
+	// or heard it was sent: the node is back (recoveredAfterTaint) only
+	// on a renewal written after it. Not persisted: a process that adopts
+	// a state with KeptOff > 0 counts from its adoption (Adopt).
+	KeptOffAt time.Time
 	PowerOnAt time.Time
 	// TaintedAt is when our taint was applied (or adopted); TaintOwned says
 	// whether the taint on the node is ours to remove.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	unitmutant "github.com/bmcfence/bmcfence/internal/mutant"
 )
 
 // resync bounds how long a node goes without being re-evaluated when no
@@ -202,9 +204,38 @@ func (st *stepper) renewedAfter(t time.Time) bool {
 }
 
 // recoveredAfterTaint: Ready, with a renewal observed after our taint
-// (invariant 8's condition for removing it).
+// (invariant 8's condition for removing it), and written after our last
+// keep-off ForceOff (renewalWrittenAfter): a machine we have just powered
+// off again is not back, whatever it renewed before.
 func (st *stepper) recoveredAfterTaint() bool {
-	return st.node().Ready == ReadyTrue && !st.s.TaintedAt.IsZero() && st.renewedAfter(st.s.TaintedAt)
+	return st.node().Ready == ReadyTrue && !st.s.TaintedAt.IsZero() && st.renewedAfter(st.s.TaintedAt) &&
+		(st.s.KeptOffAt.IsZero() || st.renewalWrittenAfter(st.s.KeptOffAt))
+}
+
+// renewalWrittenAfter: the node's last renewal was written after t. One a
+// Lease list brought in was written after HeartbeatFrom (the start of the
+// list before), and may have been written before t unless that is after t:
+// a list taking 6 s brings in, after our ForceOff, a renewal written before
+// it. A renewal placed nowhere (the Node watch's Ready heartbeat) counts
+// from when we took it in.
+//
+// The Node watch's heartbeat is placed nowhere and counts from when we took
+// it in: a watch that lags behind a renewal it delivers after our ForceOff
+// is the one hole left (a list always places its renewal).
+func (st *stepper) renewalWrittenAfter(t time.Time) bool {
+	n := st.node()
+	switch {
+	case !n.RenewedAt.After(t):
+		return false
+	case unitmutant.On(unitmutant.KeepOffRenewal):
+		return true
+	case !n.RenewedAt.Equal(n.HeartbeatAt) || n.HeartbeatFrom.After(n.HeartbeatAt):
+		// The placement found is not this renewal's: wait for the next.
+		return false
+	case n.HeartbeatFrom.IsZero():
+		return true
+	}
+	return n.HeartbeatFrom.After(t)
 }
 
 // notReadyOptIn: the PowerOffNotReadyAfter opt-in holds for the node now:
@@ -1376,6 +1407,13 @@ func (st *stepper) detaching() {
 	if st.taintLost() {
 		return
 	}
+	if r := st.in.Result; st.in.Kind == InputResult && r.Action == ActPowerOff && !r.NotSent && !st.s.KeptOffAt.IsZero() {
+		// The keep-off ForceOff went out after its decision (the
+		// persist, the recheck, a BMC slot, the identity check): the
+		// machine may have run until now. Never earlier: a call that
+		// failed may still be carried out.
+		st.s.KeptOffAt = laterOf(st.s.KeptOffAt, st.now)
+	}
 	if st.recoveredAfterTaint() {
 		st.enterUntainting()
 		return
@@ -1441,6 +1479,7 @@ func (st *stepper) keepOff(rd Reading) bool {
 	case rd.Power == PowerOn || rd.Power == PowerPoweringOn || rd.OSRunning:
 		st.s.ReadFailures = 0
 		st.s.KeptOff++
+		st.s.KeptOffAt = st.now
 		st.event(true, "FencePoweredOnDuringFence", "the machine reads %s while its workloads are still being detached: powered on during the fence; sending ForceOff again (%d)", readingText(rd), st.s.KeptOff)
 		st.emit(ActPowerOff)
 		st.scheduleRead(st.p.PowerPollInterval)
