@@ -410,21 +410,12 @@ func TestANotReadyFenceEndsWhenTheNodeIsReady(t *testing.T) {
 // control-plane rules stopped counting it. A keep-off ForceOff needs a
 // renewal placed after it before the node counts as back.
 func TestARenewalWrittenBeforeAKeepOffForceOffDoesNotUntaint(t *testing.T) {
-	d := newDriver(t)
-	n := view()
-	d.toTainting(n)
-	tainted := view(withTaint(TaintOurs), pods(1, 1))
-	d.step(result(tainted, at(sec(28.3)), ActApplyTaint, ""), at(sec(28.3)))
-	d.wantPhase(Detaching)
-	out := d.step(reading(tainted, at(sec(60)), PowerOn), at(sec(60)))
-	if !has(out, ActPowerOff) {
-		t.Fatalf("On while detaching: actions %v, want a keep-off ForceOff", kinds(out))
-	}
+	d := keptOff(t)
 	// A list taking 6 s brings in, at +60.5 s, a renewal written after
 	// the start of the list before it, +54 s: maybe before our ForceOff.
 	back := view(withTaint(TaintOurs), pods(1, 1), heartbeat(sec(60.5)))
 	back.HeartbeatFrom = at(sec(54))
-	out = d.step(tick(back, at(sec(60.6))), at(sec(60.6)))
+	out := d.step(tick(back, at(sec(60.6))), at(sec(60.6)))
 	if d.s.Phase != Detaching || has(out, ActRemoveTaint) {
 		t.Fatalf("a renewal that may predate our keep-off ForceOff: phase %v, actions %v; want still Detaching", d.s.Phase, kinds(out))
 	}
@@ -445,6 +436,7 @@ func keptOff(t *testing.T) *driver {
 	d.toTainting(view())
 	tainted := view(withTaint(TaintOurs), pods(1, 1))
 	d.step(result(tainted, at(sec(28.3)), ActApplyTaint, ""), at(sec(28.3)))
+	d.wantPhase(Detaching)
 	if out := d.step(reading(tainted, at(sec(60)), PowerOn), at(sec(60))); !has(out, ActPowerOff) {
 		t.Fatalf("On while detaching: actions %v, want a keep-off ForceOff", kinds(out))
 	}
