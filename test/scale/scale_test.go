@@ -594,6 +594,56 @@ func (h *harness) apiRequests(ctx context.Context) int64 {
 	return int64(sum)
 }
 
+// apfAgent sums, for the agent's requests (APF flow schema
+// "service-accounts", as apiRequests), the seconds they waited in the API
+// server's queues and the seconds they executed, with their counts: a
+// power loss's slow state writes are either queueing (a FlowSchema of our
+// own would help) or a busy server (it would not).
+type apfSums struct{ waitSum, waitN, execSum, execN float64 }
+
+func (h *harness) apfAgent(ctx context.Context) apfSums {
+	var a apfSums
+	body, err := h.c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return a
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, `flow_schema="service-accounts"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "apiserver_flowcontrol_request_wait_duration_seconds_sum{"):
+			a.waitSum += v
+		case strings.HasPrefix(line, "apiserver_flowcontrol_request_wait_duration_seconds_count{"):
+			a.waitN += v
+		case strings.HasPrefix(line, "apiserver_flowcontrol_request_execution_seconds_sum{"):
+			a.execSum += v
+		case strings.HasPrefix(line, "apiserver_flowcontrol_request_execution_seconds_count{"):
+			a.execN += v
+		}
+	}
+	return a
+}
+
+func (a apfSums) since(b apfSums) string {
+	avg := func(s, n float64) float64 {
+		if n <= 0 {
+			return 0
+		}
+		return s / n
+	}
+	return fmt.Sprintf("%.0f requests, queued %.3fs and executed %.3fs on average",
+		a.execN-b.execN, avg(a.waitSum-b.waitSum, a.waitN-b.waitN), avg(a.execSum-b.execSum, a.execN-b.execN))
+}
+
 // ---- failures ---------------------------------------------------------------
 
 // forceOffs counts the ForceOffs each node of nodes received.
@@ -883,6 +933,8 @@ func (h *harness) powerLoss(ctx context.Context, dir string) {
 	begin, taints, stop := h.watchTaints(ctx, g)
 	defer stop()
 	start := begin()
+	apf0 := h.apfAgent(ctx)
+	var apfTainted string
 	for _, n := range g.Nodes {
 		if err := h.tb.PowerLoss(n); err != nil {
 			h.t.Fatal(err)
@@ -911,6 +963,7 @@ func (h *harness) powerLoss(ctx context.Context, dir string) {
 				for _, d := range tainted {
 					allTainted = max(allTainted, d)
 				}
+				apfTainted = h.apfAgent(ctx).since(apf0)
 			}
 		}
 		pods, err := h.c.CoreV1().Pods("scale").List(ctx, metav1.ListOptions{})
@@ -953,6 +1006,7 @@ func (h *harness) powerLoss(ctx context.Context, dir string) {
 	}
 	fmt.Printf("scale: powerloss: %d nodes lose power at once (BMCs Off), %d pods in the cluster: first tainted +%.1fs, all tainted +%.1fs (target %s), all %d replacement StatefulSet pods with volumes Running +%.1fs\n",
 		len(g.Nodes), h.pods, first.Seconds(), allTainted.Seconds(), suspectAfter+powerLossSlack, len(g.Nodes), allRunning.Seconds())
+	fmt.Printf("scale: powerloss: the agent's API requests until all were tainted (APF flow schema service-accounts): %s\n", apfTainted)
 	h.figs.PowerLossNodes, h.figs.PowerLossTaintedSeconds, h.figs.PowerLossRunningSeconds = len(g.Nodes), allTainted.Seconds(), allRunning.Seconds()
 	h.printTimeline("powerloss", dir, g.Nodes, start)
 	if allTainted > suspectAfter+powerLossSlack {
