@@ -192,6 +192,13 @@ func (st *stepper) offEventEntry() bool {
 	life := lifeSays(&n, n.OffEvent, lifeFor(&n, n.OffEvent))
 	st.event(false, "FencePowerEvent", "the BMC pushed a power-off event for system %s at %s, after the node's last sign of life (%s); reading its power now (the taint still waits for %s of Lease silence)",
 		n.OffEvent.System, stamp(n.OffEvent.Received), life, st.p.SuspectAfter)
+	// Unsaved as a suspicion on silence alone (step.go, "Unsaved
+	// suspicions"): the read decides nothing, and the ForceOff an Off
+	// reading licenses is written before it goes out. One write fewer
+	// before the ForceOff: at 1000 nodes, while 100 power losses were
+	// fenced, a state write took 2.4 s to 5.2 s.
+	st.s.Unsaved = st.prev == Healthy && !st.unsaved && !st.s.Manual && !n.Remediation
+	st.suspectedAt = st.now
 	return true
 }
 

@@ -41,18 +41,25 @@ func TestPowerOffEventStartsTheFenceAfterOneRenewalInterval(t *testing.T) {
 		t.Fatalf("at +3s: recheck after %s, want at most about %s (eventSilence plus staleness)", out.RecheckAfter, want)
 	}
 
-	// One renewal interval with margin later: Suspect, and a read.
+	// One renewal interval with margin later: Suspect, and a read. The
+	// suspicion is not written yet (a read decides nothing): its event
+	// is held, said with the write the reading brings.
 	now := at(sec(13.5))
 	out = stepChecked(t, p, out.State, tick(n, now), now)
-	if out.State.Phase != Suspect || !has(out, ActReadPower) || !slices.Contains(eventReasons(out), "FencePowerEvent") {
-		t.Fatalf("at +13.5s: phase %v actions %v events %v, want Suspect, ReadPower, FencePowerEvent", out.State.Phase, kinds(out), eventReasons(out))
+	if out.State.Phase != Suspect || !has(out, ActReadPower) || has(out, ActPersist) || !out.State.Unsaved || out.State.HeldEvent.Reason != "FencePowerEvent" {
+		t.Fatalf("at +13.5s: phase %v actions %v unsaved %v held %q, want an unsaved Suspect, ReadPower, FencePowerEvent held",
+			out.State.Phase, kinds(out), out.State.Unsaved, out.State.HeldEvent.Reason)
 	}
 
-	// The BMC reads Off: our own ForceOff, now, not at suspectAfter.
+	// The BMC reads Off: our own ForceOff, now, not at suspectAfter,
+	// written first, with the suspicion and its event said before it.
 	now = at(sec(14))
 	out = stepChecked(t, p, out.State, reading(n, now, PowerOff), now)
-	if out.State.Phase != PoweringOff || !has(out, ActPowerOff) {
-		t.Fatalf("at +14s: phase %v actions %v, want PoweringOff with a ForceOff", out.State.Phase, kinds(out))
+	if out.State.Phase != PoweringOff || !has(out, ActPowerOff) || out.Actions[0].Kind != ActPersist {
+		t.Fatalf("at +14s: phase %v actions %v, want PoweringOff written, then a ForceOff", out.State.Phase, kinds(out))
+	}
+	if got, want := eventReasons(out), []string{"FenceSuspect", "FencePowerEvent", "FencePowerOff"}; !slices.Equal(got, want) {
+		t.Fatalf("at +14s: events %v, want %v", got, want)
 	}
 	now = at(sec(14.2))
 	out = stepChecked(t, p, out.State, result(n, now, ActPowerOff, ""), now)
@@ -285,6 +292,7 @@ func TestTheSuspicionSaysWhyAPowerOffEventDidNotCount(t *testing.T) {
 	// which says nothing).
 	n = view(heartbeat(0), offEvent(sec(3)))
 	out = stepChecked(t, DefaultPolicy(), State{}, tick(n, at(sec(13))), at(sec(13)))
+	out = stepChecked(t, DefaultPolicy(), out.State, reading(n, at(sec(13.5)), PowerOff), at(sec(13.5)))
 	reasons := eventReasons(out)
 	if !slices.Contains(reasons, "FenceSuspect") || !slices.Contains(reasons, "FencePowerEvent") {
 		t.Fatalf("an event start at +13 s: events %v, want FenceSuspect and FencePowerEvent", reasons)
@@ -320,16 +328,53 @@ func TestACountedEventDoesNotSayItsRenewalWasNotPlaced(t *testing.T) {
 	n.HeartbeatFrom = at(-sec(9))
 	now := at(sec(14))
 	out := stepChecked(t, DefaultPolicy(), State{}, tick(n, now), now)
-	var msg string
-	for _, a := range out.Actions {
-		if a.Kind == ActEvent && a.Event.Reason == "FencePowerEvent" {
-			msg = a.Event.Message
-		}
+	if out.State.HeldEvent.Reason != "FencePowerEvent" {
+		t.Fatalf("no FencePowerEvent held: %+v", out.State.HeldEvent)
 	}
-	if msg == "" {
-		t.Fatalf("no FencePowerEvent: %v", eventReasons(out))
-	}
+	msg := out.State.HeldEvent.Message
 	if strings.Contains(msg, "too long before to place") || !strings.Contains(msg, "taken in at "+stamp(at(sec(1)))) {
 		t.Errorf("FencePowerEvent %q", msg)
+	}
+}
+
+// Issue 19 at 1000 × 30: an event-started suspicion was written before its
+// read, and that write (2.4 s to 5.2 s while 100 power losses were fenced)
+// sat in series before the ForceOff's own. It is unsaved now, as one on
+// silence alone; its event is said when the suspicion is written (a read On
+// until it lasted suspectAfter) or ends (the node renewed: the event is
+// said, a lie worth knowing, and the Healthy state written).
+func TestAnEventStartedSuspicionHoldsItsEventUntilItIsWrittenOrEnds(t *testing.T) {
+	p := DefaultPolicy()
+	n := view(heartbeat(0), notReady(0), offEvent(sec(3)))
+	start := func() State {
+		t.Helper()
+		out := stepChecked(t, p, State{}, tick(n, at(sec(13.5))), at(sec(13.5)))
+		if has(out, ActPersist) || !out.State.Unsaved || out.State.HeldEvent.Reason != "FencePowerEvent" || len(eventReasons(out)) != 0 {
+			t.Fatalf("event start: actions %v events %v unsaved %v held %q", kinds(out), eventReasons(out), out.State.Unsaved, out.State.HeldEvent.Reason)
+		}
+		return out.State
+	}
+
+	// Read On: nothing written, nothing said, the event still held; at
+	// suspectAfter after the start, written and said with its event.
+	out := stepChecked(t, p, start(), reading(n, at(sec(14)), PowerOn), at(sec(14)))
+	if has(out, ActPersist) || len(eventReasons(out)) != 0 || out.State.HeldEvent.Reason != "FencePowerEvent" {
+		t.Fatalf("read On: actions %v events %v held %q; want nothing, the event held", kinds(out), eventReasons(out), out.State.HeldEvent.Reason)
+	}
+	now := at(sec(13.5) + p.SuspectAfter)
+	out = stepChecked(t, p, out.State, tick(n, now), now)
+	if !has(out, ActPersist) || out.State.Unsaved || out.State.HeldEvent.Reason != "" {
+		t.Fatalf("at suspectAfter: actions %v unsaved %v held %q; want written, nothing held", kinds(out), out.State.Unsaved, out.State.HeldEvent.Reason)
+	}
+	if got := eventReasons(out); len(got) < 2 || got[0] != "FenceSuspect" || got[1] != "FencePowerEvent" {
+		t.Fatalf("at suspectAfter: events %v, want FenceSuspect, FencePowerEvent first", got)
+	}
+
+	// The node renews: back to Healthy, the event said, the state written.
+	renewed := view(heartbeat(sec(14)), offEvent(sec(3)))
+	out = stepChecked(t, p, start(), tick(renewed, at(sec(14.5))), at(sec(14.5)))
+	if out.State.Phase != Healthy || !has(out, ActPersist) || out.State.HeldEvent.Reason != "" || !slices.Contains(eventReasons(out), "FencePowerEvent") {
+		t.Fatalf("renewed: phase %v actions %v events %v held %q; want Healthy, written, the event said",
+			out.State.Phase, kinds(out), eventReasons(out), out.State.HeldEvent.Reason)
 	}
 }

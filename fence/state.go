@@ -135,7 +135,16 @@ type State struct {
 	// alone, not written yet (Step's output, "unsaved suspicions"). Never
 	// encoded: the annotation still holds the Healthy state before it, and
 	// a restarted agent or a new leader suspects afresh on its own clock.
+	// A suspicion a power-off event started is one too (events.go,
+	// offEventEntry): its first write would sit on the event's fast path,
+	// in series with the ForceOff's, at the moment a power loss makes the
+	// API server slowest.
 	Unsaved bool
+	// HeldEvent is what an unsaved suspicion had to say beyond the
+	// suspicion itself (the power-off event that started it), said when
+	// the suspicion is written or ends; Reason is empty when there is
+	// none. In memory only, as Unsaved.
+	HeldEvent Event
 }
 
 // OffRun tracks "off and staying off": consecutive valid exact-Off readings.

@@ -19,7 +19,7 @@ const minRecheck = 10 * time.Millisecond
 // Step advances one node's state by one input. It is pure and deterministic:
 // the same (policy, state, input, now) always gives the same Output.
 func Step(p Policy, s State, in Input, now time.Time) Output {
-	st := stepper{p: p, s: s, in: in, now: now, prev: s.Phase, unsaved: s.Unsaved, suspectedAt: s.Since, sideEffct: in.Write}
+	st := stepper{p: p, s: s, in: in, now: now, prev: s.Phase, unsaved: s.Unsaved, held: s.HeldEvent, suspectedAt: s.Since, sideEffct: in.Write}
 	st.run()
 	return st.output()
 }
@@ -32,7 +32,10 @@ type stepper struct {
 	prev Phase
 	// unsaved: the state stepped from was an unsaved suspicion, entered
 	// at suspectedAt.
-	unsaved     bool
+	unsaved bool
+	// held: the Event the unsaved suspicion stepped from held
+	// (State.HeldEvent), kept here since a step may start the State anew.
+	held        Event
 	suspectedAt time.Time
 
 	acts      []Action
@@ -771,20 +774,32 @@ func (st *stepper) settleUnsaved() bool {
 		}
 		return true
 	}
+	held := st.held
+	st.s.HeldEvent = Event{}
 	switch {
 	case st.sideEffct || (st.s.Phase != Suspect && st.s.Phase != Healthy):
 	case st.s.Phase == Healthy:
 		// Back: the annotation still says Healthy. A blip's own Events
-		// go with it; anything else said (not fenceable, withdrawn) is
-		// said, and written.
+		// go with it; anything else said (not fenceable, withdrawn, a
+		// power-off event for a machine that renewed) is said, and
+		// written.
 		st.s.Unsaved = false
-		if blip() {
+		if held.Reason == "" && blip() {
 			st.acts = withoutEvents(st.acts)
 			return false
+		}
+		if held.Reason != "" {
+			st.acts = append([]Action{{Kind: ActEvent, Event: held}}, st.acts...)
 		}
 		return true
 	case !st.suspicionHolds():
 		st.s.Unsaved = true
+		for _, a := range st.acts {
+			if a.Kind == ActEvent && a.Event.Reason == "FencePowerEvent" {
+				held = a.Event
+			}
+		}
+		st.s.HeldEvent = held
 		st.acts = withoutEvents(st.acts)
 		st.wake(st.p.SuspectAfter - st.now.Sub(st.s.Since))
 		return false
@@ -794,7 +809,13 @@ func (st *stepper) settleUnsaved() bool {
 	// phase that is no fence (Maintenance, Healthy on a command): those
 	// steps say why themselves.
 	st.s.Unsaved = false
-	if said["FenceSuspect"] || !(st.s.Phase == Suspect || st.s.Phase.InFlight() || st.s.Phase == Stuck) {
+	if !(st.s.Phase == Suspect || st.s.Phase.InFlight() || st.s.Phase == Stuck) {
+		return true
+	}
+	if said["FenceSuspect"] {
+		if held.Reason != "" {
+			st.acts = append([]Action{{Kind: ActEvent, Event: held}}, st.acts...)
+		}
 		return true
 	}
 	acts := st.acts
@@ -802,6 +823,9 @@ func (st *stepper) settleUnsaved() bool {
 	n := st.node()
 	st.event(false, "FenceSuspect", "no Lease renewal observed for %s (Ready=%s), suspected since %s%s%s",
 		SilentFor(n, st.now).Round(time.Second), n.Ready, stamp(st.suspectedAt), st.kubeletPortSays(), st.eventUnusedSays())
+	if held.Reason != "" {
+		st.acts = append(st.acts, Action{Kind: ActEvent, Event: held})
+	}
 	if rd := st.s.Last; st.s.Phase == Suspect && !said["FenceWaiting"] && rd.Failure == "" && !rd.At.Before(st.suspectedAt) && (rd.Power == PowerOn || rd.Power == PowerPoweringOn) {
 		st.sayNotOff(rd)
 	}
@@ -824,7 +848,9 @@ func (st *stepper) suspicionHolds() bool {
 		}
 	}
 	for _, a := range st.acts {
-		if a.Kind == ActEvent && a.Event.Reason != "FenceSuspect" && a.Event.Reason != "FenceWaiting" {
+		// The power-off event that started the suspicion is held, not
+		// written: its read decides.
+		if a.Kind == ActEvent && a.Event.Reason != "FenceSuspect" && a.Event.Reason != "FenceWaiting" && a.Event.Reason != "FencePowerEvent" {
 			return true
 		}
 	}
