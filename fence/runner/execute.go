@@ -53,7 +53,11 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 			}
 		case fence.ActReadPower:
 			r.commit(rec, out.State)
+			start := r.opts.Clock.Now()
 			rd, ok := r.readPower(ctx, name, rec, out.State)
+			if ok {
+				r.log.Info("fence power read", zap.String("node", name), zap.Stringer("phase", out.State.Phase), zap.Stringer("power", rd.Power), zap.String("failure", rd.Failure), zap.Duration("took", r.opts.Clock.Since(start)))
+			}
 			if !ok {
 				// A read that does not wait found no BMC slot: it did
 				// not happen, so it is due again at once (readNow put

@@ -400,6 +400,10 @@ type record struct {
 	evidence evidence
 	// leaseRead: the node's latest live Lease read (leaseread.go).
 	leaseRead leaseRead
+	// wakeAt: when a fence's last sync asked to be synced again; a sync
+	// later than that by more than syncLateLog is logged (how long a
+	// settle's reads wait for a worker under load).
+	wakeAt time.Time
 
 	// pub is what other nodes' fleet views read: the last committed phase,
 	// and the latest admission (or ForceOff) this node's fences ever had,
@@ -774,6 +778,7 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 		return 0, true
 	}
 	rec := r.recordFor(name)
+	defer r.noteWake(rec, name, r.opts.Clock.Now(), &after)
 	r.probeKubelet(ctx, rec, info)
 	r.readLease(ctx, rec, info)
 	rec.mu.Lock()
@@ -830,6 +835,25 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 	}
 	r.log.Error("fence engine did not settle; retrying later", zap.String("node", name), zap.Int("steps", maxStepsPerSync))
 	return retryAfterError, false
+}
+
+// syncLateLog: a fence's sync this late after the time it asked for is
+// logged.
+const syncLateLog = 500 * time.Millisecond
+
+// noteWake logs a fence's sync that started late, and remembers when its
+// next is due. Healthy nodes are not tracked: their syncs are idle checks.
+func (r *Runner) noteWake(rec *record, name string, start time.Time, after *time.Duration) {
+	now := r.opts.Clock.Now()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !rec.wakeAt.IsZero() && start.Sub(rec.wakeAt) > syncLateLog {
+		r.log.Info("fence sync late", zap.String("node", name), zap.Stringer("phase", rec.state.Phase), zap.Duration("late", start.Sub(rec.wakeAt)))
+	}
+	rec.wakeAt = time.Time{}
+	if rec.state.Phase != fence.Healthy && *after > 0 {
+		rec.wakeAt = now.Add(*after)
+	}
 }
 
 // noteQuiet remembers a Healthy node's tick that decided nothing, and the
