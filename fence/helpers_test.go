@@ -176,6 +176,9 @@ func checkInvariants(p Policy, before State, in Input, now time.Time, out Output
 	if (s.Phase != before.Phase && !unsaved || has(out, ActPowerOff) || has(out, ActDiagnose) || has(out, ActApplyTaint) || has(out, ActRemoveTaint) || has(out, ActPowerOn)) && !has(out, ActPersist) {
 		return fmt.Errorf("state change %v→%v with side effects %v but no Persist", before.Phase, s.Phase, kinds(out))
 	}
+	if s.HeldEvent.Reason != "" && !s.Unsaved {
+		return fmt.Errorf("a held %s Event without an unsaved suspicion", s.HeldEvent.Reason)
+	}
 	if s.Unsaved && (s.Phase != Suspect || has(out, ActPersist)) {
 		return fmt.Errorf("an unsaved suspicion in %v, persisted %v", s.Phase, has(out, ActPersist))
 	}

@@ -2,6 +2,7 @@ package fence
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -778,18 +779,28 @@ func (st *stepper) settleUnsaved() bool {
 	st.s.HeldEvent = Event{}
 	switch {
 	case st.sideEffct || (st.s.Phase != Suspect && st.s.Phase != Healthy):
+	case st.s.Phase == Healthy && held.Reason != "":
+		// Back, from a suspicion a power-off event started: a BMC that
+		// pushed an Off for a machine that renews is worth knowing. Said
+		// whole, as it happened (the suspicion, its event, the step's
+		// own words), and written.
+		st.s.Unsaved = false
+		acts := st.acts
+		st.acts = nil
+		if !said["FenceSuspect"] {
+			st.event(false, "FenceSuspect", "suspected since %s on a power-off event the BMC pushed (next Event); the node renewed its Lease since", stamp(st.suspectedAt))
+		}
+		st.acts = append(st.acts, Action{Kind: ActEvent, Event: held})
+		st.acts = append(st.acts, acts...)
+		return true
 	case st.s.Phase == Healthy:
 		// Back: the annotation still says Healthy. A blip's own Events
-		// go with it; anything else said (not fenceable, withdrawn, a
-		// power-off event for a machine that renewed) is said, and
-		// written.
+		// go with it; anything else said (not fenceable, withdrawn) is
+		// said, and written.
 		st.s.Unsaved = false
-		if held.Reason == "" && blip() {
+		if blip() {
 			st.acts = withoutEvents(st.acts)
 			return false
-		}
-		if held.Reason != "" {
-			st.acts = append([]Action{{Kind: ActEvent, Event: held}}, st.acts...)
 		}
 		return true
 	case !st.suspicionHolds():
@@ -807,16 +818,30 @@ func (st *stepper) settleUnsaved() bool {
 	// It holds: written now, and announced (what the steps before said
 	// nothing of) before this step's own Events, unless it ended in a
 	// phase that is no fence (Maintenance, Healthy on a command): those
-	// steps say why themselves.
+	// steps say why themselves, after the power-off event held, if any.
 	st.s.Unsaved = false
 	if !(st.s.Phase == Suspect || st.s.Phase.InFlight() || st.s.Phase == Stuck) {
-		return true
-	}
-	if said["FenceSuspect"] {
 		if held.Reason != "" {
 			st.acts = append([]Action{{Kind: ActEvent, Event: held}}, st.acts...)
 		}
 		return true
+	}
+	st.announce(said, held)
+	return true
+}
+
+// announce puts before this step's own Events what an unsaved suspicion
+// did not say: the suspicion (unless this step says it), then the
+// power-off event it held, if any, then why a machine read On is not off.
+func (st *stepper) announce(said map[string]bool, held Event) {
+	if said["FenceSuspect"] {
+		if held.Reason == "" {
+			return
+		}
+		// After this step's own FenceSuspect.
+		i := slices.IndexFunc(st.acts, func(a Action) bool { return a.Kind == ActEvent && a.Event.Reason == "FenceSuspect" })
+		st.acts = slices.Insert(st.acts, i+1, Action{Kind: ActEvent, Event: held})
+		return
 	}
 	acts := st.acts
 	st.acts = nil
@@ -830,7 +855,6 @@ func (st *stepper) settleUnsaved() bool {
 		st.sayNotOff(rd)
 	}
 	st.acts = append(st.acts, acts...)
-	return true
 }
 
 // suspicionHolds: an unsaved suspicion that goes on is written once it has
