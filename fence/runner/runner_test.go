@@ -22,7 +22,9 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 // cluster wraps the simulated world so a test can break one method.
 type cluster struct {
 	fencesim.Cluster
-	saveErr    error
+	saveErr error
+	// saveTakes is how long each state write takes on the world's clock.
+	saveTakes  time.Duration
 	recheck    *runner.Recheck
 	saves      atomic.Int64
 	taints     atomic.Int64
@@ -34,6 +36,7 @@ func (c *cluster) SaveState(ctx context.Context, node, old, new, ack string) err
 		return c.saveErr
 	}
 	c.saves.Add(1)
+	c.W.Clock.Step(c.saveTakes)
 	return c.Cluster.SaveState(ctx, node, old, new, ack)
 }
 
@@ -493,6 +496,31 @@ func TestSyncOfANodeInAFenceStepsEveryTime(t *testing.T) {
 		r.Sync(ctx, "n1")
 		if rec.steps["n1"] == before {
 			t.Fatalf("sync %d of n1 in phase %s stepped nothing", i, w.Node("n1").Phase())
+		}
+	}
+}
+
+// Found at 1000 × 30 (issue 19): a node's next sync counted its step's
+// RecheckAfter from the end of the step's actions, so a settle read due
+// 3 s after the one before came 3 s after a state write that took 4 s.
+// It counts from the step's decision now.
+func TestTheNextSyncCountsFromTheDecisionNotFromTheWrite(t *testing.T) {
+	for _, takes := range []time.Duration{0, 2 * time.Second} {
+		w, c := world(t)
+		c.saveTakes = takes
+		r := newRunner(t, w, c)
+		var after time.Duration
+		for i := 0; w.Node("n1").Phase() != "ConfirmingOff"; i++ {
+			if i == 20 {
+				t.Fatalf("writes taking %s: phase %s after %d syncs, want ConfirmingOff", takes, w.Node("n1").Phase(), i)
+			}
+			w.Clock.Step(after)
+			w.Advance()
+			after, _ = r.Sync(context.Background(), "n1")
+		}
+		if want := w.Policy.SettleInterval() - takes; after > want+100*time.Millisecond {
+			t.Errorf("writes taking %s: next sync after %s, want at most %s (the settle read is due %s after the last, counted from the decision)",
+				takes, after, want, w.Policy.SettleInterval())
 		}
 	}
 }
