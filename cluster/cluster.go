@@ -121,6 +121,11 @@ type Cluster struct {
 	planned map[string]map[plannedKey]plannedSignal
 	// plannedStates: each planned-reboot source's state (PlannedSources).
 	plannedStates map[string]PlannedSourceState
+
+	// served: per node, the node as the API server last answered one of
+	// our reads or writes (write.go, servedNode), guarded by servedMu.
+	servedMu sync.Mutex
+	served   map[string]servedNode
 }
 
 // entry is one node: our observations, the node as last delivered to our
