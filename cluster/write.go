@@ -118,16 +118,27 @@ func (c *Cluster) serve(n *corev1.Node) {
 	if c.served == nil {
 		c.served = map[string]servedNode{}
 	}
+	if old, ok := c.served[n.Name]; ok {
+		// A slow answer that comes after a newer one is older news.
+		if !rvAfter(old.node.ResourceVersion, n.ResourceVersion) {
+			c.served[n.Name] = servedNode{node: n, at: now}
+		}
+		return
+	}
 	if len(c.served) >= servedKeep {
+		oldest := ""
 		for k, v := range c.served {
 			if now.Sub(v.at) >= servedTTL {
 				delete(c.served, k)
+			} else if oldest == "" || v.at.Before(c.served[oldest].at) {
+				oldest = k
 			}
 		}
+		if len(c.served) >= servedKeep {
+			delete(c.served, oldest)
+		}
 	}
-	if len(c.served) < servedKeep {
-		c.served[n.Name] = servedNode{node: n, at: now}
-	}
+	c.served[n.Name] = servedNode{node: n, at: now}
 }
 
 // servedNode is the node as the server last answered us, if recent; nil
@@ -161,10 +172,11 @@ func (c *Cluster) nodeForWrite(ctx context.Context, name string, attempt int, ok
 }
 
 // SaveState is the per-node fence lock: a compare-and-swap of the state
-// annotation against the API server (never the cache). It reads the node,
-// compares its state annotation with old (absent counts as ""), and writes
-// next, removing the request annotation if its id is ackCommandID, in one
-// patch preconditioned on the resourceVersion it read.
+// annotation against the API server (never the cache). It takes the node
+// as the server last answered us, or reads it (nodeForWrite), compares its
+// state annotation with old (absent counts as ""), and writes next,
+// removing the request annotation if its id is ackCommandID, in one patch
+// preconditioned on that node's resourceVersion.
 //
 // If the annotation differs from old, another agent or a human wrote it:
 // runner.ErrConflict, and nothing is written. If the patch meets a 409, the
@@ -351,9 +363,10 @@ func (c *Cluster) maintenanceInForce(n *corev1.Node) bool {
 var ErrMaintenance = errors.New("the node is in maintenance")
 
 // guardedWrite is one write of the fence, guarded by the fencing token: it
-// reads the node from the server, checks the token against it, asks change
-// for the patch (nil: nothing to write) and writes it preconditioned on the
-// resourceVersion read, so the check and the write are one. A write that
+// takes the node as the server last answered us, or reads it
+// (nodeForWrite), checks the token against it, asks change for the patch
+// (nil: nothing to write) and writes it preconditioned on that node's
+// resourceVersion, so the check and the write are one. A write that
 // lost a race with an unrelated one is computed again (RetryOnConflict).
 func (c *Cluster) guardedWrite(ctx context.Context, node, token, what string, change func(*corev1.Node) (*nodePatch, error)) error {
 	attempts := 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -791,4 +792,35 @@ func TestAGuardedWriteChecksTheNodeTheServerLastAnswered(t *testing.T) {
 			t.Error("the taint removed since was not applied again")
 		}
 	})
+}
+
+// Found in review: at servedKeep nodes remembered, a newer answer for a
+// node already remembered was dropped, and each of its writes met a 409.
+// And a slow answer coming after a newer one must not replace it.
+func TestTheServedNodeIsTheNewestAnswer(t *testing.T) {
+	h := newHarness(t)
+	at := func(name, rv string) *corev1.Node {
+		n := node(name)
+		n.ResourceVersion = rv
+		return n
+	}
+	for i := range servedKeep {
+		h.c.serve(at(fmt.Sprintf("n%03d", i), "10"))
+	}
+	h.c.serve(at("n007", "12"))
+	if got := h.c.servedNode("n007"); got == nil || got.ResourceVersion != "12" {
+		t.Fatalf("served n007 = %v, want resourceVersion 12", got)
+	}
+	h.c.serve(at("n007", "11"))
+	if got := h.c.servedNode("n007"); got.ResourceVersion != "12" {
+		t.Errorf("a slower, older answer replaced the newer: resourceVersion %s", got.ResourceVersion)
+	}
+	h.c.serve(at("new", "5"))
+	if h.c.servedNode("new") == nil || len(h.c.served) > servedKeep {
+		t.Errorf("a new node past the bound: served %v, %d remembered (bound %d)", h.c.servedNode("new") != nil, len(h.c.served), servedKeep)
+	}
+	h.clock.Step(servedTTL)
+	if h.c.servedNode("n007") != nil {
+		t.Error("an answer servedTTL old is still used")
+	}
 }

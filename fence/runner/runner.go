@@ -826,6 +826,12 @@ func (r *Runner) Sync(ctx context.Context, name string) (after time.Duration, go
 			if i == 0 && in.Kind == fence.InputTick && len(out.Actions) == 0 && ctx.Err() == nil {
 				r.noteQuiet(name, rec, info, decided, out.RecheckAfter)
 			}
+			if slices.ContainsFunc(out.Actions, func(a fence.Action) bool { return a.Kind == fence.ActDeletePods }) {
+				// A force-delete pass is polled every DetachPoll counted
+				// from its tick: from its end, so that a pass slower
+				// than that does not start the next at once.
+				return out.RecheckAfter, false
+			}
 			return r.wakeAfter(out.RecheckAfter, decidedAt), false
 		}
 		in = *next
@@ -847,8 +853,9 @@ const minWake = 50 * time.Millisecond
 // were fenced, a settle's read due 3 s after the one before waited 3 s
 // after a state write that took 4 s: the reads spread over 7.5 s where 6 s
 // would do, and the taint came that much later. Waking early is harmless:
-// the engine's timers are absolute (NextReadAt), and a step with nothing
-// due does nothing but say when it is.
+// the engine's read timers are absolute (NextReadAt), and a step with
+// nothing due does nothing but say when it is. A force-delete pass, polled
+// from its tick, is the exception (Sync).
 func (r *Runner) wakeAfter(d time.Duration, decidedAt time.Time) time.Duration {
 	return max(d-r.opts.Clock.Since(decidedAt), min(d, minWake))
 }

@@ -24,11 +24,13 @@ type cluster struct {
 	fencesim.Cluster
 	saveErr error
 	// saveTakes is how long each state write takes on the world's clock.
-	saveTakes  time.Duration
-	recheck    *runner.Recheck
-	saves      atomic.Int64
-	taints     atomic.Int64
-	deletePods atomic.Int64
+	saveTakes time.Duration
+	// deleteTakes is how long each force-delete pass takes.
+	deleteTakes time.Duration
+	recheck     *runner.Recheck
+	saves       atomic.Int64
+	taints      atomic.Int64
+	deletePods  atomic.Int64
 }
 
 func (c *cluster) SaveState(ctx context.Context, node, old, new, ack string) error {
@@ -47,6 +49,7 @@ func (c *cluster) ApplyTaint(ctx context.Context, node, token string) error {
 
 func (c *cluster) DeleteTerminatingPods(ctx context.Context, node, token string) (int, error) {
 	c.deletePods.Add(1)
+	c.W.Clock.Step(c.deleteTakes)
 	return c.Cluster.DeleteTerminatingPods(ctx, node, token)
 }
 
@@ -522,5 +525,28 @@ func TestTheNextSyncCountsFromTheDecisionNotFromTheWrite(t *testing.T) {
 			t.Errorf("writes taking %s: next sync after %s, want at most %s (the settle read is due %s after the last, counted from the decision)",
 				takes, after, want, w.Policy.SettleInterval())
 		}
+	}
+}
+
+// Found in review: counted from the decision, a force-delete pass slower
+// than its poll started the next one at once, over and over, on the API
+// server whose slowness made it slow. Its poll counts from its end.
+func TestAForceDeletePassIsPolledFromItsEnd(t *testing.T) {
+	w, c := world(t)
+	c.deleteTakes = 3 * time.Second
+	r := newRunner(t, w, c)
+	var after time.Duration
+	for i := 0; c.deletePods.Load() == 0; i++ {
+		if i == 40 {
+			t.Fatalf("no force-delete pass after %d syncs; phase %s", i, w.Node("n1").Phase())
+		}
+		w.Clock.Step(max(after, 100*time.Millisecond))
+		w.Advance()
+		after, _ = r.Sync(context.Background(), "n1")
+	}
+	// The step asks for its next within DetachPoll; the pass took
+	// longer than that, and the next must not follow at once.
+	if after < 500*time.Millisecond {
+		t.Errorf("next sync after %s, want the step's own wait (at most the poll's %s) from the pass's end", after, w.Policy.DetachPoll)
 	}
 }
