@@ -55,7 +55,7 @@ func (r *Runner) execute(ctx context.Context, name string, rec *record, out fenc
 			r.commit(rec, out.State)
 			start := r.opts.Clock.Now()
 			rd, ok := r.readPower(ctx, name, rec, out.State)
-			if ok {
+			if ok && out.State.Phase.PreTaint() && !out.State.Unsaved {
 				r.log.Info("fence power read", zap.String("node", name), zap.Stringer("phase", out.State.Phase), zap.Stringer("power", rd.Power), zap.String("failure", rd.Failure), zap.Duration("took", r.opts.Clock.Since(start)))
 			}
 			if !ok {

@@ -874,7 +874,11 @@ func (r *Runner) noteWake(rec *record, name string, start time.Time, after *time
 		r.log.Info("fence sync late", zap.String("node", name), zap.Stringer("phase", rec.state.Phase), zap.Duration("late", start.Sub(rec.wakeAt)))
 	}
 	rec.wakeAt = time.Time{}
-	if rec.state.Phase != fence.Healthy && *after > 0 {
+	// Only a written fence on its way to the taint: at 1000 × 30 a power
+	// loss's load made hundreds of live nodes' renewals late, and their
+	// unsaved suspicions, and the detach polls after the taints, said
+	// nothing worth 3 000 lines.
+	if ph := rec.state.Phase; ph != fence.Healthy && ph.PreTaint() && !rec.state.Unsaved && *after > 0 {
 		rec.wakeAt = now.Add(*after)
 	}
 }
