@@ -399,4 +399,17 @@ func TestAnEventStartedSuspicionHoldsItsEventUntilItIsWrittenOrEnds(t *testing.T
 		t.Fatalf("renewed: phase %v actions %v events %v held %q; want Healthy, written, events %v (a suspicion and its recovery in pairs)",
 			out.State.Phase, kinds(out), got, out.State.HeldEvent.Reason, want)
 	}
+
+	// Excluded while suspected: back to Healthy, and nothing says the
+	// node renewed (found in review).
+	ex := view(heartbeat(0), notReady(0), offEvent(sec(3)), excluded())
+	out = stepChecked(t, p, start(), tick(ex, at(sec(14.5))), at(sec(14.5)))
+	if !slices.Contains(eventReasons(out), "FencePowerEvent") {
+		t.Fatalf("excluded: events %v, want the held event said", eventReasons(out))
+	}
+	for _, a := range out.Actions {
+		if a.Kind == ActEvent && strings.Contains(a.Event.Message, "renewed") {
+			t.Errorf("excluded, not renewed: %s %q", a.Event.Reason, a.Event.Message)
+		}
+	}
 }

@@ -179,6 +179,9 @@ func checkInvariants(p Policy, before State, in Input, now time.Time, out Output
 	if s.HeldEvent.Reason != "" && !s.Unsaved {
 		return fmt.Errorf("a held %s Event without an unsaved suspicion", s.HeldEvent.Reason)
 	}
+	if s.Unsaved && has(out, ActEvent) {
+		return fmt.Errorf("an unsaved suspicion says %v", kinds(out))
+	}
 	if s.Unsaved && (s.Phase != Suspect || has(out, ActPersist)) {
 		return fmt.Errorf("an unsaved suspicion in %v, persisted %v", s.Phase, has(out, ActPersist))
 	}

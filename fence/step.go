@@ -785,11 +785,17 @@ func (st *stepper) settleUnsaved() bool {
 		// whole, as it happened (the suspicion, its event, the step's
 		// own words), and written.
 		st.s.Unsaved = false
+		if said["FenceSuspect"] {
+			st.announce(said, held)
+			return true
+		}
 		acts := st.acts
 		st.acts = nil
-		if !said["FenceSuspect"] {
-			st.event(false, "FenceSuspect", "suspected since %s on a power-off event the BMC pushed (next Event); the node renewed its Lease since", stamp(st.suspectedAt))
+		since := ""
+		if said["FenceRecovered"] {
+			since = "; the node renewed its Lease since"
 		}
+		st.event(false, "FenceSuspect", "suspected since %s on a power-off event the BMC pushed (next Event)%s", stamp(st.suspectedAt), since)
 		st.acts = append(st.acts, Action{Kind: ActEvent, Event: held})
 		st.acts = append(st.acts, acts...)
 		return true
@@ -1488,7 +1494,9 @@ func (st *stepper) detaching() {
 		}
 		return
 	}
-	if st.p.ForceDeletePods && n.Terminating > 0 {
+	// One pass a sync: the steps that take in the sync's own reads and
+	// results see the view the tick saw, and would ask again.
+	if st.p.ForceDeletePods && n.Terminating > 0 && (st.in.Kind == InputTick || st.in.Kind == InputCommand) {
 		st.emit(ActDeletePods)
 	}
 	st.wake(st.p.DetachPoll)

@@ -143,6 +143,13 @@ func TestShutdownNodeIsConfirmedOffThroughOurOwnForceOff(t *testing.T) {
 	if !has(out, ActDeletePods) {
 		t.Errorf("actions = %v, want DeletePods (force-delete terminating pods)", kinds(out))
 	}
+	// The same sync's keep-off read, on the same view: the pass is the
+	// tick's, not asked for again (found in review: each reading and
+	// result step of a sync asked for one more).
+	out = d.step(reading(view(withTaint(TaintOurs), pods(2, 1), terminating(2)), at(sec(28.5)), PowerOff), at(sec(28.5)))
+	if has(out, ActDeletePods) {
+		t.Errorf("actions = %v on a keep-off reading: a second force-delete pass", kinds(out))
+	}
 	out = d.step(tick(view(withTaint(TaintOurs), pods(0, 0)), at(sec(32))), at(sec(32)))
 	d.wantPhase(Fenced)
 	if !slices.Contains(eventReasons(out), "FenceDetached") {

@@ -549,4 +549,9 @@ func TestAForceDeletePassIsPolledFromItsEnd(t *testing.T) {
 	if after < 500*time.Millisecond {
 		t.Errorf("next sync after %s, want the step's own wait (at most the poll's %s) from the pass's end", after, w.Policy.DetachPoll)
 	}
+	// Found in review: the steps that took in the sync's keep-off read
+	// and its result asked for the pass again, on the same view.
+	if got := c.deletePods.Load(); got != 1 {
+		t.Errorf("%d force-delete passes in one sync, want 1", got)
+	}
 }
