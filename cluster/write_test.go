@@ -708,13 +708,19 @@ func bumpVersion(t *testing.T, h *harness, name, rv string, change func(*corev1.
 // fails the precondition, and the write reads it and tries again.
 func TestAGuardedWriteChecksTheNodeTheServerLastAnswered(t *testing.T) {
 	ctx := context.Background()
-
-	t.Run("a second state write patches at once", func(t *testing.T) {
+	// writtenOnce: node w1 whose state we wrote once, S1 → S2.
+	writtenOnce := func(t *testing.T) *harness {
+		t.Helper()
 		h := newHarness(t, node("w1", withState("S1")))
 		preconditionReactor(h)
 		if err := h.c.SaveState(ctx, "w1", "S1", "S2", ""); err != nil {
 			t.Fatal(err)
 		}
+		return h
+	}
+
+	t.Run("a second state write patches at once", func(t *testing.T) {
+		h := writtenOnce(t)
 		if err := h.c.SaveState(ctx, "w1", "S2", "S3", ""); err != nil {
 			t.Fatal(err)
 		}
@@ -727,11 +733,7 @@ func TestAGuardedWriteChecksTheNodeTheServerLastAnswered(t *testing.T) {
 	})
 
 	t.Run("a node changed since: 409, read, write", func(t *testing.T) {
-		h := newHarness(t, node("w1", withState("S1")))
-		preconditionReactor(h)
-		if err := h.c.SaveState(ctx, "w1", "S1", "S2", ""); err != nil {
-			t.Fatal(err)
-		}
+		h := writtenOnce(t)
 		bumpVersion(t, h, "w1", "77", func(n *corev1.Node) {
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
 		})
@@ -744,11 +746,7 @@ func TestAGuardedWriteChecksTheNodeTheServerLastAnswered(t *testing.T) {
 	})
 
 	t.Run("another agent's state since: 409, read, conflict", func(t *testing.T) {
-		h := newHarness(t, node("w1", withState("S1")))
-		preconditionReactor(h)
-		if err := h.c.SaveState(ctx, "w1", "S1", "S2", ""); err != nil {
-			t.Fatal(err)
-		}
+		h := writtenOnce(t)
 		bumpVersion(t, h, "w1", "78", func(n *corev1.Node) { n.Annotations[AnnotationState] = "theirs" })
 		if err := h.c.SaveState(ctx, "w1", "S2", "S3", ""); !errors.Is(err, runner.ErrConflict) {
 			t.Fatalf("SaveState = %v, want ErrConflict", err)
