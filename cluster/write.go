@@ -106,8 +106,8 @@ const (
 	// changed since would cost a 409 and a read anyway).
 	servedTTL = 30 * time.Second
 	// servedKeep bounds the nodes remembered: past it, those older than
-	// servedTTL are dropped (a fence's nodes are few; a full node with
-	// its images list can weigh 20 KiB).
+	// servedTTL are dropped, and then the oldest (a fence's nodes are
+	// few; a full node with its images list can weigh 20 KiB).
 	servedKeep = 128
 )
 
